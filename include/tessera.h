@@ -1,0 +1,429 @@
+/*
+ * tessera.h — the public API of Tessera.
+ *
+ * Tessera brings overdecomposition to an existing MPI (+ GPU) program. The program calls
+ * tess_init() on a communicator, creates chare arrays (many migratable objects per GPU), runs one
+ * phase of its work as entry methods of those chares with tess_run(), and gets control back in
+ * plain MPI. GPU interop (streams, continuations, device messages) is in <tessera/gpu.h>.
+ *
+ * Threads. A process runs `ppn` PEs (worker threads). The thread that calls tess_init() and
+ * tess_run() is PE 0 of its process and is the only thread that calls MPI; it must be the thread
+ * MPI calls "main" when the thread level is MPI_THREAD_FUNNELED. Entry methods of one chare never
+ * run concurrently; entry methods of different chares run concurrently on different PEs.
+ * Each function below says from which threads it may be called:
+ *   - "main":   the thread that called tess_init(), outside tess_run();
+ *   - "entry":  an entry method, constructor-free start function or continuation (a PE thread
+ *               inside tess_run());
+ *   - "any":    any thread.
+ * Calls from the wrong thread, or with arguments that cannot be right (an index out of range, an
+ * unknown entry, a destroyed array, a send outside a phase, a second contribution to one
+ * reduction), abort the job with a message naming the array, index, entry and the caller's
+ * file:line: such errors cannot be returned from an entry method and must never be silent.
+ *
+ * Errors. Functions return tess_status_t: TESS_OK (0), TESS_INPROGRESS (> 0) or a negative error.
+ * The error is logged once where it was found; tess_error_detail() returns that text for the
+ * calling thread.
+ */
+#ifndef TESSERA_H
+#define TESSERA_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TESS_VERSION_MAJOR 0
+#define TESS_VERSION_MINOR 1
+#define TESS_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum tess_status {
+    TESS_OK               = 0,
+    TESS_INPROGRESS       = 1,   /**< operation started, completes later */
+    TESS_ERR_INVALID      = -1,  /**< an argument is invalid */
+    TESS_ERR_NO_MEMORY    = -2,  /**< host or device memory exhausted */
+    TESS_ERR_MPI          = -3,  /**< an MPI call failed, or MPI is not usable */
+    TESS_ERR_UCX          = -4,  /**< a UCX call failed */
+    TESS_ERR_GPU          = -5,  /**< a device runtime (CUDA, HIP, host backend) call failed */
+    TESS_ERR_STATE        = -6,  /**< the call is not valid now (not initialised, inside a phase…) */
+    TESS_ERR_UNSUPPORTED  = -7,  /**< not supported by this build or backend */
+    TESS_ERR_MISMATCH     = -8,  /**< ranks disagree about a collective call */
+    TESS_ERR_NOT_FOUND    = -9,  /**< no such object */
+    TESS_ERR_SYSTEM       = -10, /**< an operating-system call failed */
+    TESS_ERR_TRUNCATED    = -11, /**< a buffer is too small for the data */
+    TESS_ERR_CORRUPT      = -12, /**< a message failed validation */
+    TESS_ERR_BUSY         = -13  /**< a resource is temporarily exhausted */
+} tess_status_t;
+
+/** Short text of a status ("invalid argument"). Any thread. Never NULL. */
+const char *tess_status_string(tess_status_t status);
+
+/** Full text of the last error found on the calling thread ("" if none). Any thread. The string
+ *  stays valid until the next failing call on this thread. */
+const char *tess_error_detail(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Initialisation                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum tess_log_level {
+    TESS_LOG_ERROR = 0,
+    TESS_LOG_WARN  = 1,
+    TESS_LOG_INFO  = 2,
+    TESS_LOG_DEBUG = 3,
+    TESS_LOG_TRACE = 4
+} tess_log_level_t;
+
+/** Fields of tess_params_t; set the bit of every field you fill in. */
+enum tess_params_field {
+    TESS_PARAM_FIELD_PPN       = 1u << 0,
+    TESS_PARAM_FIELD_LOG_LEVEL = 1u << 1,
+    TESS_PARAM_FIELD_SPIN_US   = 1u << 2,
+    TESS_PARAM_FIELD_BIND      = 1u << 3,
+    TESS_PARAM_FIELD_VERBOSE   = 1u << 4,
+    TESS_PARAM_FIELD_GPU       = 1u << 5,
+    TESS_PARAM_FIELD_STREAMS   = 1u << 6
+};
+
+/**
+ * Program defaults for runtime options. Every option also has a TESS_* environment variable and
+ * most a +tess-* command-line flag (see README.md): the command line overrides the environment,
+ * which overrides these fields, which override the built-in defaults.
+ */
+typedef struct tess_params {
+    uint64_t         field_mask; /**< TESS_PARAM_FIELD_* bits of the fields set */
+    int              ppn;        /**< PEs (worker threads) per process, >= 1 (default 1) */
+    tess_log_level_t log_level;  /**< default TESS_LOG_WARN */
+    int              spin_us;    /**< how long an idle PE spins before it blocks (default 100) */
+    int              bind;       /**< bind PEs to cores with hwloc (default 0) */
+    int              verbose;    /**< print the process/PE/GPU mapping at init (default 0) */
+    const char      *gpu;        /**< "auto" (default), "host", "cuda" or "hip" */
+    int              streams;    /**< size of the per-process stream pool (default 64) */
+} tess_params_t;
+
+/**
+ * Initialise Tessera on `comm` (main; collective over comm). MPI must be initialised with at least
+ * MPI_THREAD_FUNNELED; the communicator is duplicated, so the caller keeps using `comm`.
+ * Runtime flags (+ppn N, +tess-log LEVEL, +tess-bind, +tess-verbose, +tess-spin US, …) are read
+ * from and removed from argc/argv when they are given (both may be NULL). `params` may be NULL.
+ * Errors: TESS_ERR_MPI (MPI not initialised, thread level too low, not the main thread),
+ * TESS_ERR_STATE (already initialised), TESS_ERR_INVALID (a bad option value), TESS_ERR_UCX,
+ * TESS_ERR_GPU.
+ */
+tess_status_t tess_init(int *argc, char ***argv, MPI_Comm comm, const tess_params_t *params);
+
+/** Destroy every array, stop the PEs and release all resources (main; collective). MPI stays
+ *  initialised: the caller finalizes it. */
+tess_status_t tess_finalize(void);
+
+/** Nonzero between tess_init() and tess_finalize(). Any thread. */
+int tess_initialized(void);
+
+/** This process's rank in the communicator given to tess_init(), and their number. Any thread. */
+int tess_process(void);
+int tess_num_processes(void);
+/** PEs per process, the global number of PEs, and the global PE id of the calling thread
+ *  (-1 when the thread is not a PE, e.g. outside tess_run()). Global PE ids number the PEs of
+ *  process 0 first, then process 1, … Any thread. */
+int tess_ppn(void);
+int tess_num_pes(void);
+int tess_pe(void);
+/** Process owning global PE `pe`. Any thread. */
+int tess_pe_process(int pe);
+/** Seconds since an arbitrary point, monotonic. Any thread. */
+double tess_wtime(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Chare arrays and entry methods                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/** An element index; dimensions beyond the array's are 0. */
+typedef struct tess_index {
+    int32_t x, y, z;
+} tess_index_t;
+
+static inline tess_index_t tess_idx1(int32_t x) { tess_index_t i = {x, 0, 0}; return i; }
+static inline tess_index_t tess_idx2(int32_t x, int32_t y) { tess_index_t i = {x, y, 0}; return i; }
+static inline tess_index_t tess_idx3(int32_t x, int32_t y, int32_t z)
+{
+    tess_index_t i = {x, y, z};
+    return i;
+}
+
+typedef struct tess_array *tess_array_h;  /**< a chare array */
+typedef struct tess_ctx   *tess_ctx_h;    /**< the element an entry method runs on */
+typedef int                tess_entry_t;  /**< an entry-method id from tess_entry_register() */
+
+/**
+ * An entry method: runs on the PE that owns the element, never concurrently with another entry
+ * of the same element. `msg` (size bytes) is valid until the entry returns.
+ */
+typedef void (*tess_entry_fn_t)(tess_ctx_h ctx, void *elem, const void *msg, size_t size);
+
+/** Element constructor/destructor: run on the calling (main) thread during tess_array_create()/
+ *  tess_array_destroy(); `elem` is zeroed before the constructor. They may not send messages. */
+typedef void (*tess_elem_fn_t)(tess_ctx_h ctx, void *elem, void *arg);
+
+/** A user mapping: the global PE (0 ≤ pe < num_pes) of element `index`. Must give the same answer
+ *  on every rank. */
+typedef int (*tess_map_fn_t)(tess_index_t index, const int32_t extents[3], int num_pes, void *arg);
+
+typedef enum tess_map {
+    TESS_MAP_BLOCK       = 0, /**< contiguous blocks of the row-major linear index (default) */
+    TESS_MAP_ROUND_ROBIN = 1, /**< linear index modulo the number of PEs */
+    TESS_MAP_USER        = 2  /**< map_fn */
+} tess_map_t;
+
+typedef struct tess_pup *tess_pup_h;
+/** One function sizes, packs and unpacks an element's state (see tess_pup_*). */
+typedef void (*tess_pup_fn_t)(tess_pup_h pup, tess_ctx_h ctx, void *elem);
+
+enum tess_array_field {
+    TESS_ARRAY_FIELD_NAME      = 1u << 0,
+    TESS_ARRAY_FIELD_DTOR      = 1u << 1,
+    TESS_ARRAY_FIELD_MAP       = 1u << 2,
+    TESS_ARRAY_FIELD_PUP       = 1u << 3,
+    TESS_ARRAY_FIELD_RESUME    = 1u << 4
+};
+
+typedef struct tess_array_params {
+    uint64_t       field_mask; /**< TESS_ARRAY_FIELD_* of the optional fields set */
+    const char    *name;       /**< for messages (default "array<N>") */
+    int            ndims;      /**< 1, 2 or 3 (required) */
+    int32_t        extents[3]; /**< elements per dimension, each >= 1 (required) */
+    size_t         elem_size;  /**< bytes of user state per element (required, may be 0) */
+    tess_elem_fn_t ctor;       /**< constructor (required, may be NULL) */
+    void          *ctor_arg;   /**< passed to ctor and dtor */
+    tess_elem_fn_t dtor;       /**< destructor */
+    tess_map_t     map;        /**< initial placement */
+    tess_map_fn_t  map_fn;     /**< with TESS_MAP_USER */
+    void          *map_arg;
+    tess_pup_fn_t  pup;        /**< needed to migrate elements (load balancing) */
+    tess_entry_t   resume;     /**< entry run on every element after a load-balancing step */
+} tess_array_params_t;
+
+/**
+ * Register an entry method (main; collective: every rank registers the same entries in the same
+ * order, checked here — a mismatch is TESS_ERR_MISMATCH naming the entry). `name` is copied.
+ */
+tess_status_t tess_entry_register(const char *name, tess_entry_fn_t fn, tess_entry_t *entry_p);
+
+/** Name of a registered entry ("?" if unknown). Any thread. */
+const char *tess_entry_name(tess_entry_t entry);
+
+/**
+ * Create a chare array (main; collective). Every rank computes the same placement, so the
+ * location table is identical everywhere; each rank constructs its own elements. The element
+ * state lives in runtime memory of elem_size bytes, aligned to 64.
+ */
+tess_status_t tess_array_create(const tess_array_params_t *params, tess_array_h *array_p);
+
+/** Run the destructors of the local elements and free the array (main; collective). */
+tess_status_t tess_array_destroy(tess_array_h array);
+
+/** Total elements, dimensions and extents. Any thread. */
+int64_t tess_array_size(tess_array_h array);
+int     tess_array_ndims(tess_array_h array);
+const char *tess_array_name(tess_array_h array);
+
+/** Global PE that owns `index` now. Any thread (exact outside phases; may lag a migration in
+ *  flight inside one). Errors: TESS_ERR_INVALID for an index out of range. */
+tess_status_t tess_array_location(tess_array_h array, tess_index_t index, int *pe_p);
+
+/** State of local element `index`, or NULL if it is not on this process (main). */
+void *tess_array_local(tess_array_h array, tess_index_t index);
+
+/** Number of elements on this process (main). */
+int64_t tess_array_num_local(tess_array_h array);
+
+/** Call fn on every local element, in no particular order, on the calling thread (main). */
+typedef void (*tess_foreach_fn_t)(tess_ctx_h ctx, void *elem, void *arg);
+tess_status_t tess_array_foreach(tess_array_h array, tess_foreach_fn_t fn, void *arg);
+
+/** About the element an entry runs on. Any thread that holds ctx. */
+tess_index_t tess_ctx_index(tess_ctx_h ctx);
+tess_array_h tess_ctx_array(tess_ctx_h ctx);
+void        *tess_ctx_elem(tess_ctx_h ctx);
+int64_t      tess_ctx_linear(tess_ctx_h ctx);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Messages                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Ordering: messages from one sender element (or start function) to one receiver element are
+ * delivered in the order sent, while neither migrates. Nothing else is ordered; in particular a
+ * broadcast is not ordered against point-to-point messages. Messages of any size are accepted.
+ * Every send is counted for quiescence; no message is ever dropped.
+ */
+
+/** Send `size` bytes (copied before the call returns) to entry `entry` of element `index`
+ *  (entry). */
+#define tess_send(array, index, entry, data, size) \
+    tess_send_loc((array), (index), (entry), (data), (size), __FILE__, __LINE__)
+
+/** Zero-copy send: `msg` from tess_msg_alloc() is handed to the runtime (do not touch or free
+ *  it afterwards); within a process the receiver reads the same buffer (entry). */
+#define tess_send_msg(array, index, entry, msg) \
+    tess_send_msg_loc((array), (index), (entry), (msg), __FILE__, __LINE__)
+
+/** Send a copy of `size` bytes to entry `entry` of every element of `array` (entry). */
+#define tess_broadcast(array, entry, data, size) \
+    tess_broadcast_loc((array), (entry), (data), (size), __FILE__, __LINE__)
+
+/** A message buffer of `size` payload bytes for tess_send_msg() (entry; NULL only if memory is
+ *  exhausted). Free an unsent one with tess_msg_free(). */
+void *tess_msg_alloc(size_t size);
+void  tess_msg_free(void *msg);
+
+tess_status_t tess_send_loc(tess_array_h array, tess_index_t index, tess_entry_t entry,
+                            const void *data, size_t size, const char *file, int line);
+tess_status_t tess_send_msg_loc(tess_array_h array, tess_index_t index, tess_entry_t entry,
+                                void *msg, const char *file, int line);
+tess_status_t tess_broadcast_loc(tess_array_h array, tess_entry_t entry, const void *data,
+                                 size_t size, const char *file, int line);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reductions                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum tess_dtype {
+    TESS_INT32  = 0,
+    TESS_INT64  = 1,
+    TESS_FLOAT  = 2,
+    TESS_DOUBLE = 3
+} tess_dtype_t;
+
+/** Logical ops work on every type (nonzero is true; the result is 1 or 0). Bitwise ops work on
+ *  the integer types only. */
+typedef enum tess_op {
+    TESS_SUM  = 0,
+    TESS_PROD = 1,
+    TESS_MIN  = 2,
+    TESS_MAX  = 3,
+    TESS_LAND = 4,
+    TESS_LOR  = 5,
+    TESS_BAND = 6,
+    TESS_BOR  = 7
+} tess_op_t;
+
+typedef enum tess_cb_kind {
+    TESS_CB_ELEMENT   = 0, /**< send the result to one element's entry */
+    TESS_CB_BROADCAST = 1, /**< broadcast the result to an entry of every element of an array */
+    TESS_CB_RETURN    = 2  /**< end the phase; tess_result() returns the value on every rank */
+} tess_cb_kind_t;
+
+typedef struct tess_callback {
+    tess_cb_kind_t kind;
+    tess_array_h   array;
+    tess_index_t   index;
+    tess_entry_t   entry;
+} tess_callback_t;
+
+static inline tess_callback_t tess_cb_element(tess_array_h a, tess_index_t i, tess_entry_t e)
+{
+    tess_callback_t cb = {TESS_CB_ELEMENT, a, i, e};
+    return cb;
+}
+static inline tess_callback_t tess_cb_broadcast(tess_array_h a, tess_entry_t e)
+{
+    tess_callback_t cb = {TESS_CB_BROADCAST, a, {0, 0, 0}, e};
+    return cb;
+}
+static inline tess_callback_t tess_cb_return(void)
+{
+    tess_callback_t cb = {TESS_CB_RETURN, NULL, {0, 0, 0}, -1};
+    return cb;
+}
+
+/**
+ * Contribute `count` values of `type` to reduction `tag` of the element's array (entry).
+ * Every element of the array contributes exactly once per tag, with the same count, type, op and
+ * callback; an element's tags must increase (an iteration number works). Reductions with
+ * different tags may be in flight at the same time. The values are combined within the process,
+ * then across processes by MPI on PE 0; the result (count values) goes to the callback.
+ * A second contribution to one tag, or a mismatch, aborts with a message.
+ */
+#define tess_contribute(ctx, tag, data, count, type, op, cb) \
+    tess_contribute_loc((ctx), (tag), (data), (count), (type), (op), (cb), __FILE__, __LINE__)
+tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data, int count,
+                                  tess_dtype_t type, tess_op_t op, tess_callback_t cb,
+                                  const char *file, int line);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Phases                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum tess_run_mode {
+    TESS_RUN_UNTIL_EXIT       = 0, /**< until a chare calls tess_exit() (or a TESS_CB_RETURN
+                                        reduction completes), then until quiescence */
+    TESS_RUN_UNTIL_QUIESCENCE = 1  /**< until no message is in flight anywhere */
+} tess_run_mode_t;
+
+/** Runs on PE 0 of every process at the start of a phase, inside it: it may send messages. */
+typedef void (*tess_start_fn_t)(void *arg);
+
+/**
+ * Run a chare phase (main; collective). The calling thread becomes PE 0; the other PEs wake up.
+ * `start` (may be NULL) runs first on every process. Returns when the mode's condition holds on
+ * every process and nothing is in flight: no message, no device transfer, no GPU continuation.
+ * The caller may then use MPI and read or change local element state; a later tess_run()
+ * continues with the same chares.
+ */
+tess_status_t tess_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg);
+
+/** End the current phase (entry). Messages already sent are still delivered before tess_run()
+ *  returns. */
+#define tess_exit() tess_exit_loc(NULL, 0, __FILE__, __LINE__)
+/** End the phase and hand `size` bytes to tess_result() on every rank (entry). */
+#define tess_exit_with(data, size) tess_exit_loc((data), (size), __FILE__, __LINE__)
+tess_status_t tess_exit_loc(const void *data, size_t size, const char *file, int line);
+
+/**
+ * The value the last phase ended with (tess_exit_with() or a TESS_CB_RETURN reduction), copied
+ * into buf (main). *size_p (may be NULL) gets its size. TESS_ERR_NOT_FOUND if the last phase
+ * ended without a value; TESS_ERR_TRUNCATED if buf is smaller (the first `size` bytes are copied).
+ */
+tess_status_t tess_result(void *buf, size_t size, size_t *size_p);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Migration and load balancing                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/** PUP: the same function sizes, packs and unpacks an element (see tess_array_params_t.pup). */
+int  tess_pup_is_unpacking(tess_pup_h pup);
+/** Host bytes at ptr (state of the element or memory it owns). */
+void tess_pup_bytes(tess_pup_h pup, void *ptr, size_t size);
+/** A device buffer owned by the element: its data moves over the device-message paths; when
+ *  unpacking, *dptr_p is set to new device memory of `size` bytes at the destination, and the
+ *  source buffer is freed by the runtime after the move. */
+void tess_pup_device(tess_pup_h pup, void **dptr_p, size_t size);
+
+/** Move this element to global PE `dest_pe` once the current entry returns (entry). Messages sent
+ *  to it meanwhile are forwarded, never lost. */
+#define tess_migrate(ctx, dest_pe) tess_migrate_loc((ctx), (dest_pe), __FILE__, __LINE__)
+tess_status_t tess_migrate_loc(tess_ctx_h ctx, int dest_pe, const char *file, int line);
+
+/** Set the element's load for the next load-balancing step, replacing the measured time
+ *  (entry). */
+tess_status_t tess_set_load(tess_ctx_h ctx, double load);
+
+/**
+ * Enter a load-balancing step (entry). When every element of the array has called it, loads are
+ * collected, the strategy (+tess-lb NAME) runs, elements migrate with their state, the location
+ * table is updated on every rank, and the array's resume entry runs on every element.
+ */
+#define tess_at_sync(ctx) tess_at_sync_loc((ctx), __FILE__, __LINE__)
+tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_H */

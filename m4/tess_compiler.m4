@@ -1,0 +1,50 @@
+# TESS_COMPILER_OPTIONS: --enable-debug, --enable-asan, --enable-tsan, --enable-werror.
+# Results go into TESS_CFLAGS / TESS_LDFLAGS, which every Makefile.am uses; the global
+# CFLAGS the user gave are left alone.
+AC_DEFUN([TESS_COMPILER_OPTIONS], [
+AC_ARG_ENABLE([debug],
+  [AS_HELP_STRING([--enable-debug], [build with -O0 -g and internal assertions])],
+  [], [enable_debug=no])
+AC_ARG_ENABLE([asan],
+  [AS_HELP_STRING([--enable-asan], [build with AddressSanitizer])],
+  [], [enable_asan=no])
+AC_ARG_ENABLE([tsan],
+  [AS_HELP_STRING([--enable-tsan], [build with ThreadSanitizer])],
+  [], [enable_tsan=no])
+AC_ARG_ENABLE([werror],
+  [AS_HELP_STRING([--disable-werror], [do not treat warnings as errors])],
+  [], [enable_werror=yes])
+
+AS_IF([test "x$enable_asan" = xyes && test "x$enable_tsan" = xyes],
+  [AC_MSG_ERROR([--enable-asan and --enable-tsan cannot be combined])])
+
+TESS_CFLAGS="-std=gnu11 -Wall -Wextra"
+TESS_LDFLAGS=""
+AS_IF([test "x$enable_werror" = xyes], [TESS_CFLAGS="$TESS_CFLAGS -Werror"])
+AS_IF([test "x$enable_debug" = xyes],
+  [TESS_CFLAGS="$TESS_CFLAGS -O0 -g3"
+   AC_DEFINE([TESS_DEBUG], [1], [internal assertions enabled])],
+  [TESS_CFLAGS="$TESS_CFLAGS -O2 -g"])
+tess_sanitizer=none
+AS_IF([test "x$enable_asan" = xyes],
+  [tess_sanitizer=address
+   TESS_CFLAGS="$TESS_CFLAGS -fsanitize=address -fno-omit-frame-pointer"
+   TESS_LDFLAGS="$TESS_LDFLAGS -fsanitize=address"])
+AS_IF([test "x$enable_tsan" = xyes],
+  [tess_sanitizer=thread
+   TESS_CFLAGS="$TESS_CFLAGS -fsanitize=thread -fno-omit-frame-pointer"
+   TESS_LDFLAGS="$TESS_LDFLAGS -fsanitize=thread"])
+AS_IF([test "x$tess_sanitizer" != xnone],
+  [AC_DEFINE_UNQUOTED([TESS_SANITIZER], ["$tess_sanitizer"], [sanitizer the build uses])])
+AC_SUBST([TESS_CFLAGS])
+AC_SUBST([TESS_LDFLAGS])
+AC_SUBST([tess_sanitizer])
+])
+
+# AX_PTHREAD_SIMPLE: POSIX threads through -pthread (gcc and clang both take it).
+AC_DEFUN([AX_PTHREAD_SIMPLE], [
+PTHREAD_CFLAGS="-pthread"
+PTHREAD_LIBS="-pthread"
+AC_SUBST([PTHREAD_CFLAGS])
+AC_SUBST([PTHREAD_LIBS])
+])

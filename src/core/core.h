@@ -1,0 +1,245 @@
+/*
+ * core.h — the core component: configuration, init/finalize, PE threads and their scheduler,
+ * message delivery within and across processes, phases and quiescence, process-level reductions
+ * across MPI, GPU completion continuations, and the MPI agent (all MPI calls on PE 0).
+ *
+ * Threads:
+ *   - tess_core_init/fini, tess_core_run: the main thread (which becomes PE 0 inside a phase).
+ *   - tess_core_msg_alloc/free/send, tess_core_gpu_then, tess_core_reduce_contribute,
+ *     tess_core_agent_post, tess_core_exit: PE threads inside a phase.
+ *   - handlers registered with tess_core_handler_register run on the PE named by the message's
+ *     dst_pe; agent functions run on PE 0.
+ *   - tess_core_pe_self, the configuration and the identity functions: any thread.
+ */
+#ifndef TESS_CORE_H
+#define TESS_CORE_H
+
+#include "util/util.h"
+#include "gpu/gpu.h"
+#include "net/net.h"
+
+#include <mpi.h>
+#include <pthread.h>
+
+/* ---- configuration ----------------------------------------------------------------------- */
+
+typedef struct tess_config {
+    int    ppn;
+    int    log_level;
+    int    spin_us;          /* idle spin before blocking */
+    int    bind;
+    int    verbose;
+    char   gpu[16];          /* auto|host|cuda|hip */
+    int    streams;
+    int    host_threads;
+    size_t host_arena;
+    int    host_jitter_us;
+    int    host_devices;
+    int    vnode_size;       /* 0: physical nodes */
+    char   devcomm_path[8];  /* auto|d2d|ipc|rdma */
+    char   ipc[8];           /* auto|staged|direct */
+    size_t comm_buf;         /* staged IPC buffer per process */
+    char   rdma[8];          /* auto|direct|staged */
+    size_t bounce_chunk;     /* RDMA host-staged pipeline chunk */
+    int    bounce_count;     /* RDMA host-staged bounce buffers per process */
+    int    ipc_events;       /* staged IPC event pool per process */
+    char   lb[32];           /* strategy */
+    char   lb_target[8];     /* pe|process|gpu */
+    int    lb_gpu_time;
+    int    mpi_poll_us;      /* longest wait between MPI polls of an idle PE 0 */
+} tess_config_t;
+
+extern tess_config_t tess_cfg;
+
+/** Fill tess_cfg: defaults, then params, then TESS_* variables, then +flags (removed from argv). */
+tess_status_t tess_config_load(int *argc, char ***argv, const tess_params_t *params);
+
+/** One row per option, for the documentation table and `tessera-info`. */
+typedef struct tess_option_info {
+    const char *name;    /* e.g. "ppn" */
+    const char *env;     /* TESS_PPN */
+    const char *flag;    /* "+ppn" or NULL */
+    const char *deflt;   /* default as text */
+    const char *help;
+} tess_option_info_t;
+const tess_option_info_t *tess_config_options(size_t *count_p);
+/** Print the effective configuration (one line per option) to `f`. */
+void tess_config_print(void *file);
+
+/* ---- messages ---------------------------------------------------------------------------- */
+
+/** Wire header of every core message (the UCX AM header across processes). */
+typedef struct tess_msg_hdr {
+    tess_net_hdr_t net;      /* filled in by the net layer */
+    uint16_t       handler;  /* tess_core_handler_register id */
+    uint16_t       flags;    /* handler-defined */
+    int32_t        dst_pe;   /* global PE that runs the handler */
+    int32_t        src_pe;   /* global PE that sent it */
+    uint32_t       pad;
+    uint64_t       size;     /* payload bytes */
+    uint64_t       a0, a1;   /* handler-defined */
+} tess_msg_hdr_t;
+
+/** A message: header plus payload, owned by one thread at a time. */
+typedef struct tess_msg {
+    tess_qnode_t   qnode;
+    uint32_t       cls;      /* size class (pool), or TESS_MSG_CLS_MALLOC */
+    uint32_t       cap;      /* payload capacity */
+    tess_msg_hdr_t hdr;
+    /* payload follows, 16-byte aligned */
+} __attribute__((aligned(16))) tess_msg_t;
+
+#define TESS_MSG_CLS_MALLOC 0xffffffffu
+
+static inline void *tess_msg_payload(tess_msg_t *m)
+{
+    return (void *)(m + 1);
+}
+
+static inline tess_msg_t *tess_msg_from_payload(void *payload)
+{
+    return (tess_msg_t *)payload - 1;
+}
+
+/** A message with room for `size` payload bytes, hdr zeroed but for size. NULL when out of
+ *  memory (error recorded). */
+tess_msg_t *tess_core_msg_alloc(size_t size);
+void        tess_core_msg_free(tess_msg_t *m);
+
+/**
+ * Send `m` to hdr.dst_pe, to be handled by hdr.handler there; ownership passes to the runtime.
+ * Counted for quiescence. FIFO per (sending thread, destination PE) for messages of one
+ * process; across processes FIFO per (source process, destination process).
+ */
+tess_status_t tess_core_send(tess_msg_t *m);
+
+/** A message handler. Returns true when the message is finished with (counted as processed);
+ *  false when the handler kept it — whoever finishes it later calls tess_core_msg_done(). The
+ *  handler owns `m` either way (free it, keep it, or send it on). */
+typedef bool (*tess_core_handler_fn_t)(tess_msg_t *m);
+
+/** Register a handler (main, before tess_core_init returns to the user: every rank must
+ *  register the same handlers in the same order). Returns its id in *id_p. */
+tess_status_t tess_core_handler_register(const char *name, tess_core_handler_fn_t fn,
+                                         uint16_t *id_p);
+
+/** Count a kept message as processed (PE thread). */
+void tess_core_msg_done(void);
+
+/* ---- PEs --------------------------------------------------------------------------------- */
+
+typedef struct tess_pe tess_pe_t;
+
+/** The PE of the calling thread, or NULL. */
+extern _Thread_local tess_pe_t *tess_pe_self_;
+static inline tess_pe_t *tess_core_pe_self(void) { return tess_pe_self_; }
+
+int  tess_core_pe_global(const tess_pe_t *pe);
+int  tess_core_pe_local(const tess_pe_t *pe);
+/** The PE's private slot for the layers above (objects uses it for its element tables). */
+void **tess_core_pe_slot(tess_pe_t *pe, int layer);
+enum { TESS_SLOT_OBJECTS = 0, TESS_SLOT_DEVCOMM = 1, TESS_SLOT_LB = 2, TESS_SLOT_MAX = 4 };
+tess_pe_t *tess_core_pe_by_local(int local);
+
+/** Account time spent in user code on this PE (LB idle/busy statistics). */
+typedef struct tess_pe_stats {
+    uint64_t busy_ns, idle_ns, msgs;
+} tess_pe_stats_t;
+tess_pe_stats_t tess_core_pe_stats(tess_pe_t *pe);
+
+/* ---- identity ---------------------------------------------------------------------------- */
+
+typedef struct tess_runtime_info {
+    MPI_Comm comm;           /* the runtime's duplicate of the user communicator */
+    int      rank, size;     /* process */
+    int      ppn;
+    int      node, node_rank, node_size;     /* physical node (shared memory) */
+    int      vnode, vnode_rank, vnode_size;  /* node as the device paths see it */
+    int     *vnode_of;       /* vnode of every process */
+    int     *node_of;        /* physical node of every process */
+    uint64_t job_id;
+} tess_runtime_info_t;
+
+extern tess_runtime_info_t tess_rt;
+
+static inline int tess_core_pe_process(int pe) { return pe / tess_rt.ppn; }
+static inline int tess_core_num_pes(void) { return tess_rt.size * tess_rt.ppn; }
+
+/* ---- init, phases ------------------------------------------------------------------------ */
+
+tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_params_t *params);
+tess_status_t tess_core_fini(void);
+int           tess_core_initialized(void);
+
+/** Hooks the upper layers add to init/fini (called in registration order / reverse). */
+typedef struct tess_core_layer {
+    const char    *name;
+    tess_status_t (*init)(void);   /* main, after core is up, collective */
+    void          (*fini)(void);   /* main */
+    void          (*pe_init)(tess_pe_t *pe); /* on each PE thread when it starts */
+    void          (*pe_fini)(tess_pe_t *pe);
+    /** Called each idle scheduler pass on every PE; returns work done. */
+    unsigned      (*progress)(tess_pe_t *pe);
+    /** Nonzero while the layer has work in flight that is not counted as messages. */
+    int           (*busy)(void);
+} tess_core_layer_t;
+tess_status_t tess_core_layer_add(const tess_core_layer_t *layer);
+
+tess_status_t tess_core_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg);
+int           tess_core_in_phase(void);
+/** End the phase (any PE), optionally with a result value for tess_result(). */
+tess_status_t tess_core_exit(const void *data, size_t size);
+tess_status_t tess_core_result(void *buf, size_t size, size_t *size_p);
+
+/* ---- MPI agent --------------------------------------------------------------------------- */
+
+/** Run fn(arg) on PE 0 of this process (any PE; counted as a message). */
+typedef void (*tess_agent_fn_t)(void *arg);
+tess_status_t tess_core_agent_post(tess_agent_fn_t fn, void *arg);
+
+/** PE 0 only: watch an MPI request; done(arg, status) runs on PE 0 when it completes. The
+ *  request counts as in-flight work for quiescence. */
+typedef void (*tess_agent_req_fn_t)(void *arg, MPI_Status *status);
+tess_status_t tess_core_agent_watch(MPI_Request req, tess_agent_req_fn_t done, void *arg);
+
+/* ---- reductions across processes --------------------------------------------------------- */
+
+/** A reduction result reached its root: deliver it (runs on PE 0 of process 0). */
+typedef void (*tess_reduce_result_fn_t)(uint32_t key, uint64_t tag, const void *cb, size_t cb_len,
+                                        const void *data, size_t size);
+tess_status_t tess_core_reduce_set_result_fn(tess_reduce_result_fn_t fn);
+
+/**
+ * Contribute to reduction (key, tag) from a PE: combined with this process's other contributions
+ * and sent to process 0 when `local_expected` contributions arrived here; the result is
+ * complete when `global_expected` contributions arrived in all. `cb` (cb_len <= 64 bytes) is
+ * carried to the result function; every contribution of one reduction must carry the same
+ * count, type, op and cb. Returns TESS_ERR_MISMATCH (with detail) on a mismatch.
+ */
+tess_status_t tess_core_reduce_contribute(uint32_t key, uint64_t tag, int64_t local_expected,
+                                          int64_t global_expected, const void *data, int count,
+                                          tess_dtype_t type, tess_op_t op, const void *cb,
+                                          size_t cb_len);
+/** The number of local contributors of `key` changed (an element left): flush what is now
+ *  complete. */
+void tess_core_reduce_recheck(uint32_t key, int64_t local_expected);
+
+/** Combine `count` values of `type` from src into dst with op (in place). */
+tess_status_t tess_reduce_apply(tess_op_t op, tess_dtype_t type, void *dst, const void *src,
+                                int count);
+size_t        tess_dtype_size(tess_dtype_t type);
+const char   *tess_op_name(tess_op_t op);
+const char   *tess_dtype_name(tess_dtype_t type);
+
+/* ---- GPU completion continuations -------------------------------------------------------- */
+
+/** Run fn(arg) on the calling PE once everything enqueued on `stream` so far has completed.
+ *  Uses a pooled event; counted as in-flight work for quiescence (PE thread). */
+typedef void (*tess_gpu_cont_fn_t)(void *arg);
+tess_status_t tess_core_gpu_then(tess_gpu_stream_h stream, tess_gpu_cont_fn_t fn, void *arg);
+/** Like tess_core_gpu_then, for an event the caller recorded itself (the caller keeps it). */
+tess_status_t tess_core_gpu_when(tess_gpu_event_h event, tess_gpu_cont_fn_t fn, void *arg);
+/** The calling PE's event pool (PE thread). */
+tess_gpu_evpool_t *tess_core_evpool(void);
+
+#endif /* TESS_CORE_H */

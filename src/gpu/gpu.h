@@ -1,0 +1,168 @@
+/*
+ * gpu.h — the gpu component: a device backend behind an ops table (host, CUDA, HIP), backend
+ * selection, the per-process stream pool and event pools.
+ *
+ * Backends. `host` is always built: device memory is a per-process POSIX shared-memory arena,
+ * streams are in-order queues run asynchronously by backend threads, events are counters and
+ * kernels are host functions. `cuda` and `hip` call the vendor runtime from C. Exactly one
+ * backend is active per process, chosen by tess_gpu_init().
+ *
+ * Semantics follow the CUDA runtime: operations on one stream run in order; different streams
+ * run concurrently; an event completes when the work before its last record has completed;
+ * stream_wait_event makes later work on a stream wait for the event's last record *at the time
+ * of the call*.
+ *
+ * Threads: after tess_gpu_init() (one thread, before the others start) every operation may be
+ * called from any thread concurrently, as with the CUDA runtime. A tess_gpu_evpool_t belongs to
+ * one thread. tess_gpu_fini() runs alone, after every other thread stopped using the backend.
+ */
+#ifndef TESS_GPU_H
+#define TESS_GPU_H
+
+#include "util/util.h"
+
+#include <tessera/gpu.h>
+
+typedef struct tess_gpu_stream *tess_gpu_stream_h; /* cudaStream_t/hipStream_t for those */
+typedef struct tess_gpu_event  *tess_gpu_event_h;  /* cudaEvent_t/hipEvent_t for those */
+
+#define TESS_GPU_IPC_HANDLE_SIZE 128
+
+/** An exported allocation or event, meaningful to another process of the same node. */
+typedef struct tess_gpu_ipc_handle {
+    uint8_t bytes[TESS_GPU_IPC_HANDLE_SIZE];
+} tess_gpu_ipc_handle_t;
+
+enum tess_gpu_event_flags {
+    TESS_GPU_EVENT_TIMING = 1u << 0, /* elapsed time can be measured (not with IPC) */
+    TESS_GPU_EVENT_IPC    = 1u << 1  /* can be exported to other processes */
+};
+
+typedef struct tess_gpu_ptr_info {
+    int      is_device; /* device memory of this backend (own or opened through IPC) */
+    int      device;    /* device it lives on, -1 if unknown */
+    void    *base;      /* start of the allocation, NULL if unknown (e.g. opened IPC memory) */
+    size_t   size;      /* size of the allocation, 0 if unknown */
+    uint64_t alloc_id;  /* unique per allocation in this process, never reused; 0 if unknown */
+} tess_gpu_ptr_info_t;
+
+typedef struct tess_gpu_props {
+    char   name[128];
+    size_t total_mem;
+    int    multiprocessors;
+    int    ipc;        /* memory and events can be shared between processes */
+    int    wait_value; /* stream memory operations (cuStreamWaitValue32) work */
+} tess_gpu_props_t;
+
+typedef struct tess_gpu_init_params {
+    uint64_t job_id;           /* same on every rank of the job: names shared memory */
+    int      rank;             /* rank in the job */
+    int      local_rank;       /* rank among the processes of this node */
+    int      local_size;       /* processes on this node */
+    size_t   host_arena_size;  /* host backend: bytes per arena segment */
+    int      host_threads;     /* host backend: executor threads per process */
+    int      host_jitter_us;   /* host backend: random delay before each operation (tests) */
+    int      host_devices;     /* host backend: number of devices it pretends to have */
+} tess_gpu_init_params_t;
+
+/** A host-backend kernel: args points at a copy of the launch arguments. */
+typedef void (*tess_gpu_host_fn_t)(void *args);
+/** Called (on a backend thread) when an event recorded by this process completes. */
+typedef void (*tess_gpu_notify_fn_t)(void);
+
+typedef struct tess_gpu_ops {
+    const char          *name;
+    tess_gpu_backend_t   kind;
+    /** Set up the backend. TESS_ERR_UNSUPPORTED (quietly) when no device is usable. */
+    tess_status_t (*init)(const tess_gpu_init_params_t *params);
+    void (*fini)(void);
+    int           (*device_count)(void);
+    tess_status_t (*set_device)(int device);
+    tess_status_t (*get_props)(int device, tess_gpu_props_t *props_p);
+
+    tess_status_t (*mem_alloc)(size_t size, void **ptr_p);
+    tess_status_t (*mem_free)(void *ptr);
+    tess_status_t (*host_alloc)(size_t size, void **ptr_p); /* pinned host memory */
+    tess_status_t (*host_free)(void *ptr);
+
+    tess_status_t (*memcpy_async)(void *dst, const void *src, size_t size, tess_gpu_stream_h s);
+    tess_status_t (*memset_async)(void *dst, int value, size_t size, tess_gpu_stream_h s);
+    /** Enqueue fn(copy of args) on the stream; args_size <= TESS_GPU_HOST_ARGS_MAX. */
+    tess_status_t (*launch_host)(tess_gpu_stream_h s, tess_gpu_host_fn_t fn, const void *args,
+                                 size_t args_size);
+
+    tess_status_t (*stream_create)(tess_gpu_stream_h *s_p); /* non-blocking stream */
+    tess_status_t (*stream_destroy)(tess_gpu_stream_h s);
+    tess_status_t (*stream_sync)(tess_gpu_stream_h s);
+    tess_status_t (*stream_query)(tess_gpu_stream_h s); /* TESS_OK idle, TESS_INPROGRESS busy */
+    tess_status_t (*stream_wait_event)(tess_gpu_stream_h s, tess_gpu_event_h e);
+
+    tess_status_t (*event_create)(unsigned flags, tess_gpu_event_h *e_p);
+    tess_status_t (*event_destroy)(tess_gpu_event_h e);
+    tess_status_t (*event_record)(tess_gpu_event_h e, tess_gpu_stream_h s);
+    tess_status_t (*event_query)(tess_gpu_event_h e); /* TESS_OK done, TESS_INPROGRESS */
+    tess_status_t (*event_sync)(tess_gpu_event_h e);
+    tess_status_t (*event_elapsed_ms)(tess_gpu_event_h start, tess_gpu_event_h end, float *ms_p);
+
+    /** Export the allocation that starts at ptr (from mem_alloc). */
+    tess_status_t (*ipc_mem_export)(void *ptr, tess_gpu_ipc_handle_t *h_p);
+    /** Map another process's allocation; the returned pointer is its start. */
+    tess_status_t (*ipc_mem_open)(const tess_gpu_ipc_handle_t *h, void **ptr_p);
+    tess_status_t (*ipc_mem_close)(void *ptr);
+    /** Export an event created with TESS_GPU_EVENT_IPC. */
+    tess_status_t (*ipc_event_export)(tess_gpu_event_h e, tess_gpu_ipc_handle_t *h_p);
+    /** Open another process's event: it can be waited on, queried and recorded. */
+    tess_status_t (*ipc_event_open)(const tess_gpu_ipc_handle_t *h, tess_gpu_event_h *e_p);
+    tess_status_t (*ipc_event_close)(tess_gpu_event_h e);
+
+    tess_status_t (*ptr_query)(const void *ptr, tess_gpu_ptr_info_t *info_p);
+    /** The vendor handle (cudaStream_t) behind a stream; the stream itself for host. */
+    void *(*native_stream)(tess_gpu_stream_h s);
+    /** Optional: ask to be told of event completions (NULL when the backend cannot). */
+    void (*set_notify)(tess_gpu_notify_fn_t fn);
+} tess_gpu_ops_t;
+
+#define TESS_GPU_HOST_ARGS_MAX 256
+
+extern const tess_gpu_ops_t tess_gpu_host_ops;
+#ifdef HAVE_CUDA
+extern const tess_gpu_ops_t tess_gpu_cuda_ops;
+#endif
+#ifdef HAVE_HIP
+extern const tess_gpu_ops_t tess_gpu_hip_ops;
+#endif
+
+/** The active backend (NULL before tess_gpu_init). */
+extern const tess_gpu_ops_t *tess_gpu;
+
+/**
+ * Choose and initialise a backend. `want` is "auto" (CUDA or HIP when built and a device is
+ * visible, else host), "host", "cuda" or "hip"; asking for one that is not built or has no
+ * device is an error. Selects device `local_rank * ndev / local_size`. Creates the stream pool
+ * of `nstreams` streams.
+ */
+tess_status_t tess_gpu_init(const char *want, const tess_gpu_init_params_t *params, int nstreams);
+void          tess_gpu_fini(void);
+/** Device this process uses, and how many the node has. */
+int           tess_gpu_device_index(void);
+int           tess_gpu_num_devices(void);
+
+/** Stream i of the per-process pool (i taken modulo the pool size). */
+tess_gpu_stream_h tess_gpu_pool_stream(size_t i);
+size_t            tess_gpu_pool_size(void);
+
+/* ---- event pool: a free list of pre-created events of one kind, owned by one thread -------- */
+
+typedef struct tess_gpu_evpool {
+    unsigned          flags;
+    tess_gpu_event_h *free;
+    size_t            nfree, cap, created;
+} tess_gpu_evpool_t;
+
+tess_status_t tess_gpu_evpool_init(tess_gpu_evpool_t *p, unsigned flags, size_t initial);
+void          tess_gpu_evpool_fini(tess_gpu_evpool_t *p);
+/** An event from the pool; grows the pool (by creating events) only when it is empty. */
+tess_status_t tess_gpu_evpool_get(tess_gpu_evpool_t *p, tess_gpu_event_h *e_p);
+void          tess_gpu_evpool_put(tess_gpu_evpool_t *p, tess_gpu_event_h e);
+
+#endif /* TESS_GPU_H */

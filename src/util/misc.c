@@ -1,0 +1,127 @@
+/* misc.c — memory wrappers, the pointer vector, option-value parsing, OS randomness. */
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+void *tess_malloc(size_t size, const char *what)
+{
+    void *p = malloc(size ? size : 1);
+    if (!p)
+        tess_error(TESS_ERR_NO_MEMORY, "cannot allocate %zu bytes for %s", size, what);
+    return p;
+}
+
+void *tess_calloc(size_t n, size_t size, const char *what)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        tess_error(TESS_ERR_NO_MEMORY, "cannot allocate %zu x %zu bytes for %s", n, size, what);
+    return p;
+}
+
+void *tess_aligned_alloc(size_t align, size_t size, const char *what)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, align, size ? size : 1) != 0) {
+        tess_error(TESS_ERR_NO_MEMORY, "cannot allocate %zu bytes for %s", size, what);
+        return NULL;
+    }
+    return p;
+}
+
+char *tess_strdup(const char *s, const char *what)
+{
+    size_t n = strlen(s) + 1;
+    char  *d = tess_malloc(n, what);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+tess_status_t tess_vec_push(tess_vec_t *v, void *item)
+{
+    if (v->count == v->cap) {
+        size_t cap   = v->cap ? v->cap * 2 : 8;
+        void **items = realloc(v->items, cap * sizeof(*items));
+        if (!items)
+            return tess_error(TESS_ERR_NO_MEMORY, "cannot grow a vector to %zu items", cap);
+        v->items = items;
+        v->cap   = cap;
+    }
+    v->items[v->count++] = item;
+    return TESS_OK;
+}
+
+void tess_vec_swap_remove(tess_vec_t *v, size_t i)
+{
+    v->items[i] = v->items[--v->count];
+}
+
+void tess_vec_fini(tess_vec_t *v)
+{
+    free(v->items);
+    memset(v, 0, sizeof(*v));
+}
+
+tess_status_t tess_parse_size(const char *s, size_t *size_p)
+{
+    char              *end;
+    errno              = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return TESS_ERR_INVALID;
+    unsigned long long mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1ull << 10; end++; break;
+    case 'm': case 'M': mult = 1ull << 20; end++; break;
+    case 'g': case 'G': mult = 1ull << 30; end++; break;
+    default: break;
+    }
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end != '\0' || (mult > 1 && v > UINT64_MAX / mult))
+        return TESS_ERR_INVALID;
+    *size_p = (size_t)(v * mult);
+    return TESS_OK;
+}
+
+tess_status_t tess_parse_int(const char *s, long lo, long hi, long *val_p)
+{
+    char *end;
+    errno  = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi)
+        return TESS_ERR_INVALID;
+    *val_p = v;
+    return TESS_OK;
+}
+
+tess_status_t tess_parse_bool(const char *s, int *val_p)
+{
+    static const char *const yes[] = {"1", "yes", "true", "on", "y"};
+    static const char *const no[]  = {"0", "no", "false", "off", "n"};
+    for (size_t i = 0; i < TESS_ARRAY_LEN(yes); i++) {
+        if (!strcasecmp(s, yes[i])) {
+            *val_p = 1;
+            return TESS_OK;
+        }
+        if (!strcasecmp(s, no[i])) {
+            *val_p = 0;
+            return TESS_OK;
+        }
+    }
+    return TESS_ERR_INVALID;
+}
+
+uint64_t tess_random64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+        v = tess_time_ns() ^ ((uint64_t)getpid() << 32);
+    return v;
+}
