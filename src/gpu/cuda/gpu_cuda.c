@@ -1,0 +1,655 @@
+/*
+ * gpu_cuda.c — the CUDA backend: tess_gpu_ops_t over the CUDA runtime API, called from C.
+ *
+ * Handles are the vendor's: a tess_gpu_stream_h is a cudaStream_t, a tess_gpu_event_h a
+ * cudaEvent_t. Errors are translated once, here (cuda_error), naming the call that failed.
+ *
+ * Nothing links libcuda, so a build with CUDA loads and falls back to the host backend on a
+ * machine without a driver: init() answers TESS_ERR_UNSUPPORTED quietly when the runtime sees
+ * no device, and the few driver-API functions needed (allocation ranges, buffer ids, device
+ * attributes) come through cudaGetDriverEntryPointByVersion. <cuda.h> is included for types.
+ *
+ * Threads: as thread-safe as the CUDA runtime. The state below is written by init, set_device
+ * and fini only. The current device is per thread in CUDA, so every op first makes the
+ * process's device current on the calling thread (cuda_bind: one compare once done), so PE
+ * threads need no set-up of their own. A thread that calls cudaSetDevice itself afterwards must
+ * restore it before calling into the runtime.
+ */
+#include "gpu/gpu.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Driver ABI version asked of cudaGetDriverEntryPointByVersion: the PFN_*_vNNNN types below
+ * are the newest versions of those symbols at CUDA 12.0. */
+#define CUDA_ENTRY_VERSION 12000
+
+#define CUDA_IPC_MAGIC   0x55435354u /* "TSCU" */
+#define CUDA_IPC_VERSION 1
+
+enum { CUDA_IPC_MEM = 1, CUDA_IPC_EVENT = 2 };
+
+/* What a tess_gpu_ipc_handle_t holds for this backend (copied in and out with memcpy). */
+typedef struct cuda_ipc_wire {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t kind;
+    int32_t  device; /* exporting device, for messages */
+    uint32_t pad;
+    uint64_t size;   /* allocation size (memory handles) */
+    union {
+        cudaIpcMemHandle_t   mem;
+        cudaIpcEventHandle_t event;
+    } h;
+} cuda_ipc_wire_t;
+
+_Static_assert(sizeof(cuda_ipc_wire_t) <= TESS_GPU_IPC_HANDLE_SIZE,
+               "a CUDA IPC handle must fit in tess_gpu_ipc_handle_t");
+
+/* A launch_host call: the function and a copy of its arguments, freed after the call. */
+typedef struct cuda_host_call {
+    tess_gpu_host_fn_t fn;
+    _Alignas(max_align_t) unsigned char args[];
+} cuda_host_call_t;
+
+static struct {
+    int                             ndev;
+    int                             device;  /* this process's device, -1 before set_device */
+    _Atomic unsigned                gen;     /* bumped by set_device, see cuda_bind */
+    PFN_cuPointerGetAttribute_v4000 pointer_get_attribute;
+    PFN_cuMemGetAddressRange_v3020  mem_get_address_range;
+    PFN_cuDeviceGet_v2000           device_get;
+    PFN_cuDeviceGetAttribute_v2000  device_get_attribute;
+    PFN_cuGetErrorName_v6000        get_error_name;
+} cuda = {.device = -1};
+
+/* cuda.gen when this thread last made cuda.device current (0: never needed). */
+static _Thread_local unsigned cuda_bound_gen;
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+static tess_status_t cuda_error_at(cudaError_t e, const char *what, const char *file, int line)
+{
+    tess_status_t st = e == cudaErrorMemoryAllocation ? TESS_ERR_NO_MEMORY : TESS_ERR_GPU;
+    return tess_error_at(st, file, line, "%s failed: %s (%s)", what, cudaGetErrorName(e),
+                         cudaGetErrorString(e));
+}
+#define cuda_error(e, what) cuda_error_at((e), (what), __FILE__, __LINE__)
+
+static tess_status_t cu_error_at(CUresult r, const char *what, const char *file, int line)
+{
+    const char *name = NULL;
+    if (!cuda.get_error_name || cuda.get_error_name(r, &name) != CUDA_SUCCESS || !name)
+        name = "unknown CUresult";
+    tess_status_t st = r == CUDA_ERROR_OUT_OF_MEMORY ? TESS_ERR_NO_MEMORY : TESS_ERR_GPU;
+    return tess_error_at(st, file, line, "%s failed: %s (%d)", what, name, (int)r);
+}
+#define cu_error(r, what) cu_error_at((r), (what), __FILE__, __LINE__)
+
+/* TESS_OK, TESS_INPROGRESS for cudaErrorNotReady, or the translated error. */
+static tess_status_t cuda_poll_status(cudaError_t e, const char *what, const char *file, int line)
+{
+    if (e == cudaSuccess)
+        return TESS_OK;
+    if (e == cudaErrorNotReady)
+        return TESS_INPROGRESS;
+    return cuda_error_at(e, what, file, line);
+}
+
+/* ---- the device current on this thread ---------------------------------------------------- */
+
+static inline tess_status_t cuda_bind(void)
+{
+    unsigned gen = atomic_load_explicit(&cuda.gen, memory_order_acquire);
+    if (tess_likely(cuda_bound_gen == gen) || cuda.device < 0)
+        return TESS_OK;
+    cudaError_t e = cudaSetDevice(cuda.device);
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaSetDevice");
+    cuda_bound_gen = gen;
+    return TESS_OK;
+}
+
+/* ---- init, devices ----------------------------------------------------------------------- */
+
+static tess_status_t cuda_entry(const char *symbol, void **fn_p)
+{
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, fn_p, CUDA_ENTRY_VERSION,
+                                                     cudaEnableDefault, &found);
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaGetDriverEntryPointByVersion");
+    if (found != cudaDriverEntryPointSuccess || !*fn_p)
+        return tess_error(TESS_ERR_GPU, "the CUDA driver has no %s for CUDA %d.%d (query "
+                          "result %d)", symbol, CUDA_ENTRY_VERSION / 1000,
+                          CUDA_ENTRY_VERSION % 1000 / 10, (int)found);
+    return TESS_OK;
+}
+
+static tess_status_t cuda_init(const tess_gpu_init_params_t *params)
+{
+    (void)params;
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev < 1) {
+        /* No driver or no device: the host backend takes over, nothing to report. */
+        (void)cudaGetLastError();
+        return TESS_ERR_UNSUPPORTED;
+    }
+
+    static const char *const symbols[] = {"cuPointerGetAttribute", "cuMemGetAddressRange",
+                                          "cuDeviceGet", "cuDeviceGetAttribute",
+                                          "cuGetErrorName"};
+    void *fn[TESS_ARRAY_LEN(symbols)];
+    for (size_t i = 0; i < TESS_ARRAY_LEN(symbols); i++) {
+        tess_status_t st = cuda_entry(symbols[i], &fn[i]);
+        if (st != TESS_OK)
+            return st;
+    }
+    cuda.pointer_get_attribute = (PFN_cuPointerGetAttribute_v4000)fn[0];
+    cuda.mem_get_address_range = (PFN_cuMemGetAddressRange_v3020)fn[1];
+    cuda.device_get            = (PFN_cuDeviceGet_v2000)fn[2];
+    cuda.device_get_attribute  = (PFN_cuDeviceGetAttribute_v2000)fn[3];
+    cuda.get_error_name        = (PFN_cuGetErrorName_v6000)fn[4];
+    cuda.ndev                  = ndev;
+    cuda.device                = -1;
+    return TESS_OK;
+}
+
+static void cuda_fini(void)
+{
+    /* No cudaDeviceReset: the application may still use the primary context. */
+    cuda.ndev                  = 0;
+    cuda.device                = -1;
+    cuda.pointer_get_attribute = NULL;
+    cuda.mem_get_address_range = NULL;
+    cuda.device_get            = NULL;
+    cuda.device_get_attribute  = NULL;
+    cuda.get_error_name        = NULL;
+}
+
+static int cuda_device_count(void) { return cuda.ndev; }
+
+static tess_status_t cuda_set_device(int device)
+{
+    if (device < 0 || device >= cuda.ndev)
+        return tess_error(TESS_ERR_INVALID, "CUDA device %d does not exist (%d visible)",
+                          device, cuda.ndev);
+    cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaSetDevice");
+    cuda.device  = device;
+    unsigned gen = atomic_fetch_add_explicit(&cuda.gen, 1, memory_order_acq_rel) + 1;
+    cuda_bound_gen = gen;
+    return TESS_OK;
+}
+
+static tess_status_t cuda_get_props(int device, tess_gpu_props_t *props_p)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    struct cudaDeviceProp p;
+    cudaError_t e = cudaGetDeviceProperties(&p, device);
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaGetDeviceProperties");
+
+    memset(props_p, 0, sizeof(*props_p));
+    snprintf(props_p->name, sizeof(props_p->name), "%.*s", (int)sizeof(props_p->name) - 1,
+             p.name);
+    props_p->total_mem       = p.totalGlobalMem;
+    props_p->multiprocessors = p.multiProcessorCount;
+
+    int v = 0;
+#ifdef __linux__
+    props_p->ipc = 1;
+    e = cudaDeviceGetAttribute(&v, cudaDevAttrIpcEventSupport, device);
+    if (e == cudaSuccess)
+        props_p->ipc = v != 0;
+    else
+        (void)cudaGetLastError(); /* an older driver without the attribute: keep 1 */
+#endif
+
+    /* Since CUDA 12 the 32-bit stream memory operations need no opt-in and the attribute
+     * that gated them is retired; the one capability attribute left is for the NOR
+     * comparison, taken as the (conservative) sign that stream memory operations work. */
+    CUdevice dev;
+    CUresult r = cuda.device_get(&dev, device);
+    if (r != CUDA_SUCCESS)
+        return cu_error(r, "cuDeviceGet");
+    v = 0;
+    r = cuda.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, dev);
+    if (r != CUDA_SUCCESS)
+        return cu_error(r, "cuDeviceGetAttribute(CAN_USE_STREAM_WAIT_VALUE_NOR)");
+    props_p->wait_value = v != 0;
+    return TESS_OK;
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static tess_status_t cuda_mem_alloc(size_t size, void **ptr_p)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaMalloc(ptr_p, size);
+    if (e != cudaSuccess) {
+        char what[64];
+        snprintf(what, sizeof(what), "cudaMalloc(%zu bytes)", size);
+        return cuda_error(e, what);
+    }
+    return TESS_OK;
+}
+
+static tess_status_t cuda_mem_free(void *ptr)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaFree(ptr);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaFree");
+}
+
+static tess_status_t cuda_host_alloc(size_t size, void **ptr_p)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaMallocHost(ptr_p, size);
+    if (e != cudaSuccess) {
+        char what[64];
+        snprintf(what, sizeof(what), "cudaMallocHost(%zu bytes)", size);
+        return cuda_error(e, what);
+    }
+    return TESS_OK;
+}
+
+static tess_status_t cuda_host_free(void *ptr)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaFreeHost(ptr);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaFreeHost");
+}
+
+static tess_status_t cuda_memcpy_async(void *dst, const void *src, size_t size,
+                                       tess_gpu_stream_h s)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, (cudaStream_t)s);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaMemcpyAsync");
+}
+
+static tess_status_t cuda_memset_async(void *dst, int value, size_t size, tess_gpu_stream_h s)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaMemsetAsync(dst, value, size, (cudaStream_t)s);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaMemsetAsync");
+}
+
+/* Runs on a CUDA runtime thread; must not call CUDA. */
+static void CUDART_CB cuda_host_trampoline(void *arg)
+{
+    cuda_host_call_t *call = arg;
+    call->fn(call->args);
+    free(call);
+}
+
+static tess_status_t cuda_launch_host(tess_gpu_stream_h s, tess_gpu_host_fn_t fn,
+                                      const void *args, size_t args_size)
+{
+    if (args_size > TESS_GPU_HOST_ARGS_MAX)
+        return tess_error(TESS_ERR_INVALID, "launch_host: %zu bytes of arguments (at most %d)",
+                          args_size, TESS_GPU_HOST_ARGS_MAX);
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cuda_host_call_t *call = tess_malloc(sizeof(*call) + args_size, "a host launch");
+    if (!call)
+        return TESS_ERR_NO_MEMORY;
+    call->fn = fn;
+    if (args_size > 0)
+        memcpy(call->args, args, args_size);
+
+    cudaError_t e = cudaLaunchHostFunc((cudaStream_t)s, cuda_host_trampoline, call);
+    if (e != cudaSuccess) {
+        st = cuda_error(e, "cudaLaunchHostFunc");
+        goto err_free_call;
+    }
+    return TESS_OK;
+
+err_free_call:
+    free(call);
+    return st;
+}
+
+/* ---- streams ----------------------------------------------------------------------------- */
+
+static tess_status_t cuda_stream_create(tess_gpu_stream_h *s_p)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaStream_t s;
+    cudaError_t  e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaStreamCreateWithFlags");
+    *s_p = (tess_gpu_stream_h)s;
+    return TESS_OK;
+}
+
+static tess_status_t cuda_stream_destroy(tess_gpu_stream_h s)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaStreamDestroy((cudaStream_t)s);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaStreamDestroy");
+}
+
+static tess_status_t cuda_stream_sync(tess_gpu_stream_h s)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)s);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaStreamSynchronize");
+}
+
+static tess_status_t cuda_stream_query(tess_gpu_stream_h s)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    return cuda_poll_status(cudaStreamQuery((cudaStream_t)s), "cudaStreamQuery", __FILE__,
+                            __LINE__);
+}
+
+static tess_status_t cuda_stream_wait_event(tess_gpu_stream_h s, tess_gpu_event_h ev)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)ev, 0);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaStreamWaitEvent");
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+static tess_status_t cuda_event_create(unsigned flags, tess_gpu_event_h *e_p)
+{
+    unsigned cflags;
+    if (flags & TESS_GPU_EVENT_IPC) {
+        if (flags & TESS_GPU_EVENT_TIMING)
+            return tess_error(TESS_ERR_INVALID, "an IPC event cannot measure time");
+        cflags = cudaEventInterprocess | cudaEventDisableTiming;
+    } else {
+        cflags = (flags & TESS_GPU_EVENT_TIMING) ? cudaEventDefault : cudaEventDisableTiming;
+    }
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaEvent_t ev;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cflags);
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaEventCreateWithFlags");
+    *e_p = (tess_gpu_event_h)ev;
+    return TESS_OK;
+}
+
+static tess_status_t cuda_event_destroy(tess_gpu_event_h ev)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaEventDestroy((cudaEvent_t)ev);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaEventDestroy");
+}
+
+static tess_status_t cuda_event_record(tess_gpu_event_h ev, tess_gpu_stream_h s)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)s);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaEventRecord");
+}
+
+static tess_status_t cuda_event_query(tess_gpu_event_h ev)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    return cuda_poll_status(cudaEventQuery((cudaEvent_t)ev), "cudaEventQuery", __FILE__,
+                            __LINE__);
+}
+
+static tess_status_t cuda_event_sync(tess_gpu_event_h ev)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaEventSynchronize");
+}
+
+/* TESS_INPROGRESS while either event has not completed. */
+static tess_status_t cuda_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_event_h end,
+                                           float *ms_p)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    return cuda_poll_status(cudaEventElapsedTime(ms_p, (cudaEvent_t)start, (cudaEvent_t)end),
+                            "cudaEventElapsedTime", __FILE__, __LINE__);
+}
+
+/* ---- IPC --------------------------------------------------------------------------------- */
+
+static tess_status_t cuda_ipc_unpack(const tess_gpu_ipc_handle_t *h, uint16_t kind,
+                                     cuda_ipc_wire_t *w_p)
+{
+    memcpy(w_p, h->bytes, sizeof(*w_p));
+    if (w_p->magic != CUDA_IPC_MAGIC || w_p->version != CUDA_IPC_VERSION || w_p->kind != kind)
+        return tess_error(TESS_ERR_INVALID, "not a CUDA %s IPC handle of this version "
+                          "(magic %#x, version %u, kind %u)",
+                          kind == CUDA_IPC_MEM ? "memory" : "event", (unsigned)w_p->magic,
+                          (unsigned)w_p->version, (unsigned)w_p->kind);
+    return TESS_OK;
+}
+
+static tess_status_t cuda_ipc_mem_export(void *ptr, tess_gpu_ipc_handle_t *h_p)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    /* The other side maps the whole allocation and gets its start: ptr must be that start. */
+    CUdeviceptr base = 0;
+    size_t      size = 0;
+    CUresult    r    = cuda.mem_get_address_range(&base, &size, (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS)
+        return cu_error(r, "cuMemGetAddressRange");
+    if (base != (CUdeviceptr)(uintptr_t)ptr)
+        return tess_error(TESS_ERR_INVALID, "ipc_mem_export: %p is %llu bytes into an "
+                          "allocation; only its start can be exported", ptr,
+                          (unsigned long long)((CUdeviceptr)(uintptr_t)ptr - base));
+
+    cuda_ipc_wire_t w;
+    memset(&w, 0, sizeof(w));
+    w.magic   = CUDA_IPC_MAGIC;
+    w.version = CUDA_IPC_VERSION;
+    w.kind    = CUDA_IPC_MEM;
+    w.device  = cuda.device;
+    w.size    = size;
+    cudaError_t e = cudaIpcGetMemHandle(&w.h.mem, ptr);
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaIpcGetMemHandle");
+    memset(h_p, 0, sizeof(*h_p));
+    memcpy(h_p->bytes, &w, sizeof(w));
+    return TESS_OK;
+}
+
+static tess_status_t cuda_ipc_mem_open(const tess_gpu_ipc_handle_t *h, void **ptr_p)
+{
+    cuda_ipc_wire_t w;
+    tess_status_t   st = cuda_ipc_unpack(h, CUDA_IPC_MEM, &w);
+    if (st != TESS_OK)
+        return st;
+    st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaIpcOpenMemHandle(ptr_p, w.h.mem, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof(what), "cudaIpcOpenMemHandle(%llu bytes of device %d)",
+                 (unsigned long long)w.size, (int)w.device);
+        return cuda_error(e, what);
+    }
+    return TESS_OK;
+}
+
+static tess_status_t cuda_ipc_mem_close(void *ptr)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaIpcCloseMemHandle(ptr);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaIpcCloseMemHandle");
+}
+
+static tess_status_t cuda_ipc_event_export(tess_gpu_event_h ev, tess_gpu_ipc_handle_t *h_p)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cuda_ipc_wire_t w;
+    memset(&w, 0, sizeof(w));
+    w.magic   = CUDA_IPC_MAGIC;
+    w.version = CUDA_IPC_VERSION;
+    w.kind    = CUDA_IPC_EVENT;
+    w.device  = cuda.device;
+    cudaError_t e = cudaIpcGetEventHandle(&w.h.event, (cudaEvent_t)ev);
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaIpcGetEventHandle");
+    memset(h_p, 0, sizeof(*h_p));
+    memcpy(h_p->bytes, &w, sizeof(w));
+    return TESS_OK;
+}
+
+static tess_status_t cuda_ipc_event_open(const tess_gpu_ipc_handle_t *h, tess_gpu_event_h *e_p)
+{
+    cuda_ipc_wire_t w;
+    tess_status_t   st = cuda_ipc_unpack(h, CUDA_IPC_EVENT, &w);
+    if (st != TESS_OK)
+        return st;
+    st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaEvent_t ev;
+    cudaError_t e = cudaIpcOpenEventHandle(&ev, w.h.event);
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaIpcOpenEventHandle");
+    *e_p = (tess_gpu_event_h)ev;
+    return TESS_OK;
+}
+
+static tess_status_t cuda_ipc_event_close(tess_gpu_event_h ev)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    cudaError_t e = cudaEventDestroy((cudaEvent_t)ev);
+    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaEventDestroy (opened IPC event)");
+}
+
+/* ---- pointers ---------------------------------------------------------------------------- */
+
+static tess_status_t cuda_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p)
+{
+    memset(info_p, 0, sizeof(*info_p));
+    info_p->device = -1;
+    if (!ptr)
+        return TESS_OK;
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+
+    struct cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, ptr);
+    if (e == cudaErrorInvalidValue) {
+        /* A pointer CUDA does not know: host memory. Clear the (non-sticky) error so it does
+         * not surface in a later cudaGetLastError of the application. */
+        (void)cudaGetLastError();
+        return TESS_OK;
+    }
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaPointerGetAttributes");
+    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+        return TESS_OK; /* unregistered or pinned host memory */
+
+    info_p->is_device = 1;
+    info_p->device    = a.device;
+
+    CUdeviceptr dptr = (CUdeviceptr)(uintptr_t)ptr;
+    CUdeviceptr base = 0;
+    size_t      size = 0;
+    CUresult    r    = cuda.mem_get_address_range(&base, &size, dptr);
+    if (r != CUDA_SUCCESS)
+        return cu_error(r, "cuMemGetAddressRange");
+    unsigned long long id = 0;
+    r = cuda.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, dptr);
+    if (r != CUDA_SUCCESS)
+        return cu_error(r, "cuPointerGetAttribute(BUFFER_ID)");
+    info_p->base     = (void *)(uintptr_t)base;
+    info_p->size     = size;
+    info_p->alloc_id = id;
+    return TESS_OK;
+}
+
+static void *cuda_native_stream(tess_gpu_stream_h s) { return (void *)s; }
+
+const tess_gpu_ops_t tess_gpu_cuda_ops = {
+    .name              = "cuda",
+    .kind              = TESS_GPU_CUDA,
+    .init              = cuda_init,
+    .fini              = cuda_fini,
+    .device_count      = cuda_device_count,
+    .set_device        = cuda_set_device,
+    .get_props         = cuda_get_props,
+    .mem_alloc         = cuda_mem_alloc,
+    .mem_free          = cuda_mem_free,
+    .host_alloc        = cuda_host_alloc,
+    .host_free         = cuda_host_free,
+    .memcpy_async      = cuda_memcpy_async,
+    .memset_async      = cuda_memset_async,
+    .launch_host       = cuda_launch_host,
+    .stream_create     = cuda_stream_create,
+    .stream_destroy    = cuda_stream_destroy,
+    .stream_sync       = cuda_stream_sync,
+    .stream_query      = cuda_stream_query,
+    .stream_wait_event = cuda_stream_wait_event,
+    .event_create      = cuda_event_create,
+    .event_destroy     = cuda_event_destroy,
+    .event_record      = cuda_event_record,
+    .event_query       = cuda_event_query,
+    .event_sync        = cuda_event_sync,
+    .event_elapsed_ms  = cuda_event_elapsed_ms,
+    .ipc_mem_export    = cuda_ipc_mem_export,
+    .ipc_mem_open      = cuda_ipc_mem_open,
+    .ipc_mem_close     = cuda_ipc_mem_close,
+    .ipc_event_export  = cuda_ipc_event_export,
+    .ipc_event_open    = cuda_ipc_event_open,
+    .ipc_event_close   = cuda_ipc_event_close,
+    .ptr_query         = cuda_ptr_query,
+    .native_stream     = cuda_native_stream,
+    .set_notify        = NULL, /* the runtime polls events */
+};
