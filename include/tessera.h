@@ -396,7 +396,15 @@ tess_status_t tess_result(void *buf, size_t size, size_t *size_p);
 /* Migration and load balancing                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-/** PUP: the same function sizes, packs and unpacks an element (see tess_array_params_t.pup). */
+/**
+ * PUP: the runtime moves the element's elem_size state bytes itself; the array's PUP function
+ * (tess_array_params_t.pup) moves what the state points to. The same function runs to size, to
+ * pack (on the source, after which the source element is gone — free host memory it owns when
+ * packing) and to unpack (on the destination, where the state bytes are already in place:
+ * allocate, then pup into the new memory). The destructor does not run on migration.
+ */
+int  tess_pup_is_sizing(tess_pup_h pup);
+int  tess_pup_is_packing(tess_pup_h pup);
 int  tess_pup_is_unpacking(tess_pup_h pup);
 /** Host bytes at ptr (state of the element or memory it owns). */
 void tess_pup_bytes(tess_pup_h pup, void *ptr, size_t size);

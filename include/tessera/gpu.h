@@ -73,6 +73,64 @@ tess_status_t tess_gpu_launch_host(tess_stream_t stream, tess_host_kernel_fn_t f
 tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, const void *data,
                                 size_t size, const char *file, int line);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Device messages                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A device message carries host header bytes and up to TESS_DEV_MAX_BUFS device buffers from
+ * one element to an entry of another. The runtime picks the path from the location table: one
+ * device-to-device copy within a process, CUDA/HIP IPC between processes of a node (staged
+ * through a comm buffer, or direct through a cached mapping: TESS_IPC), UCX RDMA get between
+ * nodes. The sender never synchronises with the host: the transfer is ordered after the work
+ * already enqueued on its stream.
+ *
+ * The receiving entry is registered with a post function. It runs on the receiver's PE when
+ * the header arrives and names the destination of every buffer (device memory of at least
+ * sizes[i] bytes, or NULL when sizes[i] is 0) and the stream to deliver on (default: the
+ * element's own). Then the entry runs with the header as its message: by default as soon as
+ * the copies are enqueued on that stream (work the entry enqueues there is ordered after the
+ * data), or with TESS_ENTRY_WAIT_COMPLETE only after the copies have completed.
+ */
+#define TESS_DEV_MAX_BUFS 8
+
+typedef struct tess_dev_buf {
+    void  *ptr;  /**< device memory (tess_gpu_malloc, cudaMalloc, …) */
+    size_t size; /**< bytes; 0 is allowed */
+} tess_dev_buf_t;
+
+typedef void (*tess_dev_post_fn_t)(tess_ctx_h ctx, void *elem, const void *header,
+                                   size_t header_len, int nbufs, const size_t *sizes,
+                                   void **dst, tess_stream_t *stream_p);
+
+enum tess_entry_flags {
+    TESS_ENTRY_WAIT_COMPLETE = 1u << 0 /**< run the entry after the copies completed */
+};
+
+/** Register an entry that receives device messages (main; collective, as tess_entry_register). */
+tess_status_t tess_entry_register_device(const char *name, tess_dev_post_fn_t post,
+                                         tess_entry_fn_t fn, unsigned flags,
+                                         tess_entry_t *entry_p);
+
+/** Runs on the sender's PE once the source buffers may be reused. */
+typedef void (*tess_dev_done_fn_t)(void *arg);
+
+/**
+ * Send header bytes (copied) and device buffers to a device entry of element `index` (entry).
+ * The transfer starts after the work already enqueued on `stream` (NULL: the sender's own
+ * stream). Do not change the buffers until `done` runs (may be NULL: then double-buffer by
+ * iteration parity). A message to oneself is allowed. Never dropped: when staging resources run
+ * out, the send waits in a queue.
+ */
+#define tess_send_device(array, index, entry, header, header_len, bufs, nbufs, stream, done, arg) \
+    tess_send_device_loc((array), (index), (entry), (header), (header_len), (bufs), (nbufs),      \
+                         (stream), (done), (arg), __FILE__, __LINE__)
+tess_status_t tess_send_device_loc(tess_array_h array, tess_index_t index, tess_entry_t entry,
+                                   const void *header, size_t header_len,
+                                   const tess_dev_buf_t *bufs, int nbufs, tess_stream_t stream,
+                                   tess_dev_done_fn_t done, void *done_arg, const char *file,
+                                   int line);
+
 #ifdef __cplusplus
 }
 #endif

@@ -84,7 +84,7 @@ typedef struct tess_msg_hdr {
 typedef struct tess_msg {
     tess_qnode_t   qnode;
     uint32_t       cls;      /* size class (pool), or TESS_MSG_CLS_MALLOC */
-    uint32_t       cap;      /* payload capacity */
+    uint32_t       cap;      /* payload capacity of a pooled class (0: sized exactly) */
     tess_msg_hdr_t hdr;
     /* payload follows, 16-byte aligned */
 } __attribute__((aligned(16))) tess_msg_t;
@@ -171,19 +171,20 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
 tess_status_t tess_core_fini(void);
 int           tess_core_initialized(void);
 
-/** Hooks the upper layers add to init/fini (called in registration order / reverse). */
+/** Hooks of the layers above core: per-PE set-up, idle progress, and work in flight that is
+ *  not counted as messages. Their own init/fini are called by the library glue, in order. */
 typedef struct tess_core_layer {
-    const char    *name;
-    tess_status_t (*init)(void);   /* main, after core is up, collective */
-    void          (*fini)(void);   /* main */
-    void          (*pe_init)(tess_pe_t *pe); /* on each PE thread when it starts */
-    void          (*pe_fini)(tess_pe_t *pe);
-    /** Called each idle scheduler pass on every PE; returns work done. */
-    unsigned      (*progress)(tess_pe_t *pe);
+    const char *name;
+    void      (*pe_init)(tess_pe_t *pe); /* on each PE's thread before its first phase */
+    void      (*pe_fini)(tess_pe_t *pe); /* on each PE's thread at finalize */
+    /** Called every scheduler pass on every PE; returns the work done. */
+    unsigned  (*progress)(tess_pe_t *pe);
     /** Nonzero while the layer has work in flight that is not counted as messages. */
-    int           (*busy)(void);
+    int       (*busy)(void);
 } tess_core_layer_t;
 tess_status_t tess_core_layer_add(const tess_core_layer_t *layer);
+/** Start the PE threads (main), once every layer has been added. */
+tess_status_t tess_core_start(void);
 
 tess_status_t tess_core_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg);
 int           tess_core_in_phase(void);
@@ -210,19 +211,18 @@ typedef void (*tess_reduce_result_fn_t)(uint32_t key, uint64_t tag, const void *
 tess_status_t tess_core_reduce_set_result_fn(tess_reduce_result_fn_t fn);
 
 /**
- * Contribute to reduction (key, tag) from a PE: combined with this process's other contributions
- * and sent to process 0 when `local_expected` contributions arrived here; the result is
- * complete when `global_expected` contributions arrived in all. `cb` (cb_len <= 64 bytes) is
- * carried to the result function; every contribution of one reduction must carry the same
- * count, type, op and cb. Returns TESS_ERR_MISMATCH (with detail) on a mismatch.
+ * Submit a partial result of reduction (key, tag) that combines `ncontrib` contributions (any
+ * PE; data is copied). It goes to process 0, which completes the reduction once the partials
+ * of all processes add up to `global_expected` contributions. `cb` (cb_len <= 64 bytes) is
+ * carried to the result function. Every partial of one reduction must carry the same count,
+ * type, op and cb; a mismatch found at process 0 aborts with a message.
  */
-tess_status_t tess_core_reduce_contribute(uint32_t key, uint64_t tag, int64_t local_expected,
-                                          int64_t global_expected, const void *data, int count,
-                                          tess_dtype_t type, tess_op_t op, const void *cb,
-                                          size_t cb_len);
-/** The number of local contributors of `key` changed (an element left): flush what is now
- *  complete. */
-void tess_core_reduce_recheck(uint32_t key, int64_t local_expected);
+tess_status_t tess_core_reduce_submit(uint32_t key, uint64_t tag, int64_t ncontrib,
+                                      int64_t global_expected, const void *data, int count,
+                                      tess_dtype_t type, tess_op_t op, const void *cb,
+                                      size_t cb_len);
+/** TESS_OK when count, type and op make a valid reduction (error detail otherwise). */
+tess_status_t tess_reduce_check(int count, tess_dtype_t type, tess_op_t op);
 
 /** Combine `count` values of `type` from src into dst with op (in place). */
 tess_status_t tess_reduce_apply(tess_op_t op, tess_dtype_t type, void *dst, const void *src,

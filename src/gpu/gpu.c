@@ -120,7 +120,6 @@ void tess_gpu_fini(void)
     gpu_device = -1;
 }
 
-int tess_gpu_device_index(void) { return gpu_device; }
 int tess_gpu_num_devices(void) { return gpu_ndev; }
 
 tess_gpu_stream_h tess_gpu_pool_stream(size_t i)
@@ -208,7 +207,6 @@ const char *tess_gpu_backend_name(void)
 }
 
 int tess_gpu_device(void) { return gpu_device; }
-int tess_gpu_num_devices(void) { return gpu_ndev; }
 
 tess_status_t tess_gpu_malloc(void **ptr_p, size_t size)
 {

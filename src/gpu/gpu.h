@@ -143,9 +143,7 @@ extern const tess_gpu_ops_t *tess_gpu;
  */
 tess_status_t tess_gpu_init(const char *want, const tess_gpu_init_params_t *params, int nstreams);
 void          tess_gpu_fini(void);
-/** Device this process uses, and how many the node has. */
-int           tess_gpu_device_index(void);
-int           tess_gpu_num_devices(void);
+/* tess_gpu_device() and tess_gpu_num_devices() (public) give the device of this process. */
 
 /** Stream i of the per-process pool (i taken modulo the pool size). */
 tess_gpu_stream_h tess_gpu_pool_stream(size_t i);

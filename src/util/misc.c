@@ -125,3 +125,24 @@ uint64_t tess_random64(void)
         v = tess_time_ns() ^ ((uint64_t)getpid() << 32);
     return v;
 }
+
+double tess_ticks_to_ns(uint64_t ticks)
+{
+#if defined(__x86_64__)
+    /* Calibrated once against the monotonic clock over ~2 ms; racing threads compute the same
+     * figure, so a relaxed publish is enough. */
+    static _Atomic double ns_per_tick;
+    double r = atomic_load_explicit(&ns_per_tick, memory_order_relaxed);
+    if (r == 0.0) {
+        uint64_t t0 = tess_time_ns(), c0 = tess_ticks();
+        while (tess_time_ns() - t0 < 2000000)
+            tess_cpu_relax();
+        uint64_t t1 = tess_time_ns(), c1 = tess_ticks();
+        r = c1 > c0 ? (double)(t1 - t0) / (double)(c1 - c0) : 1.0;
+        atomic_store_explicit(&ns_per_tick, r, memory_order_relaxed);
+    }
+    return (double)ticks * r;
+#else
+    return (double)ticks;
+#endif
+}

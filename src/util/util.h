@@ -90,6 +90,18 @@ static inline uint64_t tess_time_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/** A cheap timestamp for timing entry methods: the TSC on x86-64, else nanoseconds. Convert
+ *  differences with tess_ticks_to_ns(). */
+static inline uint64_t tess_ticks(void)
+{
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#else
+    return tess_time_ns();
+#endif
+}
+double tess_ticks_to_ns(uint64_t ticks);
+
 static inline void tess_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -1,0 +1,286 @@
+/* config.c — every runtime option in one table: its TESS_* variable, its +flag, default, range
+ * and help text. Values come from the defaults, then tess_params_t, then the environment, then
+ * the command line (which is removed from argv). */
+#include "core_int.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+tess_config_t tess_cfg;
+
+typedef enum { OPT_INT, OPT_BOOL, OPT_SIZE, OPT_STR, OPT_LOG } opt_type_t;
+
+typedef struct opt {
+    tess_option_info_t info;
+    opt_type_t         type;
+    size_t             offset;
+    size_t             len;     /* OPT_STR: buffer size */
+    long               lo, hi;  /* OPT_INT range */
+    const char        *choices; /* OPT_STR: '|'-separated allowed values, NULL = any */
+} opt_t;
+
+#define CFG(f) offsetof(tess_config_t, f), sizeof(((tess_config_t *)0)->f)
+
+static const opt_t opts[] = {
+    {{"ppn", "TESS_PPN", "+ppn", "1", "PEs (worker threads) per process"},
+     OPT_INT, CFG(ppn), 1, 1024, NULL},
+    {{"log", "TESS_LOG", "+tess-log", "warn", "log level: error, warn, info, debug, trace"},
+     OPT_LOG, CFG(log_level), 0, 0, NULL},
+    {{"spin_us", "TESS_SPIN_US", "+tess-spin", "100",
+      "microseconds an idle PE spins before it blocks"},
+     OPT_INT, CFG(spin_us), 0, 10000000, NULL},
+    {{"bind", "TESS_BIND", "+tess-bind", "0", "bind each PE to its own core (hwloc)"},
+     OPT_BOOL, CFG(bind), 0, 1, NULL},
+    {{"verbose", "TESS_VERBOSE", "+tess-verbose", "0",
+      "print the process, PE and GPU mapping at init"},
+     OPT_BOOL, CFG(verbose), 0, 1, NULL},
+    {{"gpu", "TESS_GPU", "+tess-gpu", "auto", "device backend: auto, host, cuda, hip"},
+     OPT_STR, CFG(gpu), 0, 0, "auto|host|cuda|hip"},
+    {{"streams", "TESS_STREAMS", "+tess-streams", "64",
+      "streams in the per-process pool (elements share them round-robin)"},
+     OPT_INT, CFG(streams), 1, 65536, NULL},
+    {{"host_threads", "TESS_HOST_THREADS", NULL, "1",
+      "host backend: executor threads per process"},
+     OPT_INT, CFG(host_threads), 1, 256, NULL},
+    {{"host_arena", "TESS_HOST_ARENA", NULL, "256m",
+      "host backend: bytes per shared-memory arena segment"},
+     OPT_SIZE, CFG(host_arena), 0, 0, NULL},
+    {{"host_jitter_us", "TESS_HOST_JITTER_US", NULL, "0",
+      "host backend: random delay before each device operation (finds ordering bugs)"},
+     OPT_INT, CFG(host_jitter_us), 0, 1000000, NULL},
+    {{"host_devices", "TESS_HOST_DEVICES", NULL, "1",
+      "host backend: number of devices it presents per node"},
+     OPT_INT, CFG(host_devices), 1, 64, NULL},
+    {{"vnode_size", "TESS_VNODE_SIZE", NULL, "0",
+      "group every k consecutive ranks into a virtual node (0: physical nodes)"},
+     OPT_INT, CFG(vnode_size), 0, 1 << 20, NULL},
+    {{"devcomm_path", "TESS_DEVCOMM_PATH", NULL, "auto",
+      "force the device-message path: auto, d2d, ipc, rdma"},
+     OPT_STR, CFG(devcomm_path), 0, 0, "auto|d2d|ipc|rdma"},
+    {{"ipc", "TESS_IPC", NULL, "auto", "same-node device messages: auto, staged, direct"},
+     OPT_STR, CFG(ipc), 0, 0, "auto|staged|direct"},
+    {{"comm_buf", "TESS_COMM_BUF", NULL, "64m",
+      "staged IPC: device comm buffer per process"},
+     OPT_SIZE, CFG(comm_buf), 0, 0, NULL},
+    {{"ipc_events", "TESS_IPC_EVENTS", NULL, "256",
+      "staged IPC: interprocess events per process"},
+     OPT_INT, CFG(ipc_events), 1, 1 << 20, NULL},
+    {{"rdma", "TESS_RDMA", NULL, "auto",
+      "inter-node device messages: auto, direct (UCX get into device memory), staged"},
+     OPT_STR, CFG(rdma), 0, 0, "auto|direct|staged"},
+    {{"bounce_chunk", "TESS_BOUNCE_CHUNK", NULL, "1m",
+      "staged RDMA: pipeline chunk size"},
+     OPT_SIZE, CFG(bounce_chunk), 0, 0, NULL},
+    {{"bounce_count", "TESS_BOUNCE_COUNT", NULL, "8",
+      "staged RDMA: pinned bounce buffers per process"},
+     OPT_INT, CFG(bounce_count), 1, 4096, NULL},
+    {{"lb", "TESS_LB", "+tess-lb", "greedyrefine",
+      "load balancer: greedy, refine, greedyrefine, rotate, none"},
+     OPT_STR, CFG(lb), 0, 0, NULL},
+    {{"lb_target", "TESS_LB_TARGET", "+tess-lb-target", "gpu",
+      "what the balancer evens out: pe, process, gpu"},
+     OPT_STR, CFG(lb_target), 0, 0, "pe|process|gpu"},
+    {{"lb_gpu_time", "TESS_LB_GPU_TIME", NULL, "0",
+      "measure each element's GPU time with events for load balancing"},
+     OPT_BOOL, CFG(lb_gpu_time), 0, 1, NULL},
+    {{"mpi_poll_us", "TESS_MPI_POLL_US", NULL, "1000",
+      "longest sleep of an idle PE 0 between MPI polls"},
+     OPT_INT, CFG(mpi_poll_us), 10, 1000000, NULL},
+};
+
+static const opt_t *opt_by_name(const char *name)
+{
+    for (size_t i = 0; i < TESS_ARRAY_LEN(opts); i++)
+        if (!strcmp(opts[i].info.name, name))
+            return &opts[i];
+    return NULL;
+}
+
+const tess_option_info_t *tess_config_options(size_t *count_p)
+{
+    static tess_option_info_t infos[TESS_ARRAY_LEN(opts)];
+    for (size_t i = 0; i < TESS_ARRAY_LEN(opts); i++)
+        infos[i] = opts[i].info;
+    *count_p = TESS_ARRAY_LEN(opts);
+    return infos;
+}
+
+static tess_status_t opt_set(const opt_t *o, const char *value, const char *source)
+{
+    char  *field = (char *)&tess_cfg + o->offset;
+    long   v;
+    size_t sz;
+    int    b;
+    switch (o->type) {
+    case OPT_INT:
+        if (tess_parse_int(value, o->lo, o->hi, &v) != TESS_OK)
+            goto err_bad;
+        *(int *)field = (int)v;
+        return TESS_OK;
+    case OPT_BOOL:
+        if (tess_parse_bool(value, &b) != TESS_OK)
+            goto err_bad;
+        *(int *)field = b;
+        return TESS_OK;
+    case OPT_SIZE:
+        if (tess_parse_size(value, &sz) != TESS_OK)
+            goto err_bad;
+        *(size_t *)field = sz;
+        return TESS_OK;
+    case OPT_LOG:
+        if ((b = tess_log_level_parse(value)) < 0)
+            goto err_bad;
+        *(int *)field = b;
+        return TESS_OK;
+    case OPT_STR:
+        if (strlen(value) >= o->len)
+            goto err_bad;
+        if (o->choices) {
+            size_t n = strlen(value);
+            const char *c = o->choices;
+            int ok = 0;
+            while (*c && !ok) {
+                const char *bar = strchr(c, '|');
+                size_t len = bar ? (size_t)(bar - c) : strlen(c);
+                ok = (len == n && !strncasecmp(c, value, n));
+                c += len + (bar ? 1 : 0);
+            }
+            if (!ok)
+                goto err_bad;
+        }
+        strcpy(field, value);
+        return TESS_OK;
+    }
+err_bad:
+    if (o->type == OPT_INT)
+        return tess_error(TESS_ERR_INVALID, "%s: invalid value '%s' for %s (an integer in "
+                          "[%ld, %ld]: %s)", source, value, o->info.name, o->lo, o->hi,
+                          o->info.help);
+    if (o->type == OPT_STR && o->choices)
+        return tess_error(TESS_ERR_INVALID, "%s: invalid value '%s' for %s (one of %s)", source,
+                          value, o->info.name, o->choices);
+    return tess_error(TESS_ERR_INVALID, "%s: invalid value '%s' for %s (%s)", source, value,
+                      o->info.name, o->info.help);
+}
+
+static const opt_t *opt_by_flag(const char *arg, const char **inline_value_p)
+{
+    for (size_t i = 0; i < TESS_ARRAY_LEN(opts); i++) {
+        const char *f = opts[i].info.flag;
+        if (!f)
+            continue;
+        size_t n = strlen(f);
+        if (!strncmp(arg, f, n) && (arg[n] == '\0' || arg[n] == '=')) {
+            *inline_value_p = arg[n] == '=' ? arg + n + 1 : NULL;
+            return &opts[i];
+        }
+    }
+    return NULL;
+}
+
+static tess_status_t config_argv(int *argc, char ***argv)
+{
+    if (!argc || !argv || !*argv)
+        return TESS_OK;
+    char **av  = *argv;
+    int    out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *inline_value;
+        const opt_t *o = av[i][0] == '+' ? opt_by_flag(av[i], &inline_value) : NULL;
+        if (!o) {
+            if (av[i][0] == '+' && !strncmp(av[i], "+tess-", 6))
+                return tess_error(TESS_ERR_INVALID, "unknown runtime flag '%s' (see README.md "
+                                  "for the options)", av[i]);
+            av[out++] = av[i];
+            continue;
+        }
+        const char *value = inline_value;
+        if (!value) {
+            /* A boolean flag alone means "on"; others take the next argument. */
+            if (o->type == OPT_BOOL && (i + 1 >= *argc || tess_parse_bool(av[i + 1], &(int){0})))
+                value = "1";
+            else if (i + 1 < *argc)
+                value = av[++i];
+            else
+                return tess_error(TESS_ERR_INVALID, "runtime flag %s needs a value",
+                                  o->info.flag);
+        }
+        tess_status_t st = opt_set(o, value, o->info.flag);
+        if (st != TESS_OK)
+            return st;
+    }
+    av[out] = NULL;
+    *argc   = out;
+    return TESS_OK;
+}
+
+tess_status_t tess_config_load(int *argc, char ***argv, const tess_params_t *params)
+{
+    memset(&tess_cfg, 0, sizeof(tess_cfg));
+    for (size_t i = 0; i < TESS_ARRAY_LEN(opts); i++) {
+        tess_status_t st = opt_set(&opts[i], opts[i].info.deflt, "default");
+        if (st != TESS_OK)
+            return st;
+    }
+    if (params) {
+        uint64_t m = params->field_mask;
+        if (m & TESS_PARAM_FIELD_PPN) {
+            if (params->ppn < 1)
+                return tess_error(TESS_ERR_INVALID, "tess_params_t.ppn = %d must be >= 1",
+                                  params->ppn);
+            tess_cfg.ppn = params->ppn;
+        }
+        if (m & TESS_PARAM_FIELD_LOG_LEVEL)
+            tess_cfg.log_level = params->log_level;
+        if (m & TESS_PARAM_FIELD_SPIN_US)
+            tess_cfg.spin_us = params->spin_us;
+        if (m & TESS_PARAM_FIELD_BIND)
+            tess_cfg.bind = params->bind;
+        if (m & TESS_PARAM_FIELD_VERBOSE)
+            tess_cfg.verbose = params->verbose;
+        if ((m & TESS_PARAM_FIELD_GPU) && params->gpu) {
+            tess_status_t st = opt_set(opt_by_name("gpu"), params->gpu, "tess_params_t.gpu");
+            if (st != TESS_OK)
+                return st;
+        }
+        if (m & TESS_PARAM_FIELD_STREAMS) {
+            if (params->streams < 1)
+                return tess_error(TESS_ERR_INVALID, "tess_params_t.streams = %d must be >= 1",
+                                  params->streams);
+            tess_cfg.streams = params->streams;
+        }
+    }
+    for (size_t i = 0; i < TESS_ARRAY_LEN(opts); i++) {
+        const char *v = getenv(opts[i].info.env);
+        if (v && *v) {
+            tess_status_t st = opt_set(&opts[i], v, opts[i].info.env);
+            if (st != TESS_OK)
+                return st;
+        }
+    }
+    tess_status_t st = config_argv(argc, argv);
+    if (st != TESS_OK)
+        return st;
+    tess_log_level = tess_cfg.log_level;
+    return TESS_OK;
+}
+
+void tess_config_print(void *file)
+{
+    FILE *f = file;
+    for (size_t i = 0; i < TESS_ARRAY_LEN(opts); i++) {
+        const opt_t *o     = &opts[i];
+        const char  *field = (const char *)&tess_cfg + o->offset;
+        fprintf(f, "  %-14s = ", o->info.name);
+        switch (o->type) {
+        case OPT_INT:
+        case OPT_BOOL: fprintf(f, "%d", *(const int *)field); break;
+        case OPT_LOG:  fprintf(f, "%d", *(const int *)field); break;
+        case OPT_SIZE: fprintf(f, "%zu", *(const size_t *)field); break;
+        case OPT_STR:  fprintf(f, "%s", field); break;
+        }
+        fprintf(f, "   (%s)\n", o->info.env);
+    }
+}

@@ -1,0 +1,152 @@
+/*
+ * core_int.h — private to src/core: the runtime state, the PE structure, and the functions the
+ * core's files share.
+ */
+#ifndef TESS_CORE_INT_H
+#define TESS_CORE_INT_H
+
+#include "core.h"
+
+#define TESS_MSG_NCLS      6     /* pooled payload classes: 64 B … 64 KiB */
+#define TESS_MSG_POOL_MAX  1024  /* cached buffers per class per PE */
+#define TESS_HANDLER_MAX   32
+#define TESS_LAYER_MAX     8
+#define TESS_AM_CORE       0     /* net AM id of core messages */
+
+typedef struct gpuq_item {
+    tess_gpu_event_h   event;
+    tess_gpu_cont_fn_t fn;
+    void              *arg;
+    int                pooled; /* the event came from the PE's pool */
+} gpuq_item_t;
+
+struct tess_pe {
+    int       local, global;
+    pthread_t thread;
+    int       started;
+    int       layers_ready; /* pe_init hooks ran */
+
+    /* Incoming messages, from any thread (this one included). */
+    tess_mpsc_t queue;
+
+    /* Sleeping: the PE sets `sleeping` before it blocks on wake_fd; pushers wake it. */
+    TESS_ALIGNED _Atomic int sleeping;
+    _Atomic int              gpu_waiting; /* sleeping with GPU continuations pending */
+    int                      wake_fd;
+
+    /* Quiescence counters, written by this PE only. */
+    TESS_ALIGNED _Atomic uint64_t sent;
+    _Atomic uint64_t              processed;
+
+    /* Everything below is touched by this PE only. */
+    TESS_ALIGNED tess_msg_t *pool[TESS_MSG_NCLS];
+    unsigned                 npool[TESS_MSG_NCLS];
+
+    gpuq_item_t      *gq;
+    size_t            gq_count, gq_cap;
+    tess_gpu_evpool_t evpool;
+
+    void *slot[TESS_SLOT_MAX];
+
+    uint64_t busy_ns, idle_ns, nmsgs;
+};
+
+typedef struct tess_handler {
+    const char            *name;
+    tess_core_handler_fn_t fn;
+} tess_handler_t;
+
+enum { PHASE_IDLE = 0, PHASE_RUNNING = 1, PHASE_STOPPING = 2, PHASE_SHUTDOWN = 3 };
+
+typedef struct tess_runtime {
+    int       initialized;
+    pthread_t main_thread;
+    int       mpi_thread_level;
+
+    tess_pe_t **pes;
+    int         npes; /* local */
+
+    tess_handler_t handlers[TESS_HANDLER_MAX];
+    unsigned       nhandlers;
+    uint16_t       h_agent, h_exit;
+
+    tess_core_layer_t layers[TESS_LAYER_MAX];
+    unsigned          nlayers;
+
+    /* Phases. */
+    _Atomic int     phase;       /* PHASE_* */
+    uint64_t        epoch;       /* incremented by each tess_run; guarded by park_lock */
+    pthread_mutex_t park_lock;
+    pthread_cond_t  park_cond;
+    int             running;     /* PEs inside the phase loop; guarded by park_lock */
+    int             ready;       /* PE threads past their set-up; guarded by park_lock */
+    tess_run_mode_t mode;
+
+    /* Network progress while every PE sleeps: the local index of the PE watching the UCX
+     * event fd, or -1. */
+    _Atomic int net_watcher;
+
+    MPI_Comm agent_comm; /* reductions */
+    MPI_Comm wave_comm;  /* quiescence waves */
+} tess_runtime_t;
+
+extern tess_runtime_t tess_core;
+
+/* pe.c */
+tess_status_t tess_pe_create_all(void);
+tess_status_t tess_pe_start_all(void);
+void          tess_pe_destroy_all(void);
+void          tess_pe_loop(tess_pe_t *pe);
+void          tess_pe_wake(tess_pe_t *pe);
+void          tess_pe_wake_all(void);
+void          tess_pe_notify_gpu(void);
+
+/* msg.c */
+void          tess_msg_deliver_local(tess_msg_t *m);
+tess_status_t tess_msg_net_init(void);
+void          tess_msg_pool_fini(tess_pe_t *pe);
+unsigned      tess_msg_dispatch(tess_pe_t *pe, unsigned max);
+
+static inline void tess_count_sent(tess_pe_t *pe, uint64_t n)
+{
+    atomic_store_explicit(&pe->sent, atomic_load_explicit(&pe->sent, memory_order_relaxed) + n,
+                          memory_order_release);
+}
+
+static inline void tess_count_processed(tess_pe_t *pe, uint64_t n)
+{
+    atomic_store_explicit(&pe->processed,
+                          atomic_load_explicit(&pe->processed, memory_order_relaxed) + n,
+                          memory_order_release);
+}
+
+/* phase.c */
+tess_status_t tess_phase_init(void);
+void          tess_phase_fini(void);
+unsigned      tess_phase_progress(tess_pe_t *pe0, int idle);
+int           tess_phase_wants_poll(void);
+
+/* agent.c */
+tess_status_t tess_agent_init(void);
+void          tess_agent_fini(void);
+unsigned      tess_agent_progress(tess_pe_t *pe0, int idle);
+int           tess_agent_pending(void);
+
+/* reduce.c */
+tess_status_t tess_reduce_init(void);
+void          tess_reduce_fini(void);
+unsigned      tess_reduce_progress(tess_pe_t *pe0);
+
+/* gpuq.c */
+unsigned tess_gpuq_poll(tess_pe_t *pe);
+void     tess_gpuq_fini(tess_pe_t *pe);
+
+/* Abort the job when a required MPI call fails on a path that cannot return an error. */
+#define TESS_MPI_CHECK(call)                                                                 \
+    do {                                                                                     \
+        int tess_mpi_rc_ = (call);                                                           \
+        if (tess_unlikely(tess_mpi_rc_ != MPI_SUCCESS))                                      \
+            tess_fatal("%s failed (MPI error %d)", #call, tess_mpi_rc_);                     \
+    } while (0)
+
+#endif /* TESS_CORE_INT_H */

@@ -1,0 +1,191 @@
+/* msg.c — message buffers (per-PE pools by size class), routing to a PE of this process or
+ * through UCX to another process, arrival from the network, and dispatch to handlers. */
+#include "core_int.h"
+
+#include <stdlib.h>
+
+static const uint32_t msg_cls_cap[TESS_MSG_NCLS] = {64, 256, 1024, 4096, 16384, 65536};
+
+static inline uint32_t msg_cls(size_t size)
+{
+    for (uint32_t c = 0; c < TESS_MSG_NCLS; c++)
+        if (size <= msg_cls_cap[c])
+            return c;
+    return TESS_MSG_CLS_MALLOC;
+}
+
+tess_msg_t *tess_core_msg_alloc(size_t size)
+{
+    tess_pe_t  *pe  = tess_pe_self_;
+    uint32_t    cls = msg_cls(size);
+    tess_msg_t *m   = NULL;
+    if (pe && cls != TESS_MSG_CLS_MALLOC && pe->pool[cls]) {
+        m = pe->pool[cls];
+        pe->pool[cls] = (tess_msg_t *)atomic_load_explicit(&m->qnode.next, memory_order_relaxed);
+        pe->npool[cls]--;
+    } else {
+        /* Pooled classes allocate their full capacity; larger payloads exactly their size. */
+        size_t cap = cls == TESS_MSG_CLS_MALLOC ? size : msg_cls_cap[cls];
+        m = tess_aligned_alloc(16, sizeof(tess_msg_t) + cap, "a message");
+        if (!m)
+            return NULL;
+        m->cls = cls;
+        m->cap = cls == TESS_MSG_CLS_MALLOC ? 0 : (uint32_t)cap;
+    }
+    memset(&m->hdr, 0, sizeof(m->hdr));
+    m->hdr.size = size;
+    return m;
+}
+
+void tess_core_msg_free(tess_msg_t *m)
+{
+    if (!m)
+        return;
+    tess_pe_t *pe = tess_pe_self_;
+    uint32_t   c  = m->cls;
+    if (pe && c != TESS_MSG_CLS_MALLOC && pe->npool[c] < TESS_MSG_POOL_MAX) {
+        atomic_store_explicit(&m->qnode.next, (tess_qnode_t *)pe->pool[c], memory_order_relaxed);
+        pe->pool[c] = m;
+        pe->npool[c]++;
+        return;
+    }
+    free(m);
+}
+
+void tess_msg_pool_fini(tess_pe_t *pe)
+{
+    for (int c = 0; c < TESS_MSG_NCLS; c++) {
+        while (pe->pool[c]) {
+            tess_msg_t *m = pe->pool[c];
+            pe->pool[c] = (tess_msg_t *)atomic_load_explicit(&m->qnode.next, memory_order_relaxed);
+            free(m);
+        }
+        pe->npool[c] = 0;
+    }
+}
+
+void tess_msg_deliver_local(tess_msg_t *m)
+{
+    tess_pe_t *pe = tess_core.pes[m->hdr.dst_pe - tess_rt.rank * tess_rt.ppn];
+    tess_mpsc_push(&pe->queue, &m->qnode);
+    if (atomic_load_explicit(&pe->sleeping, memory_order_seq_cst))
+        tess_pe_wake(pe);
+}
+
+static void msg_sent(void *arg, tess_status_t status)
+{
+    tess_msg_t *m = arg;
+    if (status != TESS_OK)
+        tess_fatal("a message to PE %d (handler %s) could not be sent: %s", m->hdr.dst_pe,
+                   tess_core.handlers[m->hdr.handler].name, tess_error_detail());
+    tess_core_msg_free(m);
+}
+
+tess_status_t tess_core_send(tess_msg_t *m)
+{
+    tess_pe_t *self = tess_pe_self_;
+    int        dst  = m->hdr.dst_pe;
+    if (tess_unlikely(!self))
+        tess_fatal("a message was sent from a thread that is not a PE (outside tess_run?)");
+    if (tess_unlikely(dst < 0 || dst >= tess_core_num_pes() ||
+                      m->hdr.handler >= tess_core.nhandlers))
+        tess_fatal("internal: message to PE %d with handler %u", dst, m->hdr.handler);
+    m->hdr.src_pe = self->global;
+    tess_count_sent(self, 1);
+    int proc = dst / tess_rt.ppn;
+    if (proc == tess_rt.rank) {
+        tess_msg_deliver_local(m);
+        return TESS_OK;
+    }
+    tess_status_t st = tess_net_am_send(proc, TESS_AM_CORE, &m->hdr.net, sizeof(m->hdr),
+                                        tess_msg_payload(m), m->hdr.size, msg_sent, m);
+    if (st == TESS_OK) {
+        tess_core_msg_free(m);
+        return TESS_OK;
+    }
+    if (st == TESS_INPROGRESS)
+        return TESS_OK;
+    /* Nothing may be dropped silently: a failed send ends the job. */
+    tess_fatal("sending a message to process %d failed: %s", proc, tess_error_detail());
+}
+
+/* ---- arrival from the network ------------------------------------------------------------ */
+
+static void msg_rndv_done(void *arg, tess_status_t status)
+{
+    tess_msg_t *m = arg;
+    if (status != TESS_OK)
+        tess_fatal("receiving a %llu-byte message from PE %d failed: %s",
+                   (unsigned long long)m->hdr.size, m->hdr.src_pe, tess_error_detail());
+    tess_msg_deliver_local(m);
+}
+
+static void msg_am_recv(void *arg, const void *hdr, size_t hdr_len, const void *data, size_t len,
+                        void *desc)
+{
+    (void)arg;
+    const tess_msg_hdr_t *h = hdr;
+    int first = tess_rt.rank * tess_rt.ppn;
+    if (tess_unlikely(hdr_len != sizeof(*h) || h->size != len || h->handler >= tess_core.nhandlers ||
+                      h->dst_pe < first || h->dst_pe >= first + tess_rt.ppn))
+        tess_fatal("corrupt message from process %u: header %zu bytes, size %llu/%zu, handler %u, "
+                   "PE %d", ((const tess_net_hdr_t *)hdr)->src, hdr_len,
+                   (unsigned long long)(hdr_len >= sizeof(*h) ? h->size : 0), len,
+                   hdr_len >= sizeof(*h) ? h->handler : 0, hdr_len >= sizeof(*h) ? h->dst_pe : -1);
+    tess_msg_t *m = tess_core_msg_alloc(len);
+    if (!m)
+        tess_fatal("out of memory receiving a %zu-byte message", len);
+    memcpy(&m->hdr, h, sizeof(*h));
+    if (desc) {
+        tess_status_t st = tess_net_am_recv_into(desc, tess_msg_payload(m), len, msg_rndv_done, m);
+        if (st != TESS_OK && st != TESS_INPROGRESS)
+            tess_fatal("cannot receive a %zu-byte message: %s", len, tess_error_detail());
+        return;
+    }
+    if (len)
+        memcpy(tess_msg_payload(m), data, len);
+    tess_msg_deliver_local(m);
+}
+
+tess_status_t tess_msg_net_init(void)
+{
+    return tess_net_am_register(TESS_AM_CORE, msg_am_recv, NULL);
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+
+unsigned tess_msg_dispatch(tess_pe_t *pe, unsigned max)
+{
+    unsigned n = 0;
+    while (n < max) {
+        tess_qnode_t *q = tess_mpsc_pop(&pe->queue);
+        if (!q)
+            break;
+        tess_msg_t *m = (tess_msg_t *)((char *)q - offsetof(tess_msg_t, qnode));
+        n++;
+        if (tess_core.handlers[m->hdr.handler].fn(m))
+            tess_count_processed(pe, 1);
+    }
+    pe->nmsgs += n;
+    return n;
+}
+
+void tess_core_msg_done(void)
+{
+    tess_pe_t *pe = tess_pe_self_;
+    if (tess_unlikely(!pe))
+        tess_fatal("internal: tess_core_msg_done outside a PE");
+    tess_count_processed(pe, 1);
+}
+
+tess_status_t tess_core_handler_register(const char *name, tess_core_handler_fn_t fn,
+                                         uint16_t *id_p)
+{
+    if (tess_core.nhandlers >= TESS_HANDLER_MAX)
+        return tess_error(TESS_ERR_NO_MEMORY, "too many message handlers (%d) registering %s",
+                          TESS_HANDLER_MAX, name);
+    tess_core.handlers[tess_core.nhandlers].name = name;
+    tess_core.handlers[tess_core.nhandlers].fn   = fn;
+    *id_p = (uint16_t)tess_core.nhandlers++;
+    return TESS_OK;
+}

@@ -1,0 +1,370 @@
+/* pe.c — PE threads: creation and binding, parking between phases, the scheduler loop, and
+ * sleeping when idle (spin for spin_us, then block on an eventfd; one sleeping PE also watches
+ * the UCX event fd so that network traffic wakes the process). */
+#include "core_int.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#ifdef HAVE_HWLOC
+#include <hwloc.h>
+#endif
+
+_Thread_local tess_pe_t *tess_pe_self_;
+
+int    tess_core_pe_global(const tess_pe_t *pe) { return pe->global; }
+int    tess_core_pe_local(const tess_pe_t *pe) { return pe->local; }
+void **tess_core_pe_slot(tess_pe_t *pe, int layer) { return &pe->slot[layer]; }
+
+tess_pe_t *tess_core_pe_by_local(int local)
+{
+    return (local >= 0 && local < tess_core.npes) ? tess_core.pes[local] : NULL;
+}
+
+tess_pe_stats_t tess_core_pe_stats(tess_pe_t *pe)
+{
+    tess_pe_stats_t s = {pe->busy_ns, pe->idle_ns, pe->nmsgs};
+    return s;
+}
+
+void tess_pe_wake(tess_pe_t *pe)
+{
+    uint64_t one = 1;
+    ssize_t  rc;
+    do
+        rc = write(pe->wake_fd, &one, sizeof(one));
+    while (rc < 0 && errno == EINTR);
+}
+
+void tess_pe_wake_all(void)
+{
+    for (int i = 0; i < tess_core.npes; i++)
+        tess_pe_wake(tess_core.pes[i]);
+}
+
+/* Host backend: an event completed; wake PEs sleeping with continuations pending. */
+void tess_pe_notify_gpu(void)
+{
+    for (int i = 0; i < tess_core.npes; i++) {
+        tess_pe_t *pe = tess_core.pes[i];
+        if (atomic_load_explicit(&pe->gpu_waiting, memory_order_acquire))
+            tess_pe_wake(pe);
+    }
+}
+
+/* ---- binding ----------------------------------------------------------------------------- */
+
+#ifdef HAVE_HWLOC
+static hwloc_topology_t pe_topo;
+#endif
+
+static void pe_bind(tess_pe_t *pe)
+{
+#ifdef HAVE_HWLOC
+    if (!pe_topo)
+        return;
+    int ncores = hwloc_get_nbobjs_by_type(pe_topo, HWLOC_OBJ_CORE);
+    if (ncores <= 0)
+        return;
+    int         idx  = (tess_rt.node_rank * tess_rt.ppn + pe->local) % ncores;
+    hwloc_obj_t core = hwloc_get_obj_by_type(pe_topo, HWLOC_OBJ_CORE, (unsigned)idx);
+    if (core && hwloc_set_cpubind(pe_topo, core->cpuset, HWLOC_CPUBIND_THREAD) != 0)
+        tess_warn("cannot bind PE %d to core %d: %s", pe->global, idx, strerror(errno));
+    else if (core)
+        tess_info("PE %d bound to core %d", pe->global, idx);
+#else
+    (void)pe;
+#endif
+}
+
+/* ---- sleeping ---------------------------------------------------------------------------- */
+
+static int pe_has_gpu_notify;
+
+/* Block until woken, a message arrives, the network has events, or the timeout passes. */
+static void pe_sleep(tess_pe_t *pe, int *handover_p)
+{
+    int64_t timeout_ns = -1;
+    if (pe->gq_count > 0) {
+        if (!pe_has_gpu_notify)
+            return; /* a real device: keep polling its events */
+        atomic_store_explicit(&pe->gpu_waiting, 1, memory_order_seq_cst);
+        timeout_ns = 10 * 1000 * 1000;
+    }
+    if (pe->local == 0 && tess_agent_pending())
+        timeout_ns = timeout_ns < 0 ? (int64_t)tess_cfg.mpi_poll_us * 1000
+                                    : TESS_MIN(timeout_ns, (int64_t)tess_cfg.mpi_poll_us * 1000);
+    for (unsigned i = 0; i < tess_core.nlayers; i++)
+        if (tess_core.layers[i].busy && tess_core.layers[i].busy())
+            timeout_ns = timeout_ns < 0 ? 100 * 1000 : TESS_MIN(timeout_ns, 100 * 1000);
+
+    int watch = 0, none = -1;
+    if (atomic_compare_exchange_strong(&tess_core.net_watcher, &none, pe->local)) {
+        tess_status_t st = tess_net_arm();
+        if (st == TESS_OK) {
+            watch = 1;
+        } else {
+            atomic_store(&tess_core.net_watcher, -1);
+            if (st == TESS_ERR_BUSY)
+                goto out_gpu; /* events to progress first */
+            /* No event fd: poll the network now and then. */
+            timeout_ns = timeout_ns < 0 ? 200 * 1000 : TESS_MIN(timeout_ns, 200 * 1000);
+        }
+    }
+
+    atomic_store_explicit(&pe->sleeping, 1, memory_order_seq_cst);
+    if (tess_mpsc_empty(&pe->queue) &&
+        atomic_load_explicit(&tess_core.phase, memory_order_seq_cst) == PHASE_RUNNING) {
+        struct pollfd fds[2] = {{.fd = pe->wake_fd, .events = POLLIN},
+                                {.fd = tess_net_event_fd(), .events = POLLIN}};
+        struct timespec ts, *tsp = NULL;
+        if (timeout_ns >= 0) {
+            ts.tv_sec  = timeout_ns / 1000000000;
+            ts.tv_nsec = timeout_ns % 1000000000;
+            tsp        = &ts;
+        }
+        uint64_t t0 = tess_time_ns();
+        if (ppoll(fds, watch ? 2 : 1, tsp, NULL) < 0 && errno != EINTR)
+            tess_warn("ppoll while idle failed: %s", strerror(errno));
+        pe->idle_ns += tess_time_ns() - t0;
+    }
+    atomic_store_explicit(&pe->sleeping, 0, memory_order_relaxed);
+    uint64_t v;
+    if (read(pe->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        tess_warn("reading the wake-up fd failed: %s", strerror(errno));
+
+    if (watch) {
+        atomic_store(&tess_core.net_watcher, -1);
+        /* Hand the watch to a PE that is still asleep; it re-sleeps at once as the watcher. */
+        for (int i = 0; i < tess_core.npes; i++) {
+            tess_pe_t *o = tess_core.pes[i];
+            if (o != pe && atomic_load(&o->sleeping)) {
+                tess_pe_wake(o);
+                break;
+            }
+        }
+    }
+    *handover_p = 0;
+out_gpu:
+    atomic_store_explicit(&pe->gpu_waiting, 0, memory_order_relaxed);
+}
+
+/* ---- the scheduler ----------------------------------------------------------------------- */
+
+void tess_pe_loop(tess_pe_t *pe)
+{
+    const uint64_t spin_ns   = (uint64_t)tess_cfg.spin_us * 1000;
+    uint64_t       idle_from = 0;
+    unsigned       pass      = 0;
+    int            handover  = 0;
+
+    while (atomic_load_explicit(&tess_core.phase, memory_order_acquire) == PHASE_RUNNING) {
+        unsigned work = tess_msg_dispatch(pe, 64);
+        if (pe->gq_count)
+            work += tess_gpuq_poll(pe);
+        if (work == 0 || (++pass & 7) == 0)
+            work += tess_net_progress();
+        for (unsigned i = 0; i < tess_core.nlayers; i++)
+            if (tess_core.layers[i].progress)
+                work += tess_core.layers[i].progress(pe);
+        if (pe->local == 0)
+            work += tess_agent_progress(pe, work == 0);
+        if (work) {
+            idle_from = 0;
+            continue;
+        }
+        uint64_t now = tess_time_ns();
+        if (!idle_from) {
+            idle_from = now;
+            continue;
+        }
+        if (now - idle_from < spin_ns && !handover) {
+            tess_cpu_relax();
+            continue;
+        }
+        pe->idle_ns += now - idle_from;
+        handover = 1; /* if this sleep is cut short by a hand-over, sleep again without spinning */
+        pe_sleep(pe, &handover);
+        idle_from = 0;
+    }
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+static void *pe_thread_main(void *arg)
+{
+    tess_pe_t *pe = arg;
+    tess_pe_self_ = pe;
+    tess_log_pe   = pe->global;
+    if (tess_cfg.bind)
+        pe_bind(pe);
+    /* CUDA and HIP keep the current device per thread: make it this process's device, so that
+     * kernels the PE's entries launch go to the right GPU. */
+    if (tess_gpu->set_device(tess_gpu_device()) != TESS_OK)
+        tess_fatal("PE %d cannot select device %d", pe->global, tess_gpu_device());
+    for (unsigned i = 0; i < tess_core.nlayers; i++)
+        if (tess_core.layers[i].pe_init)
+            tess_core.layers[i].pe_init(pe);
+
+    uint64_t seen = 0;
+    pthread_mutex_lock(&tess_core.park_lock);
+    tess_core.ready++;
+    pthread_cond_broadcast(&tess_core.park_cond);
+    for (;;) {
+        while (tess_core.epoch == seen &&
+               atomic_load(&tess_core.phase) != PHASE_SHUTDOWN)
+            pthread_cond_wait(&tess_core.park_cond, &tess_core.park_lock);
+        if (atomic_load(&tess_core.phase) == PHASE_SHUTDOWN)
+            break;
+        seen = tess_core.epoch;
+        pthread_mutex_unlock(&tess_core.park_lock);
+        tess_pe_loop(pe);
+        pthread_mutex_lock(&tess_core.park_lock);
+        tess_core.running--;
+        pthread_cond_broadcast(&tess_core.park_cond);
+    }
+    pthread_mutex_unlock(&tess_core.park_lock);
+    for (unsigned i = tess_core.nlayers; i-- > 0;)
+        if (tess_core.layers[i].pe_fini)
+            tess_core.layers[i].pe_fini(pe);
+    tess_msg_pool_fini(pe);
+    tess_pe_self_ = NULL;
+    return NULL;
+}
+
+static tess_status_t pe_alloc(int local, tess_pe_t **pe_p)
+{
+    tess_pe_t *pe = tess_aligned_alloc(TESS_CACHELINE, sizeof(*pe), "a PE");
+    if (!pe)
+        return TESS_ERR_NO_MEMORY;
+    memset(pe, 0, sizeof(*pe));
+    pe->local  = local;
+    pe->global = tess_rt.rank * tess_rt.ppn + local;
+    tess_mpsc_init(&pe->queue);
+    pe->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (pe->wake_fd < 0) {
+        free(pe);
+        return tess_error(TESS_ERR_SYSTEM, "eventfd for PE %d: %s", local, strerror(errno));
+    }
+    tess_status_t st = tess_gpu_evpool_init(&pe->evpool, 0, 32);
+    if (st != TESS_OK) {
+        close(pe->wake_fd);
+        free(pe);
+        return st;
+    }
+    *pe_p = pe;
+    return TESS_OK;
+}
+
+static void pe_free(tess_pe_t *pe)
+{
+    tess_gpuq_fini(pe);
+    tess_gpu_evpool_fini(&pe->evpool);
+    tess_msg_pool_fini(pe);
+    close(pe->wake_fd);
+    free(pe);
+}
+
+tess_status_t tess_pe_create_all(void)
+{
+    tess_status_t st;
+    pe_has_gpu_notify = tess_gpu->set_notify != NULL;
+    if (pe_has_gpu_notify)
+        tess_gpu->set_notify(tess_pe_notify_gpu);
+#ifdef HAVE_HWLOC
+    if (tess_cfg.bind) {
+        if (hwloc_topology_init(&pe_topo) != 0 || hwloc_topology_load(pe_topo) != 0) {
+            tess_warn("hwloc topology unavailable: PEs are not bound");
+            pe_topo = NULL;
+        }
+    }
+#else
+    if (tess_cfg.bind)
+        tess_warn("+tess-bind: this Tessera was built without hwloc; PEs are not bound");
+#endif
+    tess_core.npes = tess_rt.ppn;
+    tess_core.pes  = tess_calloc((size_t)tess_core.npes, sizeof(*tess_core.pes), "the PE table");
+    if (!tess_core.pes)
+        return TESS_ERR_NO_MEMORY;
+    for (int i = 0; i < tess_core.npes; i++) {
+        st = pe_alloc(i, &tess_core.pes[i]);
+        if (st != TESS_OK)
+            goto err_free_pes;
+    }
+    return TESS_OK;
+
+err_free_pes:
+    for (int i = 0; i < tess_core.npes; i++)
+        if (tess_core.pes[i])
+            pe_free(tess_core.pes[i]);
+    free(tess_core.pes);
+    tess_core.pes = NULL;
+    return st;
+}
+
+tess_status_t tess_pe_start_all(void)
+{
+    tess_status_t st;
+    /* PE 0 is the thread that calls tess_run; bind it now. */
+    if (tess_cfg.bind)
+        pe_bind(tess_core.pes[0]);
+    tess_pe_self_ = tess_core.pes[0];
+    for (unsigned i = 0; i < tess_core.nlayers; i++)
+        if (tess_core.layers[i].pe_init)
+            tess_core.layers[i].pe_init(tess_core.pes[0]);
+    tess_core.pes[0]->layers_ready = 1;
+    tess_pe_self_ = NULL;
+    for (int i = 1; i < tess_core.npes; i++) {
+        int rc = pthread_create(&tess_core.pes[i]->thread, NULL, pe_thread_main, tess_core.pes[i]);
+        if (rc != 0) {
+            st = tess_error(TESS_ERR_SYSTEM, "cannot start PE thread %d: %s", i, strerror(rc));
+            goto err_stop_threads;
+        }
+        tess_core.pes[i]->started = 1;
+    }
+    /* Every PE has run its layers' set-up before the program creates arrays. */
+    pthread_mutex_lock(&tess_core.park_lock);
+    while (tess_core.ready < tess_core.npes - 1)
+        pthread_cond_wait(&tess_core.park_cond, &tess_core.park_lock);
+    pthread_mutex_unlock(&tess_core.park_lock);
+    return TESS_OK;
+
+err_stop_threads:
+    tess_pe_destroy_all();
+    return st;
+}
+
+void tess_pe_destroy_all(void)
+{
+    if (!tess_core.pes)
+        return;
+    pthread_mutex_lock(&tess_core.park_lock);
+    atomic_store(&tess_core.phase, PHASE_SHUTDOWN);
+    pthread_cond_broadcast(&tess_core.park_cond);
+    pthread_mutex_unlock(&tess_core.park_lock);
+    for (int i = 1; i < tess_core.npes; i++)
+        if (tess_core.pes[i] && tess_core.pes[i]->started)
+            pthread_join(tess_core.pes[i]->thread, NULL);
+    tess_pe_self_ = tess_core.pes[0];
+    if (tess_core.pes[0]->layers_ready)
+        for (unsigned i = tess_core.nlayers; i-- > 0;)
+            if (tess_core.layers[i].pe_fini)
+                tess_core.layers[i].pe_fini(tess_core.pes[0]);
+    for (int i = 0; i < tess_core.npes; i++)
+        if (tess_core.pes[i])
+            pe_free(tess_core.pes[i]);
+    tess_pe_self_ = NULL;
+    free(tess_core.pes);
+    tess_core.pes  = NULL;
+    tess_core.npes = 0;
+    if (tess_gpu && tess_gpu->set_notify)
+        tess_gpu->set_notify(NULL);
+#ifdef HAVE_HWLOC
+    if (pe_topo) {
+        hwloc_topology_destroy(pe_topo);
+        pe_topo = NULL;
+    }
+#endif
+}

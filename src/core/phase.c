@@ -1,0 +1,245 @@
+/* phase.c — tess_run phases: start and end, tess_exit (with a value), and quiescence detection
+ * by waves of MPI_Iallreduce over the per-PE sent/processed counters.
+ *
+ * Quiescence (the four-counter method): PE 0 of every process samples its PEs' counters and
+ * joins a wave; all samples of wave k+1 are taken after every sample of wave k (a process joins
+ * k+1 only after k completed). If two consecutive waves give the same totals, sent == processed
+ * and no network operation is outstanding, then at an instant between them every message sent
+ * had been processed and nothing was running that could send: the phase is over everywhere. */
+#include "core_int.h"
+
+#include <stdlib.h>
+
+#define WAVE_MIN_GAP_NS (50 * 1000) /* between the end of a wave and the start of the next */
+
+typedef struct exit_payload {
+    int32_t  origin_pe;  /* PE that called tess_exit */
+    uint32_t origin_seq; /* its exit count, to order several exits */
+    uint64_t has_value, size;
+    /* value bytes follow */
+} exit_payload_t;
+
+static struct {
+    /* Exit state (PE 0 of this process). */
+    int      exit_seen;
+    int      have_value;
+    int32_t  value_pe;
+    uint32_t value_seq;
+    void    *value;
+    size_t   value_size;
+    /* Result of the last phase, for tess_result (main). */
+    void    *result;
+    size_t   result_size;
+    int      have_result;
+    /* Waves (PE 0). */
+    int         wave_active;
+    MPI_Request wave_req;
+    uint64_t    wave_local[3], wave_global[3], wave_prev[3];
+    int         have_prev;
+    uint64_t    wave_end_ns;
+    uint64_t    waves;
+} ph;
+
+static _Atomic uint32_t exit_count; /* exits called by this process's PEs */
+
+int tess_core_in_phase(void)
+{
+    return atomic_load_explicit(&tess_core.phase, memory_order_acquire) == PHASE_RUNNING;
+}
+
+/* ---- exit -------------------------------------------------------------------------------- */
+
+static bool exit_handler(tess_msg_t *m)
+{
+    const exit_payload_t *e = tess_msg_payload(m);
+    if (tess_unlikely(m->hdr.size < sizeof(*e) || m->hdr.size != sizeof(*e) + e->size))
+        tess_fatal("corrupt exit message from PE %d", m->hdr.src_pe);
+    ph.exit_seen = 1;
+    if (e->has_value) {
+        /* Several exits with values: keep the one from the lowest (PE, count), the same on
+         * every process once all exit messages arrived. */
+        int better = !ph.have_value || e->origin_pe < ph.value_pe ||
+                     (e->origin_pe == ph.value_pe && e->origin_seq < ph.value_seq);
+        if (better) {
+            void *v = realloc(ph.value, e->size ? e->size : 1);
+            if (!v)
+                tess_fatal("out of memory keeping a %llu-byte exit value",
+                           (unsigned long long)e->size);
+            memcpy(v, e + 1, e->size);
+            ph.value      = v;
+            ph.value_size = e->size;
+            ph.value_pe   = e->origin_pe;
+            ph.value_seq  = e->origin_seq;
+            ph.have_value = 1;
+        }
+    }
+    tess_core_msg_free(m);
+    return true;
+}
+
+tess_status_t tess_core_exit(const void *data, size_t size)
+{
+    tess_pe_t *self = tess_core_pe_self();
+    if (!self || !tess_core_in_phase())
+        return TESS_ERR_STATE;
+    uint32_t seq = atomic_fetch_add(&exit_count, 1);
+    for (int p = 0; p < tess_rt.size; p++) {
+        tess_msg_t *m = tess_core_msg_alloc(sizeof(exit_payload_t) + (data ? size : 0));
+        if (!m)
+            tess_fatal("out of memory sending an exit message");
+        exit_payload_t *e = tess_msg_payload(m);
+        e->origin_pe  = self->global;
+        e->origin_seq = seq;
+        e->has_value  = data != NULL;
+        e->size       = data ? size : 0;
+        if (data && size)
+            memcpy(e + 1, data, size);
+        m->hdr.handler = tess_core.h_exit;
+        m->hdr.dst_pe  = p * tess_rt.ppn;
+        tess_core_send(m);
+    }
+    return TESS_OK;
+}
+
+tess_status_t tess_core_result(void *buf, size_t size, size_t *size_p)
+{
+    if (!ph.have_result) {
+        if (size_p)
+            *size_p = 0;
+        return TESS_ERR_NOT_FOUND;
+    }
+    if (size_p)
+        *size_p = ph.result_size;
+    memcpy(buf, ph.result, TESS_MIN(size, ph.result_size));
+    return size < ph.result_size ? TESS_ERR_TRUNCATED : TESS_OK;
+}
+
+/* ---- waves ------------------------------------------------------------------------------- */
+
+static uint64_t layers_busy(void)
+{
+    uint64_t busy = 0;
+    for (unsigned i = 0; i < tess_core.nlayers; i++)
+        if (tess_core.layers[i].busy)
+            busy += tess_core.layers[i].busy() != 0;
+    return busy;
+}
+
+unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
+{
+    (void)pe0;
+    if (ph.wave_active) {
+        int flag = 0;
+        TESS_MPI_CHECK(MPI_Test(&ph.wave_req, &flag, MPI_STATUS_IGNORE));
+        if (!flag)
+            return 0;
+        ph.wave_active = 0;
+        ph.wave_end_ns = tess_time_ns();
+        ph.waves++;
+        const uint64_t *g = ph.wave_global;
+        if (g[0] == g[1] && g[2] == 0 && ph.have_prev &&
+            !memcmp(g, ph.wave_prev, sizeof(ph.wave_prev))) {
+            tess_debug("quiescence after %llu waves: %llu messages",
+                       (unsigned long long)ph.waves, (unsigned long long)g[0]);
+            atomic_store(&tess_core.phase, PHASE_STOPPING);
+            tess_pe_wake_all();
+            return 1;
+        }
+        memcpy(ph.wave_prev, g, sizeof(ph.wave_prev));
+        ph.have_prev = 1;
+        return 1;
+    }
+    if (!idle)
+        return 0;
+    if (tess_core.mode == TESS_RUN_UNTIL_EXIT && !ph.exit_seen)
+        return 0;
+    if (tess_time_ns() - ph.wave_end_ns < WAVE_MIN_GAP_NS)
+        return 0;
+    uint64_t sent = 0, processed = 0;
+    for (int i = 0; i < tess_core.npes; i++) {
+        processed += atomic_load_explicit(&tess_core.pes[i]->processed, memory_order_acquire);
+        sent      += atomic_load_explicit(&tess_core.pes[i]->sent, memory_order_acquire);
+    }
+    ph.wave_local[0] = sent;
+    ph.wave_local[1] = processed;
+    ph.wave_local[2] = tess_net_outstanding() + layers_busy();
+    TESS_MPI_CHECK(MPI_Iallreduce(ph.wave_local, ph.wave_global, 3, MPI_UINT64_T, MPI_SUM,
+                                  tess_core.wave_comm, &ph.wave_req));
+    ph.wave_active = 1;
+    return 0;
+}
+
+/* A phase needs PE 0 to poll MPI while a wave may be started or is in flight. */
+int tess_phase_wants_poll(void)
+{
+    return ph.wave_active || tess_core.mode == TESS_RUN_UNTIL_QUIESCENCE || ph.exit_seen;
+}
+
+/* ---- run --------------------------------------------------------------------------------- */
+
+tess_status_t tess_core_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg)
+{
+    if (!tess_core.initialized)
+        return tess_error(TESS_ERR_STATE, "tess_run: Tessera is not initialised");
+    if (!pthread_equal(pthread_self(), tess_core.main_thread))
+        return tess_error(TESS_ERR_STATE, "tess_run must be called by the thread that called "
+                          "tess_init (it becomes PE 0 and makes the MPI calls)");
+    if (atomic_load(&tess_core.phase) != PHASE_IDLE)
+        return tess_error(TESS_ERR_STATE, "tess_run: a phase is already running (tess_run "
+                          "cannot be nested)");
+    if (mode != TESS_RUN_UNTIL_EXIT && mode != TESS_RUN_UNTIL_QUIESCENCE)
+        return tess_error(TESS_ERR_INVALID, "tess_run: unknown mode %d", (int)mode);
+
+    tess_core.mode = mode;
+    ph.exit_seen   = 0;
+    ph.have_value  = 0;
+    ph.have_prev   = 0;
+    ph.wave_end_ns = 0;
+    ph.waves       = 0;
+
+    pthread_mutex_lock(&tess_core.park_lock);
+    atomic_store(&tess_core.phase, PHASE_RUNNING);
+    tess_core.epoch++;
+    tess_core.running = tess_core.npes - 1;
+    pthread_cond_broadcast(&tess_core.park_cond);
+    pthread_mutex_unlock(&tess_core.park_lock);
+
+    tess_pe_t *pe0 = tess_core.pes[0];
+    tess_pe_self_  = pe0;
+    tess_log_pe    = pe0->global;
+    if (start)
+        start(arg);
+    tess_pe_loop(pe0);
+
+    tess_pe_wake_all();
+    pthread_mutex_lock(&tess_core.park_lock);
+    while (tess_core.running > 0)
+        pthread_cond_wait(&tess_core.park_cond, &tess_core.park_lock);
+    atomic_store(&tess_core.phase, PHASE_IDLE);
+    pthread_mutex_unlock(&tess_core.park_lock);
+
+    tess_pe_self_ = NULL;
+    tess_log_pe   = -1;
+
+    free(ph.result);
+    ph.result      = ph.value;
+    ph.result_size = ph.value_size;
+    ph.have_result = ph.have_value;
+    ph.value       = NULL;
+    ph.value_size  = 0;
+    ph.have_value  = 0;
+    return TESS_OK;
+}
+
+tess_status_t tess_phase_init(void)
+{
+    memset(&ph, 0, sizeof(ph));
+    return tess_core_handler_register("exit", exit_handler, &tess_core.h_exit);
+}
+
+void tess_phase_fini(void)
+{
+    free(ph.result);
+    free(ph.value);
+    memset(&ph, 0, sizeof(ph));
+}

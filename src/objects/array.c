@@ -1,0 +1,446 @@
+/* array.c — chare arrays: creation (placement identical on every rank, the location table
+ * pre-filled), elements and their per-PE tables, index linearisation, local iteration,
+ * destruction, and the layer's per-PE state. */
+#include "objects.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+tess_array_t *tess_obj_arrays[TESS_OBJ_MAX_ARRAYS];
+uint32_t      tess_obj_narrays;
+
+obj_pe_t *tess_obj_pe(void)
+{
+    tess_pe_t *pe = tess_core_pe_self();
+    return pe ? *tess_core_pe_slot(pe, TESS_SLOT_OBJECTS) : NULL;
+}
+
+static obj_pe_t *obj_pe_of(int local)
+{
+    return *tess_core_pe_slot(tess_core_pe_by_local(local), TESS_SLOT_OBJECTS);
+}
+
+/* ---- indices ----------------------------------------------------------------------------- */
+
+int64_t tess_obj_linearize(const tess_array_t *a, tess_index_t i)
+{
+    if (i.x < 0 || i.x >= a->ext[0] || i.y < 0 || i.y >= a->ext[1] || i.z < 0 || i.z >= a->ext[2])
+        return -1;
+    return ((int64_t)i.x * a->ext[1] + i.y) * a->ext[2] + i.z;
+}
+
+tess_index_t tess_obj_delinearize(const tess_array_t *a, int64_t linear)
+{
+    tess_index_t i;
+    i.z = (int32_t)(linear % a->ext[2]);
+    linear /= a->ext[2];
+    i.y = (int32_t)(linear % a->ext[1]);
+    i.x = (int32_t)(linear / a->ext[1]);
+    return i;
+}
+
+const char *tess_obj_index_text(const tess_array_t *a, tess_index_t i, char *buf, size_t len)
+{
+    int nd = a ? a->ndims : 3;
+    if (nd <= 1)
+        snprintf(buf, len, "(%d)", i.x);
+    else if (nd == 2)
+        snprintf(buf, len, "(%d,%d)", i.x, i.y);
+    else
+        snprintf(buf, len, "(%d,%d,%d)", i.x, i.y, i.z);
+    return buf;
+}
+
+int tess_obj_map(const tess_array_params_t *p, int64_t size, int64_t linear, int npes)
+{
+    tess_map_t map = (p->field_mask & TESS_ARRAY_FIELD_MAP) ? p->map : TESS_MAP_BLOCK;
+    switch (map) {
+    case TESS_MAP_ROUND_ROBIN:
+        return (int)(linear % npes);
+    case TESS_MAP_USER: {
+        tess_array_t tmp = {.ndims = p->ndims};
+        for (int d = 0; d < 3; d++)
+            tmp.ext[d] = d < p->ndims ? p->extents[d] : 1;
+        return p->map_fn(tess_obj_delinearize(&tmp, linear), tmp.ext, npes, p->map_arg);
+    }
+    case TESS_MAP_BLOCK:
+    default:
+        /* Element i goes to PE floor(i * npes / size): blocks differ by at most one. */
+        return (int)((__int128)linear * npes / size);
+    }
+}
+
+/* ---- elements ---------------------------------------------------------------------------- */
+
+tess_ctx_h tess_obj_elem_alloc(tess_array_t *a, int64_t linear)
+{
+    size_t     hdr = TESS_ALIGN_UP(sizeof(struct tess_ctx), 64);
+    tess_ctx_h e   = tess_aligned_alloc(64, hdr + a->elem_size, "an element");
+    if (!e)
+        return NULL;
+    memset(e, 0, hdr + a->elem_size);
+    e->array      = a;
+    e->linear     = linear;
+    e->index      = tess_obj_delinearize(a, linear);
+    e->state      = (char *)e + hdr;
+    e->migrate_to = -1;
+    return e;
+}
+
+void tess_obj_elem_free(tess_ctx_h e)
+{
+    free(e);
+}
+
+tess_status_t tess_obj_elem_attach(obj_pe_t *op, int local_pe, tess_ctx_h e)
+{
+    tess_array_t *a  = e->array;
+    tess_status_t st = tess_hmap_put(&op->elems, tess_obj_key(a->id, e->linear), e);
+    if (st != TESS_OK)
+        return st;
+    pthread_mutex_lock(&a->lock);
+    st = tess_vec_push(&a->pe_elems[local_pe], e);
+    if (st == TESS_OK)
+        tess_obj_red_arrive(a, e);
+    pthread_mutex_unlock(&a->lock);
+    if (st != TESS_OK) {
+        tess_hmap_remove(&op->elems, tess_obj_key(a->id, e->linear));
+        return st;
+    }
+    e->pe = tess_rt.rank * tess_rt.ppn + local_pe;
+    atomic_fetch_add(&a->nlocal, 1);
+    return TESS_OK;
+}
+
+void tess_obj_elem_detach(obj_pe_t *op, int local_pe, tess_ctx_h e)
+{
+    tess_array_t *a = e->array;
+    tess_hmap_remove(&op->elems, tess_obj_key(a->id, e->linear));
+    pthread_mutex_lock(&a->lock);
+    tess_vec_t *v = &a->pe_elems[local_pe];
+    for (size_t i = 0; i < v->count; i++) {
+        if (v->items[i] == e) {
+            tess_vec_swap_remove(v, i);
+            break;
+        }
+    }
+    tess_obj_red_leave(a, e);
+    pthread_mutex_unlock(&a->lock);
+    atomic_fetch_sub(&a->nlocal, 1);
+}
+
+/* ---- creation ---------------------------------------------------------------------------- */
+
+static tess_status_t array_check_params(const tess_array_params_t *p, int64_t *size_p)
+{
+    if (!p)
+        return tess_error(TESS_ERR_INVALID, "tess_array_create: params is NULL");
+    if (p->ndims < 1 || p->ndims > 3)
+        return tess_error(TESS_ERR_INVALID, "tess_array_create: ndims = %d (must be 1, 2 or 3)",
+                          p->ndims);
+    int64_t size = 1;
+    for (int d = 0; d < p->ndims; d++) {
+        if (p->extents[d] < 1)
+            return tess_error(TESS_ERR_INVALID, "tess_array_create: extent %d is %d (must be "
+                              ">= 1)", d, p->extents[d]);
+        size *= p->extents[d];
+        if (size >= (int64_t)1 << TESS_OBJ_LINEAR_BITS)
+            return tess_error(TESS_ERR_INVALID, "tess_array_create: more than 2^%d elements",
+                              TESS_OBJ_LINEAR_BITS);
+    }
+    tess_map_t map = (p->field_mask & TESS_ARRAY_FIELD_MAP) ? p->map : TESS_MAP_BLOCK;
+    if (map != TESS_MAP_BLOCK && map != TESS_MAP_ROUND_ROBIN && map != TESS_MAP_USER)
+        return tess_error(TESS_ERR_INVALID, "tess_array_create: unknown map %d", (int)map);
+    if (map == TESS_MAP_USER && !p->map_fn)
+        return tess_error(TESS_ERR_INVALID, "tess_array_create: TESS_MAP_USER without map_fn");
+    if ((p->field_mask & TESS_ARRAY_FIELD_RESUME) &&
+        (p->resume < 0 || p->resume >= tess_obj_nentries))
+        return tess_error(TESS_ERR_INVALID, "tess_array_create: resume entry %d is not "
+                          "registered", p->resume);
+    *size_p = size;
+    return TESS_OK;
+}
+
+/* Every rank must create the same array: compare a digest of the parameters. */
+static tess_status_t array_check_collective(const tess_array_params_t *p, int64_t size)
+{
+    int64_t mine[5] = {p->ndims, size, (int64_t)p->elem_size, p->extents[0],
+                       ((int64_t)p->extents[1] << 32) | (uint32_t)p->extents[2]};
+    int64_t lo[5], hi[5];
+    MPI_Allreduce(mine, lo, 5, MPI_INT64_T, MPI_MIN, tess_rt.comm);
+    MPI_Allreduce(mine, hi, 5, MPI_INT64_T, MPI_MAX, tess_rt.comm);
+    if (memcmp(lo, hi, sizeof(lo)))
+        return tess_error(TESS_ERR_MISMATCH, "tess_array_create: the ranks create different "
+                          "arrays (dimensions, extents or element size differ; this rank: %dD, "
+                          "%lld elements of %zu bytes)", p->ndims, (long long)size, p->elem_size);
+    return TESS_OK;
+}
+
+tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *array_p)
+{
+    int64_t       size = 0;
+    tess_status_t st   = array_check_params(p, &size);
+    if (st != TESS_OK)
+        return st;
+    if (!tess_core_initialized())
+        return tess_error(TESS_ERR_STATE, "tess_array_create: Tessera is not initialised");
+    if (tess_core_in_phase() || tess_core_pe_self())
+        return tess_error(TESS_ERR_STATE, "tess_array_create is called by the main thread "
+                          "outside tess_run");
+    st = array_check_collective(p, size);
+    if (st != TESS_OK)
+        return st;
+    if (tess_obj_narrays >= TESS_OBJ_MAX_ARRAYS)
+        return tess_error(TESS_ERR_NO_MEMORY, "tess_array_create: more than %d arrays",
+                          TESS_OBJ_MAX_ARRAYS);
+
+    tess_array_t *a = tess_calloc(1, sizeof(*a), "an array");
+    if (!a)
+        return TESS_ERR_NO_MEMORY;
+    a->id    = tess_obj_narrays;
+    a->ndims = p->ndims;
+    for (int d = 0; d < 3; d++)
+        a->ext[d] = d < p->ndims ? p->extents[d] : 1;
+    a->size      = size;
+    a->elem_size = p->elem_size;
+    pthread_mutex_init(&a->lock, NULL);
+    a->ctor      = p->ctor;
+    a->arg       = p->ctor_arg;
+    a->dtor      = (p->field_mask & TESS_ARRAY_FIELD_DTOR) ? p->dtor : NULL;
+    a->pup       = (p->field_mask & TESS_ARRAY_FIELD_PUP) ? p->pup : NULL;
+    a->has_resume = (p->field_mask & TESS_ARRAY_FIELD_RESUME) != 0;
+    a->resume    = a->has_resume ? p->resume : -1;
+    if ((p->field_mask & TESS_ARRAY_FIELD_NAME) && p->name)
+        snprintf(a->name, sizeof(a->name), "%s", p->name);
+    else
+        snprintf(a->name, sizeof(a->name), "array%u", a->id);
+
+    int npes = tess_core_num_pes();
+    a->loc      = tess_malloc((size_t)size * sizeof(*a->loc), "a location table");
+    a->pe_elems = tess_calloc((size_t)tess_rt.ppn, sizeof(*a->pe_elems), "per-PE element lists");
+    if (!a->loc || !a->pe_elems) {
+        st = TESS_ERR_NO_MEMORY;
+        goto err_free_array;
+    }
+    for (int64_t i = 0; i < size; i++) {
+        int pe = tess_obj_map(p, size, i, npes);
+        if (pe < 0 || pe >= npes) {
+            st = tess_error(TESS_ERR_INVALID, "tess_array_create '%s': the map puts element "
+                            "%lld on PE %d (there are %d PEs)", a->name, (long long)i, pe, npes);
+            goto err_free_array;
+        }
+        atomic_store_explicit(&a->loc[i], pe, memory_order_relaxed);
+    }
+
+    int first = tess_rt.rank * tess_rt.ppn;
+    int64_t made = 0;
+    for (int64_t i = 0; i < size; i++) {
+        int pe = atomic_load_explicit(&a->loc[i], memory_order_relaxed);
+        if (pe < first || pe >= first + tess_rt.ppn)
+            continue;
+        tess_ctx_h e = tess_obj_elem_alloc(a, i);
+        if (!e) {
+            st = TESS_ERR_NO_MEMORY;
+            goto err_free_elems;
+        }
+        e->stream = tess_gpu_pool_stream((size_t)made++);
+        st = tess_obj_elem_attach(obj_pe_of(pe - first), pe - first, e);
+        if (st != TESS_OK) {
+            tess_obj_elem_free(e);
+            goto err_free_elems;
+        }
+    }
+    tess_obj_arrays[tess_obj_narrays++] = a;
+    /* Constructors run once the array is complete, so they may look it up. */
+    for (int l = 0; l < tess_rt.ppn; l++) {
+        tess_vec_t *v = &a->pe_elems[l];
+        for (size_t k = 0; k < v->count; k++) {
+            tess_ctx_h e = v->items[k];
+            if (a->ctor)
+                a->ctor(e, e->state, a->arg);
+        }
+    }
+    *array_p = a;
+    return TESS_OK;
+
+err_free_elems:
+    for (int l = 0; l < tess_rt.ppn; l++) {
+        tess_vec_t *v = &a->pe_elems[l];
+        while (v->count) {
+            tess_ctx_h e = v->items[v->count - 1];
+            tess_obj_elem_detach(obj_pe_of(l), l, e);
+            tess_obj_elem_free(e);
+        }
+    }
+err_free_array:
+    pthread_mutex_destroy(&a->lock);
+    if (a->pe_elems)
+        for (int l = 0; l < tess_rt.ppn; l++)
+            tess_vec_fini(&a->pe_elems[l]);
+    free(a->pe_elems);
+    free(a->loc);
+    free(a);
+    return st;
+}
+
+static void array_free_elements(tess_array_t *a)
+{
+    pthread_mutex_lock(&a->lock);
+    tess_obj_red_fini(a);
+    pthread_mutex_unlock(&a->lock);
+    for (int l = 0; l < tess_rt.ppn; l++) {
+        tess_vec_t *v = &a->pe_elems[l];
+        while (v->count) {
+            tess_ctx_h e = v->items[v->count - 1];
+            if (a->dtor)
+                a->dtor(e, e->state, a->arg);
+            tess_obj_elem_detach(obj_pe_of(l), l, e);
+            tess_obj_elem_free(e);
+        }
+        tess_vec_fini(v);
+    }
+}
+
+tess_status_t tess_array_destroy(tess_array_h a)
+{
+    if (!a || a->destroyed)
+        return tess_error(TESS_ERR_INVALID, "tess_array_destroy: %s array",
+                          a ? "an already destroyed" : "a NULL");
+    if (tess_core_in_phase() || tess_core_pe_self())
+        return tess_error(TESS_ERR_STATE, "tess_array_destroy is called by the main thread "
+                          "outside tess_run");
+    MPI_Barrier(tess_rt.comm);
+    array_free_elements(a);
+    /* The array record stays until finalize so that later misuse is reported, not UB. */
+    a->destroyed = 1;
+    free(a->loc);
+    a->loc = NULL;
+    return TESS_OK;
+}
+
+/* ---- queries ----------------------------------------------------------------------------- */
+
+int64_t     tess_array_size(tess_array_h a) { return a ? a->size : 0; }
+int         tess_array_ndims(tess_array_h a) { return a ? a->ndims : 0; }
+const char *tess_array_name(tess_array_h a) { return a ? a->name : "?"; }
+
+tess_status_t tess_array_location(tess_array_h a, tess_index_t index, int *pe_p)
+{
+    if (!a || a->destroyed)
+        return tess_error(TESS_ERR_INVALID, "tess_array_location: %s array",
+                          a ? "a destroyed" : "a NULL");
+    int64_t lin = tess_obj_linearize(a, index);
+    if (lin < 0) {
+        char buf[48];
+        return tess_error(TESS_ERR_INVALID, "tess_array_location: index %s is out of range of "
+                          "array '%s'", tess_obj_index_text(a, index, buf, sizeof(buf)), a->name);
+    }
+    *pe_p = atomic_load_explicit(&a->loc[lin], memory_order_relaxed);
+    return TESS_OK;
+}
+
+static tess_ctx_h array_find_local(tess_array_h a, int64_t lin)
+{
+    int pe    = atomic_load_explicit(&a->loc[lin], memory_order_relaxed);
+    int first = tess_rt.rank * tess_rt.ppn;
+    if (pe < first || pe >= first + tess_rt.ppn)
+        return NULL;
+    return tess_hmap_get(&obj_pe_of(pe - first)->elems, tess_obj_key(a->id, lin));
+}
+
+void *tess_array_local(tess_array_h a, tess_index_t index)
+{
+    if (!a || a->destroyed)
+        return NULL;
+    int64_t lin = tess_obj_linearize(a, index);
+    if (lin < 0)
+        return NULL;
+    tess_ctx_h e = array_find_local(a, lin);
+    return e ? e->state : NULL;
+}
+
+int64_t tess_array_num_local(tess_array_h a)
+{
+    return a && !a->destroyed ? atomic_load(&a->nlocal) : 0;
+}
+
+tess_status_t tess_array_foreach(tess_array_h a, tess_foreach_fn_t fn, void *arg)
+{
+    if (!a || a->destroyed)
+        return tess_error(TESS_ERR_INVALID, "tess_array_foreach: %s array",
+                          a ? "a destroyed" : "a NULL");
+    if (tess_core_in_phase())
+        return tess_error(TESS_ERR_STATE, "tess_array_foreach runs outside tess_run");
+    for (int l = 0; l < tess_rt.ppn; l++) {
+        tess_vec_t *v = &a->pe_elems[l];
+        for (size_t k = 0; k < v->count; k++) {
+            tess_ctx_h e = v->items[k];
+            fn(e, e->state, arg);
+        }
+    }
+    return TESS_OK;
+}
+
+tess_index_t tess_ctx_index(tess_ctx_h ctx) { return ctx->index; }
+tess_array_h tess_ctx_array(tess_ctx_h ctx) { return ctx->array; }
+void        *tess_ctx_elem(tess_ctx_h ctx) { return ctx->state; }
+int64_t      tess_ctx_linear(tess_ctx_h ctx) { return ctx->linear; }
+
+/* ---- layer state ------------------------------------------------------------------------- */
+
+static void obj_pe_init(tess_pe_t *pe)
+{
+    obj_pe_t *op = tess_calloc(1, sizeof(*op), "per-PE object tables");
+    if (!op || tess_hmap_init(&op->elems, 64) != TESS_OK)
+        tess_fatal("out of memory setting up PE %d", tess_core_pe_global(pe));
+    op->current_entry = -1;
+    *tess_core_pe_slot(pe, TESS_SLOT_OBJECTS) = op;
+}
+
+static void obj_pe_fini(tess_pe_t *pe)
+{
+    obj_pe_t *op = *tess_core_pe_slot(pe, TESS_SLOT_OBJECTS);
+    if (!op)
+        return;
+    for (size_t i = 0; i < op->parked.count; i++)
+        tess_core_msg_free(op->parked.items[i]);
+    tess_vec_fini(&op->parked);
+    tess_hmap_fini(&op->elems);
+    free(op);
+    *tess_core_pe_slot(pe, TESS_SLOT_OBJECTS) = NULL;
+}
+
+tess_status_t tess_obj_init(void)
+{
+    static const tess_core_layer_t layer = {
+        .name    = "objects",
+        .pe_init = obj_pe_init,
+        .pe_fini = obj_pe_fini,
+    };
+    tess_status_t st = tess_core_layer_add(&layer);
+    if (st != TESS_OK)
+        return st;
+    if ((st = tess_obj_send_init()) != TESS_OK || (st = tess_obj_reduce_init()) != TESS_OK ||
+        (st = tess_obj_migrate_init()) != TESS_OK)
+        return st;
+    return TESS_OK;
+}
+
+/* Before the PEs stop: destroy what the program left, so destructors run on every rank. */
+void tess_obj_fini(void)
+{
+    for (uint32_t i = 0; i < tess_obj_narrays; i++) {
+        tess_array_t *a = tess_obj_arrays[i];
+        if (!a->destroyed)
+            array_free_elements(a);
+        else
+            for (int l = 0; l < tess_rt.ppn; l++)
+                tess_vec_fini(&a->pe_elems[l]);
+        free(a->pe_elems);
+        free(a->loc);
+        pthread_mutex_destroy(&a->lock);
+        free(a);
+        tess_obj_arrays[i] = NULL;
+    }
+    tess_obj_narrays = 0;
+}

@@ -1,0 +1,102 @@
+/* entry.c — the entry-method registry. Registration is collective: every rank must register
+ * the same entries in the same order, which is checked entry by entry against rank 0. */
+#include "objects.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+tess_entry_info_t *tess_obj_entries;
+int                tess_obj_nentries;
+static int         entries_cap;
+
+const char *tess_entry_name(tess_entry_t entry)
+{
+    return entry >= 0 && entry < tess_obj_nentries ? tess_obj_entries[entry].name : "?";
+}
+
+/* Compare this registration with rank 0's; on a mismatch every rank learns the first rank
+ * that differs and what it registered. */
+typedef struct entry_wire {
+    char    name[64];
+    int32_t device;
+} entry_wire_t;
+
+static tess_status_t entry_check_collective(const tess_entry_info_t *mine, int id)
+{
+    entry_wire_t me, root;
+    memset(&me, 0, sizeof(me));
+    snprintf(me.name, sizeof(me.name), "%s", mine->name);
+    me.device = mine->post != NULL;
+    root = me;
+    MPI_Bcast(&root, sizeof(root), MPI_BYTE, 0, tess_rt.comm);
+    int differs = strcmp(root.name, me.name) != 0 || root.device != me.device;
+    int first   = differs ? tess_rt.rank : INT_MAX;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, tess_rt.comm);
+    if (first == INT_MAX)
+        return TESS_OK;
+    entry_wire_t other = me;
+    MPI_Bcast(&other, sizeof(other), MPI_BYTE, first, tess_rt.comm);
+    return tess_error(TESS_ERR_MISMATCH, "tess_entry_register: entry #%d is '%s'%s on rank 0 "
+                      "but '%s'%s on rank %d (every rank must register the same entries in the "
+                      "same order)", id, root.name, root.device ? " (device)" : "", other.name,
+                      other.device ? " (device)" : "", first);
+}
+
+tess_status_t tess_obj_entry_add(const char *name, tess_entry_fn_t fn, tess_dev_post_fn_t post,
+                                 unsigned flags, tess_entry_t *entry_p)
+{
+    if (!tess_core_initialized())
+        return tess_error(TESS_ERR_STATE, "tess_entry_register: Tessera is not initialised");
+    if (tess_core_in_phase() || tess_core_pe_self())
+        return tess_error(TESS_ERR_STATE, "tess_entry_register is called by the main thread "
+                          "outside tess_run");
+    if (!name || !fn || !entry_p)
+        return tess_error(TESS_ERR_INVALID, "tess_entry_register: name, fn and entry_p are "
+                          "required");
+    if (strlen(name) >= sizeof(tess_obj_entries[0].name))
+        return tess_error(TESS_ERR_INVALID, "tess_entry_register: name '%s' is longer than %zu "
+                          "characters", name, sizeof(tess_obj_entries[0].name) - 1);
+    if (tess_obj_nentries == entries_cap) {
+        int                cap = entries_cap ? entries_cap * 2 : 32;
+        tess_entry_info_t *e   = realloc(tess_obj_entries, (size_t)cap * sizeof(*e));
+        if (!e)
+            return tess_error(TESS_ERR_NO_MEMORY, "cannot grow the entry registry");
+        tess_obj_entries = e;
+        entries_cap      = cap;
+    }
+    tess_entry_info_t info = {.fn = fn, .post = post, .flags = flags};
+    strcpy(info.name, name);
+    tess_status_t st = entry_check_collective(&info, tess_obj_nentries);
+    if (st != TESS_OK)
+        return st;
+    tess_obj_entries[tess_obj_nentries] = info;
+    *entry_p = tess_obj_nentries++;
+    return TESS_OK;
+}
+
+tess_status_t tess_entry_register(const char *name, tess_entry_fn_t fn, tess_entry_t *entry_p)
+{
+    return tess_obj_entry_add(name, fn, NULL, 0, entry_p);
+}
+
+tess_status_t tess_entry_register_device(const char *name, tess_dev_post_fn_t post,
+                                         tess_entry_fn_t fn, unsigned flags,
+                                         tess_entry_t *entry_p)
+{
+    if (!post)
+        return tess_error(TESS_ERR_INVALID, "tess_entry_register_device '%s': a post function "
+                          "is required", name ? name : "?");
+    if (flags & ~(unsigned)TESS_ENTRY_WAIT_COMPLETE)
+        return tess_error(TESS_ERR_INVALID, "tess_entry_register_device '%s': unknown flags "
+                          "0x%x", name ? name : "?", flags);
+    return tess_obj_entry_add(name, fn, post, flags, entry_p);
+}
+
+void tess_obj_entries_fini(void)
+{
+    free(tess_obj_entries);
+    tess_obj_entries  = NULL;
+    tess_obj_nentries = 0;
+    entries_cap       = 0;
+}

@@ -1,0 +1,156 @@
+/*
+ * objects.h — the objects component: chare arrays and their elements, the entry registry, the
+ * location table, sends and broadcasts to elements, contributions to reductions, GPU
+ * continuations of elements, PUP and migration.
+ *
+ * Threads: arrays are created and destroyed on the main thread outside phases (collective).
+ * An element belongs to one PE: only that PE runs its entries and touches its per-PE tables.
+ * The location table is read by every thread and written with relaxed atomics (a stale read
+ * costs a forward, never a lost message). The entry registry is written on the main thread
+ * before phases and read-only inside them.
+ */
+#ifndef TESS_OBJECTS_H
+#define TESS_OBJECTS_H
+
+#include "core/core.h"
+
+#include <tessera.h>
+#include <tessera/gpu.h>
+
+#define TESS_OBJ_MAX_ARRAYS  4096
+#define TESS_OBJ_NAME_LEN    48
+#define TESS_OBJ_LINEAR_BITS 40 /* elements per array < 2^40 */
+
+typedef struct tess_array tess_array_t;
+typedef struct obj_red_slot obj_red_slot_t;
+
+/** An element: the runtime's header; the user state follows at `state`. A tess_ctx_h is a
+ *  pointer to it. */
+struct tess_ctx {
+    tess_array_t     *array;
+    int64_t           linear;
+    tess_index_t      index;
+    int               pe;          /* global PE that owns it */
+    tess_gpu_stream_h stream;
+    void             *state;
+    /* Reductions. */
+    uint64_t          last_tag;
+    int               contributed;
+    /* Migration and load balancing. */
+    int               migrate_to;  /* requested destination PE, -1 none */
+    int               gpu_pending; /* continuations and device sends not yet done */
+    int               at_sync;
+    uint64_t          load_ticks;  /* host time in entries since the last LB step */
+    double            gpu_ms;      /* GPU time since the last LB step */
+    double            user_load;
+    int               has_user_load;
+    void             *lb;          /* the lb layer's per-element data */
+};
+
+struct tess_array {
+    uint32_t          id;
+    char              name[TESS_OBJ_NAME_LEN];
+    int               ndims;
+    int32_t           ext[3];
+    int64_t           size;
+    size_t            elem_size;
+    tess_elem_fn_t    ctor, dtor;
+    void             *arg;
+    tess_pup_fn_t     pup;
+    tess_entry_t      resume;
+    int               has_resume;
+    _Atomic int32_t  *loc;     /* linear index -> global PE */
+    _Atomic int64_t   nlocal;  /* elements on this process */
+    int               destroyed;
+    tess_vec_t       *pe_elems; /* [local PE] elements of this array on that PE */
+    void             *lb;       /* the lb layer's per-array data */
+    /* Guards the per-PE element lists against concurrent readers (reductions) and the open
+     * reductions of this process. */
+    pthread_mutex_t   lock;
+    obj_red_slot_t   *red;
+};
+
+typedef struct tess_entry_info {
+    char             name[64];
+    tess_entry_fn_t  fn;
+    tess_dev_post_fn_t post;   /* device entries: fills destinations (NULL for host entries) */
+    unsigned         flags;
+} tess_entry_info_t;
+
+/* Per-PE state of this layer. */
+typedef struct obj_pe {
+    tess_hmap_t  elems;   /* (array id, linear) -> element */
+    tess_ctx_h   current; /* element whose entry runs now, or NULL */
+    tess_entry_t current_entry;
+    tess_vec_t   parked;  /* messages for elements expected here but not arrived */
+} obj_pe_t;
+
+/* objects.c / array.c */
+extern tess_array_t *tess_obj_arrays[TESS_OBJ_MAX_ARRAYS];
+extern uint32_t      tess_obj_narrays;
+tess_status_t tess_obj_init(void);
+void          tess_obj_fini(void);
+obj_pe_t     *tess_obj_pe(void);
+
+static inline uint64_t tess_obj_key(uint32_t aid, int64_t linear)
+{
+    return ((uint64_t)aid << TESS_OBJ_LINEAR_BITS) | (uint64_t)linear;
+}
+
+/** Linear index of `index` in `a` (row-major, x slowest), or -1 if out of range. */
+int64_t      tess_obj_linearize(const tess_array_t *a, tess_index_t index);
+tess_index_t tess_obj_delinearize(const tess_array_t *a, int64_t linear);
+/** Initial placement of element `linear` by the array's map. */
+int          tess_obj_map(const tess_array_params_t *p, int64_t size, int64_t linear, int npes);
+
+/** Insert an element into the calling PE's tables (PE thread or main before phases). */
+tess_status_t tess_obj_elem_attach(obj_pe_t *op, int local_pe, tess_ctx_h e);
+void          tess_obj_elem_detach(obj_pe_t *op, int local_pe, tess_ctx_h e);
+tess_ctx_h    tess_obj_elem_alloc(tess_array_t *a, int64_t linear);
+void          tess_obj_elem_free(tess_ctx_h e);
+
+/* entry.c */
+extern tess_entry_info_t *tess_obj_entries;
+extern int                tess_obj_nentries;
+void          tess_obj_entries_fini(void);
+tess_status_t tess_obj_entry_add(const char *name, tess_entry_fn_t fn, tess_dev_post_fn_t post,
+                                 unsigned flags, tess_entry_t *entry_p);
+
+/* send.c */
+extern uint16_t tess_obj_h_entry, tess_obj_h_bcast_proc, tess_obj_h_bcast_pe;
+tess_status_t tess_obj_send_init(void);
+/** Run `entry` on element e (its PE) with the message bytes; then a pending migration. */
+void          tess_obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry,
+                                 const void *msg, size_t size);
+/** Send a message already holding its payload to (array, linear); ownership passes. */
+void          tess_obj_send_linear(tess_array_t *a, int64_t linear, tess_entry_t entry,
+                                   tess_msg_t *m);
+/** Broadcast bytes to every element of `a` (PE thread). */
+void          tess_obj_broadcast(tess_array_t *a, tess_entry_t entry, const void *data,
+                                 size_t size);
+/** Messages parked for an element that just arrived on this PE: deliver them. */
+void          tess_obj_unpark(obj_pe_t *op, tess_ctx_h e);
+
+/** Abort with a misuse message naming the running element and entry and file:line. */
+_Noreturn void tess_obj_misuse(const char *file, int line, const char *fmt, ...)
+    TESS_PRINTF(3, 4);
+/** Checks shared by every entry-side call: a phase, a PE, a live array. */
+void          tess_obj_check_send(tess_array_h a, const char *what, const char *file, int line);
+const char   *tess_obj_index_text(const tess_array_t *a, tess_index_t i, char *buf, size_t len);
+
+/* contribute.c */
+tess_status_t tess_obj_reduce_init(void);
+/** An element arrives at / leaves this process: adjust the open reductions (array lock held;
+ *  leave may drop and retake it to send partials on). */
+void          tess_obj_red_arrive(tess_array_t *a, tess_ctx_h e);
+void          tess_obj_red_leave(tess_array_t *a, tess_ctx_h e);
+void          tess_obj_red_fini(tess_array_t *a);
+
+/* migrate.c */
+tess_status_t tess_obj_migrate_init(void);
+/** Move element e (on the calling PE) to global PE `dest` now. */
+void          tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest);
+/** Hook the lb layer sets: an element arrived at this PE by migration. */
+extern void (*tess_obj_on_arrival)(tess_ctx_h e);
+
+#endif /* TESS_OBJECTS_H */

@@ -1,0 +1,289 @@
+/* send.c — messages to elements: the send and broadcast API, delivery to the element's entry,
+ * forwarding when an element has moved, and misuse reports. */
+#include "objects.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define OBJ_USER_MSG 0x7e55u /* hdr.flags of a buffer from tess_msg_alloc */
+
+uint16_t tess_obj_h_entry, tess_obj_h_bcast_proc, tess_obj_h_bcast_pe;
+
+typedef struct bcast_hdr {
+    uint32_t aid;
+    int32_t  entry;
+} bcast_hdr_t;
+
+/* ---- misuse ------------------------------------------------------------------------------ */
+
+_Noreturn void tess_obj_misuse(const char *file, int line, const char *fmt, ...)
+{
+    char    what[512], where[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    obj_pe_t *op = tess_obj_pe();
+    if (op && op->current) {
+        char idx[48];
+        tess_ctx_h e = op->current;
+        snprintf(where, sizeof(where), "in entry '%s' of element %s of array '%s'",
+                 tess_entry_name(op->current_entry),
+                 tess_obj_index_text(e->array, e->index, idx, sizeof(idx)), e->array->name);
+    } else if (tess_core_pe_self()) {
+        snprintf(where, sizeof(where), "on PE %d outside any entry method", tess_pe());
+    } else {
+        snprintf(where, sizeof(where), "outside tess_run");
+    }
+    tess_fatal_at(file, line, "misuse: %s; %s, called at %s:%d", what, where, file, line);
+}
+
+void tess_obj_check_send(tess_array_h a, const char *what, const char *file, int line)
+{
+    if (tess_unlikely(!tess_core_pe_self() || !tess_core_in_phase()))
+        tess_obj_misuse(file, line, "%s outside a phase (only entry methods, continuations and "
+                        "tess_run start functions may send)", what);
+    if (tess_unlikely(!a))
+        tess_obj_misuse(file, line, "%s to a NULL array", what);
+    if (tess_unlikely(a->destroyed))
+        tess_obj_misuse(file, line, "%s to array '%s', which was destroyed", what, a->name);
+}
+
+static void obj_check_entry(tess_array_h a, tess_entry_t entry, int device, const char *what,
+                            const char *file, int line)
+{
+    if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries))
+        tess_obj_misuse(file, line, "%s to unknown entry %d of array '%s' (%d entries are "
+                        "registered)", what, entry, a->name, tess_obj_nentries);
+    if (tess_unlikely((tess_obj_entries[entry].post != NULL) != device))
+        tess_obj_misuse(file, line, "%s to entry '%s' of array '%s', which is a %s entry", what,
+                        tess_obj_entries[entry].name, a->name, device ? "host" : "device");
+}
+
+static int64_t obj_check_index(tess_array_h a, tess_index_t index, const char *what,
+                               const char *file, int line)
+{
+    int64_t lin = tess_obj_linearize(a, index);
+    if (tess_unlikely(lin < 0)) {
+        char idx[48], ext[48];
+        tess_index_t e = {a->ext[0], a->ext[1], a->ext[2]};
+        tess_obj_misuse(file, line, "%s to index %s of array '%s', out of range (extents %s)",
+                        what, tess_obj_index_text(a, index, idx, sizeof(idx)), a->name,
+                        tess_obj_index_text(a, e, ext, sizeof(ext)));
+    }
+    return lin;
+}
+
+/* ---- delivery ---------------------------------------------------------------------------- */
+
+void tess_obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const void *msg,
+                        size_t size)
+{
+    op->current       = e;
+    op->current_entry = entry;
+    uint64_t t0       = tess_ticks();
+    tess_obj_entries[entry].fn(e, e->state, msg, size);
+    e->load_ticks += tess_ticks() - t0;
+    op->current       = NULL;
+    op->current_entry = -1;
+    if (tess_unlikely(e->migrate_to >= 0) && e->gpu_pending == 0) {
+        int dest      = e->migrate_to;
+        e->migrate_to = -1;
+        tess_obj_migrate_now(op, e, dest);
+    }
+}
+
+void tess_obj_send_linear(tess_array_t *a, int64_t linear, tess_entry_t entry, tess_msg_t *m)
+{
+    m->hdr.handler = tess_obj_h_entry;
+    m->hdr.a0      = ((uint64_t)a->id << 32) | (uint32_t)entry;
+    m->hdr.a1      = (uint64_t)linear;
+    m->hdr.dst_pe  = atomic_load_explicit(&a->loc[linear], memory_order_relaxed);
+    tess_core_send(m);
+}
+
+/* An element is not here: it moved on (forward along the location table), or it is on its way
+ * here (park the message until it arrives). */
+static bool obj_route_missing(obj_pe_t *op, tess_msg_t *m, uint32_t aid, int64_t lin)
+{
+    tess_array_t *a = aid < tess_obj_narrays ? tess_obj_arrays[aid] : NULL;
+    if (tess_unlikely(!a || a->destroyed || lin < 0 || lin >= a->size))
+        tess_fatal("a message for element %lld of array %u, which does not exist",
+                   (long long)lin, aid);
+    int where = atomic_load_explicit(&a->loc[lin], memory_order_relaxed);
+    if (where != tess_pe()) {
+        m->hdr.dst_pe = where;
+        tess_core_send(m);
+        return true;
+    }
+    if (tess_vec_push(&op->parked, m) != TESS_OK)
+        tess_fatal("out of memory parking a message for element %lld of array '%s'",
+                   (long long)lin, a->name);
+    return false;
+}
+
+static bool obj_entry_handler(tess_msg_t *m)
+{
+    obj_pe_t  *op  = tess_obj_pe();
+    uint32_t   aid = (uint32_t)(m->hdr.a0 >> 32);
+    int64_t    lin = (int64_t)m->hdr.a1;
+    tess_ctx_h e   = tess_hmap_get(&op->elems, tess_obj_key(aid, lin));
+    if (tess_unlikely(!e))
+        return obj_route_missing(op, m, aid, lin);
+    tess_obj_run_entry(op, e, (tess_entry_t)(uint32_t)m->hdr.a0, tess_msg_payload(m),
+                       m->hdr.size);
+    tess_core_msg_free(m);
+    return true;
+}
+
+void tess_obj_unpark(obj_pe_t *op, tess_ctx_h e)
+{
+    for (size_t i = 0; i < op->parked.count;) {
+        tess_msg_t *m = op->parked.items[i];
+        if ((uint32_t)(m->hdr.a0 >> 32) != e->array->id || (int64_t)m->hdr.a1 != e->linear) {
+            i++;
+            continue;
+        }
+        /* Keep arrival order: shift instead of swapping. */
+        memmove(&op->parked.items[i], &op->parked.items[i + 1],
+                (op->parked.count - i - 1) * sizeof(void *));
+        op->parked.count--;
+        tess_obj_run_entry(op, e, (tess_entry_t)(uint32_t)m->hdr.a0, tess_msg_payload(m),
+                           m->hdr.size);
+        tess_core_msg_free(m);
+        tess_core_msg_done();
+    }
+}
+
+/* ---- broadcast --------------------------------------------------------------------------- */
+
+static tess_msg_t *obj_bcast_msg(uint32_t aid, tess_entry_t entry, const void *data, size_t size)
+{
+    tess_msg_t *m = tess_core_msg_alloc(sizeof(bcast_hdr_t) + size);
+    if (!m)
+        tess_fatal("out of memory broadcasting %zu bytes", size);
+    bcast_hdr_t *b = tess_msg_payload(m);
+    b->aid         = aid;
+    b->entry       = entry;
+    if (size)
+        memcpy(b + 1, data, size);
+    return m;
+}
+
+void tess_obj_broadcast(tess_array_t *a, tess_entry_t entry, const void *data, size_t size)
+{
+    for (int p = 0; p < tess_rt.size; p++) {
+        tess_msg_t *m  = obj_bcast_msg(a->id, entry, data, size);
+        m->hdr.handler = tess_obj_h_bcast_proc;
+        m->hdr.dst_pe  = p * tess_rt.ppn;
+        tess_core_send(m);
+    }
+}
+
+/* On PE 0 of each process: one copy to every PE of the process. */
+static bool obj_bcast_proc_handler(tess_msg_t *m)
+{
+    bcast_hdr_t *b    = tess_msg_payload(m);
+    size_t       size = m->hdr.size - sizeof(*b);
+    for (int l = 0; l < tess_rt.ppn; l++) {
+        tess_msg_t *c  = l == tess_rt.ppn - 1 ? m : obj_bcast_msg(b->aid, b->entry, b + 1, size);
+        c->hdr.handler = tess_obj_h_bcast_pe;
+        c->hdr.dst_pe  = tess_rt.rank * tess_rt.ppn + l;
+        tess_core_send(c);
+    }
+    return true;
+}
+
+static bool obj_bcast_pe_handler(tess_msg_t *m)
+{
+    obj_pe_t     *op   = tess_obj_pe();
+    bcast_hdr_t  *b    = tess_msg_payload(m);
+    size_t        size = m->hdr.size - sizeof(*b);
+    tess_array_t *a    = tess_obj_arrays[b->aid];
+    tess_vec_t   *v    = &a->pe_elems[tess_core_pe_local(tess_core_pe_self())];
+    /* Entries may migrate their element, which edits the list: walk a copy. */
+    size_t      n     = v->count;
+    tess_ctx_h *elems = n ? tess_malloc(n * sizeof(*elems), "a broadcast") : NULL;
+    if (n && !elems)
+        tess_fatal("out of memory delivering a broadcast to %zu elements", n);
+    if (n)
+        memcpy(elems, v->items, n * sizeof(*elems));
+    for (size_t i = 0; i < n; i++)
+        tess_obj_run_entry(op, elems[i], b->entry, b + 1, size);
+    free(elems);
+    tess_core_msg_free(m);
+    return true;
+}
+
+/* ---- API --------------------------------------------------------------------------------- */
+
+tess_status_t tess_send_loc(tess_array_h a, tess_index_t index, tess_entry_t entry,
+                            const void *data, size_t size, const char *file, int line)
+{
+    tess_obj_check_send(a, "tess_send", file, line);
+    int64_t lin = obj_check_index(a, index, "tess_send", file, line);
+    obj_check_entry(a, entry, 0, "tess_send", file, line);
+    if (tess_unlikely(size && !data))
+        tess_obj_misuse(file, line, "tess_send of %zu bytes from NULL", size);
+    tess_msg_t *m = tess_core_msg_alloc(size);
+    if (!m)
+        return TESS_ERR_NO_MEMORY;
+    if (size)
+        memcpy(tess_msg_payload(m), data, size);
+    tess_obj_send_linear(a, lin, entry, m);
+    return TESS_OK;
+}
+
+void *tess_msg_alloc(size_t size)
+{
+    tess_msg_t *m = tess_core_msg_alloc(size);
+    if (!m)
+        return NULL;
+    m->hdr.flags = OBJ_USER_MSG;
+    return tess_msg_payload(m);
+}
+
+void tess_msg_free(void *msg)
+{
+    if (msg)
+        tess_core_msg_free(tess_msg_from_payload(msg));
+}
+
+tess_status_t tess_send_msg_loc(tess_array_h a, tess_index_t index, tess_entry_t entry,
+                                void *msg, const char *file, int line)
+{
+    tess_obj_check_send(a, "tess_send_msg", file, line);
+    int64_t lin = obj_check_index(a, index, "tess_send_msg", file, line);
+    obj_check_entry(a, entry, 0, "tess_send_msg", file, line);
+    tess_msg_t *m = msg ? tess_msg_from_payload(msg) : NULL;
+    if (tess_unlikely(!m || m->hdr.flags != OBJ_USER_MSG))
+        tess_obj_misuse(file, line, "tess_send_msg of a buffer that does not come from "
+                        "tess_msg_alloc (or was already sent)");
+    m->hdr.flags = 0;
+    tess_obj_send_linear(a, lin, entry, m);
+    return TESS_OK;
+}
+
+tess_status_t tess_broadcast_loc(tess_array_h a, tess_entry_t entry, const void *data,
+                                 size_t size, const char *file, int line)
+{
+    tess_obj_check_send(a, "tess_broadcast", file, line);
+    obj_check_entry(a, entry, 0, "tess_broadcast", file, line);
+    if (tess_unlikely(size && !data))
+        tess_obj_misuse(file, line, "tess_broadcast of %zu bytes from NULL", size);
+    tess_obj_broadcast(a, entry, data, size);
+    return TESS_OK;
+}
+
+tess_status_t tess_obj_send_init(void)
+{
+    tess_status_t st;
+    if ((st = tess_core_handler_register("entry", obj_entry_handler, &tess_obj_h_entry)) !=
+            TESS_OK ||
+        (st = tess_core_handler_register("bcast-proc", obj_bcast_proc_handler,
+                                         &tess_obj_h_bcast_proc)) != TESS_OK ||
+        (st = tess_core_handler_register("bcast-pe", obj_bcast_pe_handler,
+                                         &tess_obj_h_bcast_pe)) != TESS_OK)
+        return st;
+    return TESS_OK;
+}

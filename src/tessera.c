@@ -1,0 +1,78 @@
+/* tessera.c — the library glue above the layers: tess_init/tess_finalize bring the layers up
+ * and down in order (core, devcomm, objects, lb), and the public phase and identity calls. */
+#include "core/core.h"
+#include "devcomm/devcomm.h"
+#include "objects/objects.h"
+#include "lb/lb.h"
+
+tess_status_t tess_init(int *argc, char ***argv, MPI_Comm comm, const tess_params_t *params)
+{
+    tess_status_t st = tess_core_init(argc, argv, comm, params);
+    if (st != TESS_OK)
+        return st;
+    if ((st = tess_devcomm_init()) != TESS_OK)
+        goto err_core_fini;
+    if ((st = tess_obj_init()) != TESS_OK)
+        goto err_devcomm_fini;
+    if ((st = tess_lb_init()) != TESS_OK)
+        goto err_obj_fini;
+    if ((st = tess_core_start()) != TESS_OK)
+        goto err_lb_fini;
+    return TESS_OK;
+
+err_lb_fini:
+    tess_lb_fini();
+err_obj_fini:
+    tess_obj_fini();
+err_devcomm_fini:
+    tess_devcomm_fini();
+err_core_fini:
+    tess_core_fini();
+    return st;
+}
+
+tess_status_t tess_finalize(void)
+{
+    if (!tess_core_initialized())
+        return tess_error(TESS_ERR_STATE, "tess_finalize: Tessera is not initialised");
+    if (tess_core_in_phase() || tess_core_pe_self())
+        return tess_error(TESS_ERR_STATE, "tess_finalize is called by the main thread outside "
+                          "tess_run");
+    tess_lb_fini();
+    tess_obj_fini();
+    tess_obj_entries_fini();
+    tess_devcomm_fini();
+    return tess_core_fini();
+}
+
+int tess_initialized(void) { return tess_core_initialized(); }
+
+tess_status_t tess_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg)
+{
+    return tess_core_run(mode, start, arg);
+}
+
+tess_status_t tess_exit_loc(const void *data, size_t size, const char *file, int line)
+{
+    if (tess_unlikely(!tess_core_pe_self() || !tess_core_in_phase()))
+        tess_obj_misuse(file, line, "tess_exit outside a phase");
+    return tess_core_exit(data, size);
+}
+
+tess_status_t tess_result(void *buf, size_t size, size_t *size_p)
+{
+    return tess_core_result(buf, size, size_p);
+}
+
+int tess_process(void) { return tess_core_initialized() ? tess_rt.rank : -1; }
+int tess_num_processes(void) { return tess_core_initialized() ? tess_rt.size : 0; }
+int tess_ppn(void) { return tess_core_initialized() ? tess_rt.ppn : 0; }
+int tess_num_pes(void) { return tess_core_initialized() ? tess_core_num_pes() : 0; }
+int tess_pe_process(int pe) { return tess_core_initialized() ? tess_core_pe_process(pe) : -1; }
+double tess_wtime(void) { return (double)tess_time_ns() * 1e-9; }
+
+int tess_pe(void)
+{
+    tess_pe_t *pe = tess_core_pe_self();
+    return pe ? tess_core_pe_global(pe) : -1;
+}
