@@ -1,0 +1,185 @@
+/*
+ * host.h — private header of the host GPU backend (tess_gpu_host_ops): device memory in POSIX
+ * shared memory (arena.c), streams, executor threads and events (exec.c), IPC export/open
+ * (ipc.c), and the ops table with init/fini (ops.c).
+ *
+ * The model is asynchronous, not a mock: streams are in-order queues that `host_threads`
+ * executor threads run while the caller goes on, so the ordering bugs a CUDA program could have
+ * show up here too (and ThreadSanitizer sees them: completion is published with release stores
+ * and observed with acquire loads, exactly where CUDA's runtime would synchronise).
+ *
+ * Threads: after init every op may be called from any thread concurrently (three mutexes: the
+ * arena's, the executors' and the IPC cache's; no op holds two at once). Host functions run on
+ * executor threads and must not call the backend (as with cudaLaunchHostFunc). fini runs alone.
+ * A forked child must not use its parent's backend; it may init its own after the parent's fini.
+ */
+#ifndef TESS_GPU_HOST_H
+#define TESS_GPU_HOST_H
+
+#include "gpu/gpu.h"
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#define TESS_GPU_HOST_ALIGN         256           /* every allocation starts on this boundary */
+#define TESS_GPU_HOST_NAME_MAX      80            /* shared-memory names, with the NUL */
+#define TESS_GPU_HOST_ARENA_DEFAULT (256ul << 20) /* bytes per memory segment */
+#define TESS_GPU_HOST_EVSEG_SIZE    (64ul << 10)  /* bytes per event segment */
+#define TESS_GPU_HOST_MAX_THREADS   64
+
+/* ---- state shared by the files ------------------------------------------------------------ */
+
+typedef struct tess_gpu_host_state {
+    tess_gpu_init_params_t params; /* with the defaults filled in */
+    uid_t                  uid;
+    pid_t                  pid;
+    size_t                 page_size;
+    int                    device;
+    int                    initialised;
+} tess_gpu_host_state_t;
+
+extern tess_gpu_host_state_t tess_gpu_host;
+
+/* ---- shared-memory segments (arena.c) ------------------------------------------------------ */
+
+/** A segment this process created. Every one is on a lock-free registry from its creation to
+ *  fini, so the exit and abort cleanups can unlink names without taking a lock. */
+typedef struct tess_gpu_host_shm {
+    struct tess_gpu_host_shm *next;  /* registry link, written before publication only */
+    _Atomic int               linked; /* the name exists and is ours to unlink */
+    pid_t                     owner;  /* after fork only the creator may unlink */
+    void                     *base;   /* NULL once destroyed */
+    size_t                    size;
+    char                      name[TESS_GPU_HOST_NAME_MAX];
+} tess_gpu_host_shm_t;
+
+/** Create, size and map `/tessera-u<uid>-j<job>-p<pid>-<kind><n>` (kind 'm' or 'e'), mode 0600. */
+tess_status_t tess_gpu_host_shm_create(char kind, size_t size, tess_gpu_host_shm_t **shm_p);
+/** Unlink and unmap; the record stays on the registry until tess_gpu_host_shm_fini(). */
+void          tess_gpu_host_shm_destroy(tess_gpu_host_shm_t *shm);
+/** Unlink every name this process still owns (exit and abort cleanup: any thread, no locks). */
+void          tess_gpu_host_shm_unlink_all(void);
+/** Unlink segments of this user whose creating process no longer exists. */
+void          tess_gpu_host_shm_reclaim(void);
+/** Free the registry (fini, after every segment was destroyed). */
+void          tess_gpu_host_shm_fini(void);
+
+/* ---- the allocator (arena.c) ---------------------------------------------------------------- */
+
+/** Where a pointer lies in device memory (own arena or opened through IPC). */
+typedef struct tess_gpu_host_alloc {
+    void                      *base;     /* start of the allocation; NULL when in no allocation */
+    size_t                     size;     /* as requested */
+    uint64_t                   alloc_id; /* 0 for opened memory */
+    int                        device;
+    const tess_gpu_host_shm_t *shm;      /* own arena: its segment */
+    size_t                     offset;   /* own arena: offset of base in the segment */
+} tess_gpu_host_alloc_t;
+
+enum {
+    TESS_GPU_HOST_FIND_BAD     = -1, /* device memory, but [ptr, ptr+len) is not inside one
+                                        live allocation (a_p->base says which, if any) */
+    TESS_GPU_HOST_FIND_NONE    = 0,  /* not this kind of device memory */
+    TESS_GPU_HOST_FIND_INSIDE  = 1   /* inside the allocation described by *a_p */
+};
+
+tess_status_t tess_gpu_host_arena_init(void);
+void          tess_gpu_host_arena_fini(void);
+tess_status_t tess_gpu_host_mem_alloc(size_t size, void **ptr_p);
+tess_status_t tess_gpu_host_mem_free(void *ptr);
+/** Look up [ptr, ptr+len) in the own arena (len 0: the byte at ptr). Logs nothing. */
+int           tess_gpu_host_arena_find(const void *ptr, size_t len, tess_gpu_host_alloc_t *a_p);
+
+/* ---- streams, executors, events (exec.c) ---------------------------------------------------- */
+
+/** An event's state, in a shared-memory event segment so other processes can map it. */
+typedef struct tess_gpu_host_evslot {
+    _Atomic uint64_t recorded;  /* seq of the last record issued (enqueued) */
+    _Atomic uint64_t completed; /* highest seq whose record operation ran */
+    _Atomic uint64_t t_ns;      /* CLOCK_MONOTONIC when it ran (one clock for a node) */
+    _Atomic uint64_t gen;       /* bumped by each event_create on the slot; IPC handles carry it */
+    uint64_t         reserved[4];
+} tess_gpu_host_evslot_t;
+
+/** Start of every event segment; the slots follow. */
+typedef struct tess_gpu_host_evseg_hdr {
+    uint64_t magic;
+    uint64_t nslots;
+    uint64_t slot_size;
+    uint64_t reserved[5];
+} tess_gpu_host_evseg_hdr_t;
+
+#define TESS_GPU_HOST_EVSEG_MAGIC  0x7465737365726145ull /* "Earesset" */
+#define TESS_GPU_HOST_EVENT_MAGIC  0x45564e54u
+#define TESS_GPU_HOST_STREAM_MAGIC 0x5354524du
+#define TESS_GPU_HOST_EVENT_OPENED (1u << 8) /* flags: opened through IPC */
+
+struct tess_gpu_event {
+    uint32_t                 magic; /* TESS_GPU_HOST_EVENT_MAGIC while live */
+    unsigned                 flags; /* TESS_GPU_EVENT_* | TESS_GPU_HOST_EVENT_OPENED */
+    tess_gpu_host_evslot_t  *slot;
+    tess_gpu_host_shm_t     *shm;   /* own events: their segment */
+    struct tess_gpu_host_map *map;  /* opened events: the mapping */
+    struct tess_gpu_event   *next, *prev; /* own: free list; opened: ipc.c's list */
+};
+
+tess_status_t tess_gpu_host_exec_init(void);
+void          tess_gpu_host_exec_fini(void);
+/** Wait until every operation enqueued (on any stream) before the call has run; like the
+ *  implicit device synchronisation of cudaFree. */
+tess_status_t tess_gpu_host_exec_drain(void);
+/** TESS_OK if e is a live event of this backend, else TESS_ERR_INVALID naming `fn`. */
+tess_status_t tess_gpu_host_event_check(tess_gpu_event_h e, const char *fn);
+
+tess_status_t tess_gpu_host_memcpy_async(void *dst, const void *src, size_t size,
+                                         tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_memset_async(void *dst, int value, size_t size, tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_launch_host(tess_gpu_stream_h s, tess_gpu_host_fn_t fn,
+                                        const void *args, size_t args_size);
+tess_status_t tess_gpu_host_stream_create(tess_gpu_stream_h *s_p);
+tess_status_t tess_gpu_host_stream_destroy(tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_stream_sync(tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_stream_query(tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_stream_wait_event(tess_gpu_stream_h s, tess_gpu_event_h e);
+tess_status_t tess_gpu_host_event_create(unsigned flags, tess_gpu_event_h *e_p);
+tess_status_t tess_gpu_host_event_destroy(tess_gpu_event_h e);
+tess_status_t tess_gpu_host_event_record(tess_gpu_event_h e, tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_event_query(tess_gpu_event_h e);
+tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e);
+tess_status_t tess_gpu_host_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_event_h end,
+                                             float *ms_p);
+void          tess_gpu_host_set_notify(tess_gpu_notify_fn_t fn);
+
+/* ---- IPC (ipc.c) ------------------------------------------------------------------------------ */
+
+/** What a host-backend IPC handle holds (inside tess_gpu_ipc_handle_t.bytes). */
+typedef struct tess_gpu_host_ipc_handle {
+    uint32_t magic;     /* TESS_GPU_HOST_IPC_MEM or _EVENT */
+    uint16_t version;
+    uint16_t name_len;  /* strlen(name) */
+    int32_t  owner_pid;
+    int32_t  device;
+    uint64_t offset;    /* of the allocation or event slot in the segment */
+    uint64_t size;
+    uint64_t id;        /* memory: alloc_id; event: the slot's generation */
+    char     name[TESS_GPU_HOST_NAME_MAX];
+} tess_gpu_host_ipc_handle_t;
+
+#define TESS_GPU_HOST_IPC_MEM     0x4d485354u /* "TSHM" */
+#define TESS_GPU_HOST_IPC_EVENT   0x45485354u /* "TSHE" */
+#define TESS_GPU_HOST_IPC_VERSION 1
+
+_Static_assert(sizeof(tess_gpu_host_ipc_handle_t) <= TESS_GPU_IPC_HANDLE_SIZE,
+               "the host IPC handle must fit in tess_gpu_ipc_handle_t");
+
+void          tess_gpu_host_ipc_fini(void);
+/** Look up [ptr, ptr+len) in memory opened through IPC (same results as arena_find). */
+int           tess_gpu_host_ipc_find(const void *ptr, size_t len, tess_gpu_host_alloc_t *a_p);
+tess_status_t tess_gpu_host_ipc_mem_export(void *ptr, tess_gpu_ipc_handle_t *h_p);
+tess_status_t tess_gpu_host_ipc_mem_open(const tess_gpu_ipc_handle_t *h, void **ptr_p);
+tess_status_t tess_gpu_host_ipc_mem_close(void *ptr);
+tess_status_t tess_gpu_host_ipc_event_export(tess_gpu_event_h e, tess_gpu_ipc_handle_t *h_p);
+tess_status_t tess_gpu_host_ipc_event_open(const tess_gpu_ipc_handle_t *h, tess_gpu_event_h *e_p);
+tess_status_t tess_gpu_host_ipc_event_close(tess_gpu_event_h e);
+
+#endif /* TESS_GPU_HOST_H */
