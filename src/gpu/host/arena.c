@@ -505,3 +505,119 @@ out_unlock:
     pthread_mutex_unlock(&arena.lock);
     return r;
 }
+
+/* ---- event slots ------------------------------------------------------------------------------ */
+
+static struct {
+    pthread_mutex_t   lock;
+    tess_vec_t        segs; /* tess_gpu_host_shm_t * */
+    size_t            next_slot; /* in the last segment */
+    tess_vec_t        all;  /* every own event struct, live or free */
+    tess_gpu_event_h  free_head, free_tail;
+} evs = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* A slot whose records have all run: waits that captured it are satisfied, so handing it to a
+ * new event cannot release them early. evs.lock held. */
+static tess_gpu_event_h event_take_free(void)
+{
+    tess_gpu_event_h prev = NULL;
+    for (tess_gpu_event_h e = evs.free_head; e; prev = e, e = e->next) {
+        if (!tess_gpu_host_slot_complete(e->slot))
+            continue;
+        if (prev)
+            prev->next = e->next;
+        else
+            evs.free_head = e->next;
+        if (evs.free_tail == e)
+            evs.free_tail = prev;
+        return e;
+    }
+    return NULL;
+}
+
+static tess_status_t event_new_slot(tess_gpu_event_h *e_p)
+{
+    tess_gpu_host_shm_t *shm = evs.segs.count ? evs.segs.items[evs.segs.count - 1] : NULL;
+    tess_gpu_host_evseg_hdr_t *hdr = shm ? shm->base : NULL;
+    tess_status_t st;
+    if (!shm || evs.next_slot == hdr->nslots) {
+        st = tess_gpu_host_shm_create('e', TESS_GPU_HOST_EVSEG_SIZE, &shm);
+        if (st != TESS_OK)
+            return st;
+        if ((st = tess_vec_push(&evs.segs, shm)) != TESS_OK) {
+            tess_gpu_host_shm_destroy(shm);
+            return st;
+        }
+        hdr            = shm->base;
+        hdr->nslots    = (TESS_GPU_HOST_EVSEG_SIZE - sizeof(*hdr)) / sizeof(tess_gpu_host_evslot_t);
+        hdr->slot_size = sizeof(tess_gpu_host_evslot_t);
+        hdr->magic     = TESS_GPU_HOST_EVSEG_MAGIC;
+        evs.next_slot  = 0;
+    }
+    tess_gpu_event_h e = tess_calloc(1, sizeof(*e), "an event");
+    if (!e)
+        return TESS_ERR_NO_MEMORY;
+    if ((st = tess_vec_push(&evs.all, e)) != TESS_OK) {
+        free(e);
+        return st;
+    }
+    e->shm  = shm;
+    e->slot = (tess_gpu_host_evslot_t *)(hdr + 1) + evs.next_slot++;
+    *e_p    = e;
+    return TESS_OK;
+}
+
+tess_status_t tess_gpu_host_event_create(unsigned flags, tess_gpu_event_h *e_p)
+{
+    if (!e_p || (flags & ~(unsigned)(TESS_GPU_EVENT_TIMING | TESS_GPU_EVENT_IPC)))
+        return tess_error(TESS_ERR_INVALID, "event_create: unknown flags %#x or e_p NULL", flags);
+    if ((flags & TESS_GPU_EVENT_TIMING) && (flags & TESS_GPU_EVENT_IPC))
+        return tess_error(TESS_ERR_INVALID, "event_create: an IPC event cannot be timed (as "
+                          "with CUDA)");
+    tess_status_t st = TESS_OK;
+    pthread_mutex_lock(&evs.lock);
+    tess_gpu_event_h e = event_take_free();
+    if (!e)
+        st = event_new_slot(&e);
+    if (st == TESS_OK) {
+        e->flags = flags;
+        e->next  = e->prev = NULL;
+        e->magic = TESS_GPU_HOST_EVENT_MAGIC;
+        /* The counters stay as they are (monotonic); only IPC handles of the old event die. */
+        atomic_fetch_add_explicit(&e->slot->gen, 1, memory_order_relaxed);
+        *e_p = e;
+    }
+    pthread_mutex_unlock(&evs.lock);
+    return st;
+}
+
+tess_status_t tess_gpu_host_event_destroy(tess_gpu_event_h e)
+{
+    tess_status_t st = tess_gpu_host_event_check(e, "event_destroy");
+    if (st != TESS_OK)
+        return st;
+    if (e->flags & TESS_GPU_HOST_EVENT_OPENED)
+        return tess_gpu_host_ipc_event_close(e); /* cudaEventDestroy closes opened events */
+    pthread_mutex_lock(&evs.lock);
+    e->magic = 0;
+    e->next  = NULL;
+    if (evs.free_tail)
+        evs.free_tail->next = e;
+    else
+        evs.free_head = e;
+    evs.free_tail = e;
+    pthread_mutex_unlock(&evs.lock);
+    return TESS_OK;
+}
+
+void tess_gpu_host_events_fini(void)
+{
+    for (size_t i = 0; i < evs.all.count; i++)
+        free(evs.all.items[i]);
+    tess_vec_fini(&evs.all);
+    for (size_t i = 0; i < evs.segs.count; i++)
+        tess_gpu_host_shm_destroy(evs.segs.items[i]);
+    tess_vec_fini(&evs.segs);
+    evs.free_head = evs.free_tail = NULL;
+    evs.next_slot = 0;
+}

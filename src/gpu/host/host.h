@@ -1,7 +1,7 @@
 /*
  * host.h — private header of the host GPU backend (tess_gpu_host_ops): device memory in POSIX
- * shared memory (arena.c), streams, executor threads and events (exec.c), IPC export/open
- * (ipc.c), and the ops table with init/fini (ops.c).
+ * shared memory and event slots (arena.c), streams, executor threads and events (exec.c), IPC
+ * export/open (ipc.c), and the ops table with init/fini (ops.c).
  *
  * The model is asynchronous, not a mock: streams are in-order queues that `host_threads`
  * executor threads run while the caller goes on, so the ordering bugs a CUDA program could have
@@ -123,6 +123,19 @@ struct tess_gpu_event {
     struct tess_gpu_event   *next, *prev; /* own: free list; opened: ipc.c's list */
 };
 
+/** Complete: every record issued so far has run (never-recorded events are complete). */
+static inline int tess_gpu_host_slot_complete(tess_gpu_host_evslot_t *slot)
+{
+    uint64_t rec = atomic_load_explicit(&slot->recorded, memory_order_acquire);
+    return atomic_load_explicit(&slot->completed, memory_order_acquire) >= rec;
+}
+
+/** Own events (arena.c): slots come from a free list over the event segments. */
+tess_status_t tess_gpu_host_event_create(unsigned flags, tess_gpu_event_h *e_p);
+tess_status_t tess_gpu_host_event_destroy(tess_gpu_event_h e);
+/** Free every own event and destroy the event segments (fini). */
+void          tess_gpu_host_events_fini(void);
+
 tess_status_t tess_gpu_host_exec_init(void);
 void          tess_gpu_host_exec_fini(void);
 /** Wait until every operation enqueued (on any stream) before the call has run; like the
@@ -141,8 +154,6 @@ tess_status_t tess_gpu_host_stream_destroy(tess_gpu_stream_h s);
 tess_status_t tess_gpu_host_stream_sync(tess_gpu_stream_h s);
 tess_status_t tess_gpu_host_stream_query(tess_gpu_stream_h s);
 tess_status_t tess_gpu_host_stream_wait_event(tess_gpu_stream_h s, tess_gpu_event_h e);
-tess_status_t tess_gpu_host_event_create(unsigned flags, tess_gpu_event_h *e_p);
-tess_status_t tess_gpu_host_event_destroy(tess_gpu_event_h e);
 tess_status_t tess_gpu_host_event_record(tess_gpu_event_h e, tess_gpu_stream_h s);
 tess_status_t tess_gpu_host_event_query(tess_gpu_event_h e);
 tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e);

@@ -75,6 +75,7 @@ static void host_fini(void)
     if (!tess_gpu_host.initialised)
         return;
     tess_gpu_host_exec_fini(); /* first: executors may be using the memory */
+    tess_gpu_host_events_fini();
     tess_gpu_host_ipc_fini();
     tess_gpu_host_arena_fini();
     tess_remove_abort_cleanup(tess_gpu_host_shm_unlink_all);
