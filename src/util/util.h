@@ -148,12 +148,14 @@ static inline void tess_mpsc_push(tess_mpsc_t *q, tess_qnode_t *n)
 tess_qnode_t *tess_mpsc_pop(tess_mpsc_t *q);
 
 /** True when nothing was pushed that has not been popped, counting half-done pushes (owner
- *  thread; seq_cst so a sleeper and a pusher cannot miss each other). */
+ *  thread; seq_cst so a sleeper and a pusher cannot miss each other). The head is the next node
+ *  to pop unless it is the stub, so the queue can only be empty when the head is the stub. */
 static inline bool tess_mpsc_empty(tess_mpsc_t *q)
 {
-    tess_qnode_t *head = q->head;
-    return atomic_load_explicit(&q->tail, memory_order_seq_cst) == head &&
-           atomic_load_explicit(&head->next, memory_order_acquire) == NULL;
+    if (q->head != &q->stub)
+        return false;
+    return atomic_load_explicit(&q->tail, memory_order_seq_cst) == &q->stub &&
+           atomic_load_explicit(&q->stub.next, memory_order_acquire) == NULL;
 }
 
 /* ---- single-thread FIFO (intrusive) ------------------------------------------------------- */
