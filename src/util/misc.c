@@ -1,6 +1,7 @@
 /* misc.c — memory wrappers, the pointer vector, option-value parsing, OS randomness. */
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,9 @@ void tess_vec_fini(tess_vec_t *v)
 tess_status_t tess_parse_size(const char *s, size_t *size_p)
 {
     char              *end;
+    /* strtoull skips blanks and accepts a sign, wrapping "-1" to 2^64-1: a size is digits. */
+    if (!isdigit((unsigned char)s[0]))
+        return TESS_ERR_INVALID;
     errno              = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s)
