@@ -232,10 +232,19 @@ tess_status_t tess_config_load(int *argc, char ***argv, const tess_params_t *par
                                   params->ppn);
             tess_cfg.ppn = params->ppn;
         }
-        if (m & TESS_PARAM_FIELD_LOG_LEVEL)
+        if (m & TESS_PARAM_FIELD_LOG_LEVEL) {
+            if ((int)params->log_level < TESS_LOG_ERROR || params->log_level > TESS_LOG_TRACE)
+                return tess_error(TESS_ERR_INVALID, "tess_params_t.log_level = %d is not a "
+                                  "tess_log_level_t", (int)params->log_level);
             tess_cfg.log_level = params->log_level;
-        if (m & TESS_PARAM_FIELD_SPIN_US)
+        }
+        if (m & TESS_PARAM_FIELD_SPIN_US) {
+            const opt_t *o = opt_by_name("spin_us");
+            if (params->spin_us < o->lo || params->spin_us > o->hi)
+                return tess_error(TESS_ERR_INVALID, "tess_params_t.spin_us = %d must be in "
+                                  "[%ld, %ld]", params->spin_us, o->lo, o->hi);
             tess_cfg.spin_us = params->spin_us;
+        }
         if (m & TESS_PARAM_FIELD_BIND)
             tess_cfg.bind = params->bind;
         if (m & TESS_PARAM_FIELD_VERBOSE)
