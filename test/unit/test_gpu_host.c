@@ -755,9 +755,22 @@ static int maps_count(const char *name)
     return n;
 }
 
-static tess_gpu_host_ipc_handle_t *hview(tess_gpu_ipc_handle_t *h)
+/* A copy of h with one field changed (through memcpy: the bytes are not a struct). */
+#define EDITED(h, edit)                                                      \
+    ({                                                                       \
+        tess_gpu_host_ipc_handle_t v_;                                       \
+        tess_gpu_ipc_handle_t      b_ = (h);                                 \
+        memcpy(&v_, b_.bytes, sizeof(v_));                                   \
+        edit;                                                                \
+        memcpy(b_.bytes, &v_, sizeof(v_));                                   \
+        b_;                                                                  \
+    })
+
+static tess_gpu_host_ipc_handle_t hview(const tess_gpu_ipc_handle_t *h)
 {
-    return (tess_gpu_host_ipc_handle_t *)(void *)h->bytes;
+    tess_gpu_host_ipc_handle_t v;
+    memcpy(&v, h->bytes, sizeof(v));
+    return v;
 }
 
 static void test_ipc_self(void)
@@ -776,8 +789,8 @@ static void test_ipc_self(void)
     CHECK_OK(tess_gpu->ipc_mem_export(b, &hb));
     CHECK_ST(tess_gpu->ipc_mem_export(a + 256, &bad), TESS_ERR_INVALID);
     char name[TESS_GPU_HOST_NAME_MAX];
-    snprintf(name, sizeof(name), "%s", hview(&ha)->name);
-    CHECK(!strcmp(name, hview(&hb)->name)); /* one segment */
+    snprintf(name, sizeof(name), "%s", hview(&ha).name);
+    CHECK(!strcmp(name, hview(&hb).name)); /* one segment */
     CHECK(maps_count(name) == 1);
 
     /* Two allocations of one segment: mapped once; opening one twice: the same pointer. */
@@ -797,25 +810,19 @@ static void test_ipc_self(void)
     CHECK_ST(tess_gpu->memset_async(pa + 4000, 0, 200, sa), TESS_ERR_INVALID);
 
     /* Corrupted handles are rejected without reading out of bounds. */
-    bad = ha;
-    hview(&bad)->magic ^= 1;
+    bad = EDITED(ha, v_.magic ^= 1);
     CHECK_ST(tess_gpu->ipc_mem_open(&bad, (void **)&pa2), TESS_ERR_CORRUPT);
-    bad = ha;
-    hview(&bad)->offset = 1ull << 40;
+    bad = EDITED(ha, v_.offset = 1ull << 40);
     CHECK_ST(tess_gpu->ipc_mem_open(&bad, (void **)&pa2), TESS_ERR_CORRUPT);
-    bad = ha;
-    hview(&bad)->size = UINT64_MAX - 10;
+    bad = EDITED(ha, v_.size = UINT64_MAX - 10);
     CHECK_ST(tess_gpu->ipc_mem_open(&bad, (void **)&pa2), TESS_ERR_CORRUPT);
-    bad = ha;
-    hview(&bad)->name_len = 3;
+    bad = EDITED(ha, v_.name_len = 3);
     CHECK_ST(tess_gpu->ipc_mem_open(&bad, (void **)&pa2), TESS_ERR_CORRUPT);
-    bad = ha;
-    memset(hview(&bad)->name, 'x', sizeof(hview(&bad)->name));
+    bad = EDITED(ha, memset(v_.name, 'x', sizeof(v_.name)));
     CHECK_ST(tess_gpu->ipc_mem_open(&bad, (void **)&pa2), TESS_ERR_CORRUPT);
-    bad = ha;
-    snprintf(hview(&bad)->name, TESS_GPU_HOST_NAME_MAX, "/tessera-u%u-j00000000000000ff-p1-m99999",
-             (unsigned)getuid());
-    hview(&bad)->name_len = (uint16_t)strlen(hview(&bad)->name);
+    bad = EDITED(ha, snprintf(v_.name, sizeof(v_.name), "/tessera-u%u-j00000000000000ff-p1-m99999",
+                              (unsigned)getuid());
+                 v_.name_len = (uint16_t)strlen(v_.name));
     CHECK_ST(tess_gpu->ipc_mem_open(&bad, (void **)&pa2), TESS_ERR_NOT_FOUND);
     CHECK_ST(tess_gpu->ipc_mem_open(NULL, (void **)&pa2), TESS_ERR_INVALID);
 
@@ -838,11 +845,9 @@ static void test_ipc_self(void)
     CHECK_OK(tess_gpu->ipc_event_export(e, &he));
     CHECK_ST(tess_gpu->ipc_mem_open(&he, (void **)&pa2), TESS_ERR_CORRUPT);
     CHECK_ST(tess_gpu->ipc_event_open(&ha, &oe), TESS_ERR_CORRUPT);
-    bad = he;
-    hview(&bad)->offset += 8;
+    bad = EDITED(he, v_.offset += 8);
     CHECK_ST(tess_gpu->ipc_event_open(&bad, &oe), TESS_ERR_CORRUPT);
-    bad = he;
-    hview(&bad)->offset = TESS_GPU_HOST_EVSEG_SIZE;
+    bad = EDITED(he, v_.offset = TESS_GPU_HOST_EVSEG_SIZE);
     CHECK_ST(tess_gpu->ipc_event_open(&bad, &oe), TESS_ERR_CORRUPT);
     CHECK_OK(tess_gpu->ipc_event_open(&he, &oe));
     CHECK_ST(tess_gpu->ipc_event_export(oe, &bad), TESS_ERR_INVALID);
