@@ -206,7 +206,8 @@ static void stream_advance(tess_gpu_stream_h s)
         else
             exec.ready_head = s;
         exec.ready_tail = s;
-        pthread_cond_signal(&exec.work_cv);
+        if (exec.nidle > 0) /* idle executors count themselves under the lock */
+            pthread_cond_signal(&exec.work_cv);
     } else {
         stream_maybe_free(s);
     }

@@ -8,9 +8,10 @@
  * show up here too (and ThreadSanitizer sees them: completion is published with release stores
  * and observed with acquire loads, exactly where CUDA's runtime would synchronise).
  *
- * Threads: after init every op may be called from any thread concurrently (three mutexes: the
- * arena's, the executors' and the IPC cache's; no op holds two at once). Host functions run on
- * executor threads and must not call the backend (as with cudaLaunchHostFunc). fini runs alone.
+ * Threads: after init every op may be called from any thread concurrently (four mutexes: the
+ * arena's, the event slots', the executors' and the IPC cache's; no op holds two at once, and
+ * the notify function is called with none held). Host functions run on executor threads and
+ * must not call the backend (as with cudaLaunchHostFunc). fini runs alone.
  * A forked child must not use its parent's backend; it may init its own after the parent's fini.
  */
 #ifndef TESS_GPU_HOST_H
