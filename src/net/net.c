@@ -388,9 +388,11 @@ tess_status_t tess_net_am_register(unsigned id, tess_net_am_fn_t fn, void *arg)
 
 /* ---- sends ------------------------------------------------------------------------------- */
 
+/* Requests are freed by their completion callbacks, never when posted: ucp_request_free() on a
+ * request still in flight clears its callback, which would then never run. */
 static void net_send_cb(void *request, ucs_status_t status, void *user_data)
 {
-    (void)request;
+    ucp_request_free(request);
     net_op_t *op = user_data;
     atomic_fetch_sub_explicit(&net.outstanding, 1, memory_order_relaxed);
     tess_net_done_fn_t done = op->done;
@@ -433,8 +435,7 @@ tess_status_t tess_net_am_send(int dest, unsigned id, tess_net_hdr_t *hdr, size_
         net_op_put(op);
     } else {
         atomic_fetch_add_explicit(&net.outstanding, 1, memory_order_relaxed);
-        ucp_request_free(req);
-        st = TESS_INPROGRESS;
+        st = TESS_INPROGRESS; /* net_send_cb frees req */
     }
 out:
     pthread_mutex_unlock(&net.lock);
@@ -456,8 +457,8 @@ static void net_recv_done(int peer, tess_net_done_fn_t done, void *arg, ucs_stat
 
 static void net_recv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
 {
-    (void)request;
     (void)length;
+    ucp_request_free(request);
     net_op_t          *op   = user_data;
     int                peer = op->peer;
     tess_net_done_fn_t done = op->done;
@@ -499,8 +500,7 @@ tess_status_t tess_net_am_recv_into(void *desc, void *buf, size_t len, tess_net_
         return net_ucx_error("ucp_am_recv_data_nbx", UCS_PTR_STATUS(req));
     }
     atomic_fetch_add_explicit(&net.outstanding, 1, memory_order_relaxed);
-    ucp_request_free(req);
-    return TESS_INPROGRESS;
+    return TESS_INPROGRESS; /* net_recv_cb frees req */
 }
 
 /* ---- progress ---------------------------------------------------------------------------- */
@@ -625,7 +625,7 @@ void tess_net_mem_deregister(tess_net_mem_h m)
 
 static void net_get_cb(void *request, ucs_status_t status, void *user_data)
 {
-    (void)request;
+    ucp_request_free(request);
     net_op_t *op = user_data;
     atomic_fetch_sub_explicit(&net.outstanding, 1, memory_order_relaxed);
     tess_net_done_fn_t done = op->done;
@@ -674,8 +674,7 @@ tess_status_t tess_net_get(int src, void *buf, size_t len, uint64_t raddr, const
         net_op_put(op);
         st = TESS_OK;
     } else {
-        atomic_fetch_add_explicit(&net.outstanding, 1, memory_order_relaxed);
-        ucp_request_free(req);
+        atomic_fetch_add_explicit(&net.outstanding, 1, memory_order_relaxed); /* net_get_cb frees req */
     }
 out:
     pthread_mutex_unlock(&net.lock);
