@@ -123,6 +123,10 @@ static void red_root_combine(uint32_t key, uint64_t tag, int64_t ncontrib, int64
         *pp = s->next;
         if (!rd.result_fn)
             tess_fatal("internal: no reduction result function");
+        /* Logical results are 1 or 0 even when one contribution was never combined with
+         * another (x && x is x != 0). */
+        if (s->p.op == TESS_LAND || s->p.op == TESS_LOR)
+            tess_reduce_apply(s->p.op, s->p.type, s->data, s->data, s->p.count);
         rd.result_fn(key, tag, s->p.cb, s->p.cb_len, s->data,
                      (size_t)s->p.count * tess_dtype_size(s->p.type));
         red_slot_free(s);
