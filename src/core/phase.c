@@ -217,6 +217,11 @@ tess_status_t tess_core_run(tess_run_mode_t mode, tess_start_fn_t start, void *a
         pthread_cond_wait(&tess_core.park_cond, &tess_core.park_lock);
     atomic_store(&tess_core.phase, PHASE_IDLE);
     pthread_mutex_unlock(&tess_core.park_lock);
+    /* Processes see the last wave complete at different times: without this barrier one could
+     * return, start the next phase and send, while another still runs entries of this phase,
+     * which would then run the next phase's messages before its own tess_run returned (before
+     * the MPI code between the phases). Here every process's PEs are parked. */
+    TESS_MPI_CHECK(MPI_Barrier(tess_core.wave_comm));
 
     tess_pe_self_ = NULL;
     tess_log_pe   = -1;
