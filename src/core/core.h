@@ -83,13 +83,15 @@ typedef struct tess_msg_hdr {
 /** A message: header plus payload, owned by one thread at a time. */
 typedef struct tess_msg {
     tess_qnode_t   qnode;
-    uint32_t       cls;      /* size class (pool), or TESS_MSG_CLS_MALLOC */
+    uint16_t       cls;      /* size class (pool), or TESS_MSG_CLS_MALLOC */
+    uint16_t       home;     /* local PE whose pool it belongs to, or TESS_MSG_NO_HOME */
     uint32_t       cap;      /* payload capacity of a pooled class (0: sized exactly) */
     tess_msg_hdr_t hdr;
     /* payload follows, 16-byte aligned */
 } __attribute__((aligned(16))) tess_msg_t;
 
-#define TESS_MSG_CLS_MALLOC 0xffffffffu
+#define TESS_MSG_CLS_MALLOC 0xffffu
+#define TESS_MSG_NO_HOME    0xffffu
 
 static inline void *tess_msg_payload(tess_msg_t *m)
 {

@@ -13,6 +13,11 @@
 #define TESS_LAYER_MAX     8
 #define TESS_AM_CORE       0     /* net AM id of core messages */
 
+typedef struct msg_chain {
+    tess_msg_t *head, *tail;
+    unsigned    len;
+} msg_chain_t;
+
 typedef struct gpuq_item {
     tess_gpu_event_h   event;
     tess_gpu_cont_fn_t fn;
@@ -38,9 +43,14 @@ struct tess_pe {
     TESS_ALIGNED _Atomic uint64_t sent;
     _Atomic uint64_t              processed;
 
+    /* Buffers of this PE's pools freed by other PEs come back here (a Treiber stack of
+     * chains: pushed by any PE, taken whole by this one). */
+    TESS_ALIGNED _Atomic(tess_msg_t *) returned;
+
     /* Everything below is touched by this PE only. */
     TESS_ALIGNED tess_msg_t *pool[TESS_MSG_NCLS];
     unsigned                 npool[TESS_MSG_NCLS];
+    struct msg_chain        *ret;  /* [ppn] buffers of other PEs waiting to go home */
 
     gpuq_item_t      *gq;
     size_t            gq_count, gq_cap;
@@ -104,6 +114,7 @@ void          tess_pe_notify_gpu(void);
 /* msg.c */
 void          tess_msg_deliver_local(tess_msg_t *m);
 tess_status_t tess_msg_net_init(void);
+tess_status_t tess_msg_pool_init(tess_pe_t *pe);
 void          tess_msg_pool_fini(tess_pe_t *pe);
 unsigned      tess_msg_dispatch(tess_pe_t *pe, unsigned max);
 

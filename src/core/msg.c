@@ -14,14 +14,65 @@ static inline uint32_t msg_cls(size_t size)
     return TESS_MSG_CLS_MALLOC;
 }
 
+#define MSG_RETURN_BATCH 32
+
+static inline tess_msg_t *msg_next(tess_msg_t *m)
+{
+    return (tess_msg_t *)atomic_load_explicit(&m->qnode.next, memory_order_relaxed);
+}
+
+static inline void msg_set_next(tess_msg_t *m, tess_msg_t *next)
+{
+    atomic_store_explicit(&m->qnode.next, (tess_qnode_t *)next, memory_order_relaxed);
+}
+
+static void msg_pool_put(tess_pe_t *pe, tess_msg_t *m)
+{
+    uint16_t c = m->cls;
+    if (pe->npool[c] >= TESS_MSG_POOL_MAX) {
+        free(m);
+        return;
+    }
+    msg_set_next(m, pe->pool[c]);
+    pe->pool[c] = m;
+    pe->npool[c]++;
+}
+
+/* Take back, all at once, the buffers other PEs returned to this one. */
+static void msg_take_returned(tess_pe_t *pe)
+{
+    tess_msg_t *m = atomic_exchange_explicit(&pe->returned, NULL, memory_order_acquire);
+    while (m) {
+        tess_msg_t *next = msg_next(m);
+        msg_pool_put(pe, m);
+        m = next;
+    }
+}
+
+/* Send a batch of another PE's buffers home. */
+static void msg_chain_flush(msg_chain_t *c, tess_pe_t *home)
+{
+    tess_msg_t *old = atomic_load_explicit(&home->returned, memory_order_relaxed);
+    do
+        msg_set_next(c->tail, old);
+    while (!atomic_compare_exchange_weak_explicit(&home->returned, &old, c->head,
+                                                  memory_order_release, memory_order_relaxed));
+    c->head = c->tail = NULL;
+    c->len  = 0;
+}
+
 tess_msg_t *tess_core_msg_alloc(size_t size)
 {
     tess_pe_t  *pe  = tess_pe_self_;
     uint32_t    cls = msg_cls(size);
     tess_msg_t *m   = NULL;
-    if (pe && cls != TESS_MSG_CLS_MALLOC && pe->pool[cls]) {
+    if (pe && cls != TESS_MSG_CLS_MALLOC) {
+        if (!pe->pool[cls] && atomic_load_explicit(&pe->returned, memory_order_relaxed))
+            msg_take_returned(pe);
         m = pe->pool[cls];
-        pe->pool[cls] = (tess_msg_t *)atomic_load_explicit(&m->qnode.next, memory_order_relaxed);
+    }
+    if (m) {
+        pe->pool[cls] = msg_next(m);
         pe->npool[cls]--;
     } else {
         /* Pooled classes allocate their full capacity; larger payloads exactly their size. */
@@ -29,8 +80,9 @@ tess_msg_t *tess_core_msg_alloc(size_t size)
         m = tess_aligned_alloc(16, sizeof(tess_msg_t) + cap, "a message");
         if (!m)
             return NULL;
-        m->cls = cls;
-        m->cap = cls == TESS_MSG_CLS_MALLOC ? 0 : (uint32_t)cap;
+        m->cls  = (uint16_t)cls;
+        m->home = pe ? (uint16_t)pe->local : TESS_MSG_NO_HOME;
+        m->cap  = cls == TESS_MSG_CLS_MALLOC ? 0 : (uint32_t)cap;
     }
     memset(&m->hdr, 0, sizeof(m->hdr));
     m->hdr.size = size;
@@ -42,26 +94,53 @@ void tess_core_msg_free(tess_msg_t *m)
     if (!m)
         return;
     tess_pe_t *pe = tess_pe_self_;
-    uint32_t   c  = m->cls;
-    if (pe && c != TESS_MSG_CLS_MALLOC && pe->npool[c] < TESS_MSG_POOL_MAX) {
-        atomic_store_explicit(&m->qnode.next, (tess_qnode_t *)pe->pool[c], memory_order_relaxed);
-        pe->pool[c] = m;
-        pe->npool[c]++;
+    if (!pe || m->cls == TESS_MSG_CLS_MALLOC) {
+        free(m);
         return;
     }
-    free(m);
+    if (m->home == pe->local || m->home == TESS_MSG_NO_HOME) {
+        msg_pool_put(pe, m);
+        return;
+    }
+    msg_chain_t *c = &pe->ret[m->home];
+    msg_set_next(m, NULL);
+    if (c->tail)
+        msg_set_next(c->tail, m);
+    else
+        c->head = m;
+    c->tail = m;
+    if (++c->len >= MSG_RETURN_BATCH)
+        msg_chain_flush(c, tess_core.pes[m->home]);
+}
+
+tess_status_t tess_msg_pool_init(tess_pe_t *pe)
+{
+    pe->ret = tess_calloc((size_t)tess_rt.ppn, sizeof(*pe->ret), "message return chains");
+    return pe->ret ? TESS_OK : TESS_ERR_NO_MEMORY;
+}
+
+static void msg_free_list(tess_msg_t *m)
+{
+    while (m) {
+        tess_msg_t *next = msg_next(m);
+        free(m);
+        m = next;
+    }
 }
 
 void tess_msg_pool_fini(tess_pe_t *pe)
 {
     for (int c = 0; c < TESS_MSG_NCLS; c++) {
-        while (pe->pool[c]) {
-            tess_msg_t *m = pe->pool[c];
-            pe->pool[c] = (tess_msg_t *)atomic_load_explicit(&m->qnode.next, memory_order_relaxed);
-            free(m);
-        }
+        msg_free_list(pe->pool[c]);
+        pe->pool[c]  = NULL;
         pe->npool[c] = 0;
     }
+    msg_free_list(atomic_exchange(&pe->returned, NULL));
+    if (pe->ret)
+        for (int h = 0; h < tess_rt.ppn; h++)
+            msg_free_list(pe->ret[h].head);
+    free(pe->ret);
+    pe->ret = NULL;
 }
 
 void tess_msg_deliver_local(tess_msg_t *m)

@@ -229,7 +229,6 @@ static void *pe_thread_main(void *arg)
     for (unsigned i = tess_core.nlayers; i-- > 0;)
         if (tess_core.layers[i].pe_fini)
             tess_core.layers[i].pe_fini(pe);
-    tess_msg_pool_fini(pe);
     tess_pe_self_ = NULL;
     return NULL;
 }
@@ -248,8 +247,11 @@ static tess_status_t pe_alloc(int local, tess_pe_t **pe_p)
         free(pe);
         return tess_error(TESS_ERR_SYSTEM, "eventfd for PE %d: %s", local, strerror(errno));
     }
-    tess_status_t st = tess_gpu_evpool_init(&pe->evpool, 0, 32);
+    tess_status_t st = tess_msg_pool_init(pe);
+    if (st == TESS_OK)
+        st = tess_gpu_evpool_init(&pe->evpool, 0, 32);
     if (st != TESS_OK) {
+        tess_msg_pool_fini(pe);
         close(pe->wake_fd);
         free(pe);
         return st;

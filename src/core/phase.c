@@ -137,6 +137,8 @@ unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
         ph.wave_end_ns = tess_time_ns();
         ph.waves++;
         const uint64_t *g = ph.wave_global;
+        tess_trace("wave %llu: sent %llu, processed %llu, busy %llu", (unsigned long long)ph.waves,
+                   (unsigned long long)g[0], (unsigned long long)g[1], (unsigned long long)g[2]);
         if (g[0] == g[1] && g[2] == 0 && ph.have_prev &&
             !memcmp(g, ph.wave_prev, sizeof(ph.wave_prev))) {
             tess_debug("quiescence after %llu waves: %llu messages",

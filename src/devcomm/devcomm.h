@@ -1,13 +1,100 @@
 /*
- * devcomm.h — the devcomm component: device messages over the three paths (a D2D copy within
- * a process, IPC between processes of a node, UCX RDMA get between nodes).
+ * devcomm.h — the devcomm component: device messages over three paths.
+ *
+ *   d2d   same process: the receiver's stream waits on an event recorded on the sender's
+ *         stream, then one device-to-device copy per buffer on the receiver's stream.
+ *   ipc   same node, other process. staged: the sender copies into a slot of its exported comm
+ *         buffer and records an interprocess event; the receiver waits on it and copies out; an
+ *         acknowledgement frees the slot. direct: the receiver opens the sender's allocation once
+ *         (mapping cache keyed by allocation id) and copies straight out of it.
+ *   rdma  other node: the sender registers its buffers (registration cache keyed by allocation
+ *         id) and sends address and key; the receiver gets into its buffer with UCX when UCX
+ *         can reach that memory type, else through a pipeline of pinned bounce buffers
+ *         (device-to-host, get, host-to-device, in chunks so the stages overlap).
+ *
+ * Control messages are core messages; they are validated on arrival (offsets, sizes, event
+ * indices, handles) and a corrupt one ends the job with an error instead of being followed.
+ * When a staging resource is exhausted the send waits in a FIFO and goes on when an
+ * acknowledgement frees one: nothing aborts, nothing is dropped.
+ *
+ * Threads: tess_dc_send and everything it calls back run on PE threads. A process's staging
+ * resources (comm buffer, event pools, bounce buffers, caches) are shared by its PEs under
+ * this layer's lock.
  */
 #ifndef TESS_DEVCOMM_H
 #define TESS_DEVCOMM_H
 
 #include "core/core.h"
 
+#include <tessera/gpu.h>
+
+enum tess_dc_path {
+    TESS_DC_D2D    = 0,
+    TESS_DC_IPC    = 1, /* staged or direct, see tess_dc_ipc_mode */
+    TESS_DC_RDMA   = 2
+};
+
+/** What the layer above sees of an arriving device message. */
+typedef struct tess_dc_msg {
+    uint64_t      a0, a1;     /* the sender's routing words (objects: array/entry, index) */
+    int           src_pe;
+    const void   *header;
+    size_t        header_len;
+    int           nbufs;
+    const size_t *sizes;
+} tess_dc_msg_t;
+
+/** Flags the post function may set. */
+enum { TESS_DC_WAIT_COMPLETE = 1u << 0 };
+
+typedef struct tess_dc_ops {
+    /**
+     * On the PE the message was sent to, before any data moves: set dst[i] (device memory of at
+     * least sizes[i] bytes) and *stream_p, and *flags_p. Return TESS_ERR_NOT_FOUND when the
+     * target is not on this PE any more: the data is then received into temporary buffers and
+     * handed to forward().
+     */
+    tess_status_t (*post)(const tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p,
+                          unsigned *flags_p);
+    /** The data is in place: on `stream` in stream order, or completed with WAIT_COMPLETE. */
+    void (*deliver)(const tess_dc_msg_t *m);
+    /** The target moved: `bufs` (device memory, `stream` ordered) hold the data; the layer
+     *  above sends it on and calls tess_dc_free_temp(bufs[i]) when the new send is done. */
+    void (*forward)(const tess_dc_msg_t *m, void **bufs, tess_gpu_stream_h stream);
+} tess_dc_ops_t;
+
 tess_status_t tess_devcomm_init(void);
 void          tess_devcomm_fini(void);
+void          tess_dc_set_ops(const tess_dc_ops_t *ops);
+
+/**
+ * Send a device message to global PE `dst_pe` (PE thread). a0/a1 travel to the receiver's
+ * post/deliver. The header is copied; the buffers are read after the work already enqueued on
+ * `stream`; `done` (may be NULL) runs on this PE when they may be reused.
+ */
+tess_status_t tess_dc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
+                           size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
+                           tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
+
+/** The path a message from this process to process `dst` takes now. */
+int         tess_dc_path_to(int dst);
+const char *tess_dc_path_name(int path);
+/** Free a temporary buffer handed to forward(). */
+void        tess_dc_free_temp(void *buf);
+
+/** Counters for tests and benchmarks. */
+typedef struct tess_dc_stats {
+    uint64_t sent[3];        /* messages per path */
+    uint64_t staged, direct; /* IPC messages by mode */
+    uint64_t rdma_direct, rdma_staged;
+    uint64_t deferred;       /* sends that waited for a staging resource */
+    uint64_t map_opens, map_hits; /* direct IPC mapping cache */
+    uint64_t reg_creates, reg_hits, reg_releases; /* RDMA registration cache */
+    uint64_t forwarded;
+} tess_dc_stats_t;
+void tess_dc_get_stats(tess_dc_stats_t *stats_p);
+
+/** Validate a control message as it arrived (exposed for tests). */
+tess_status_t tess_dc_validate(const tess_msg_t *m);
 
 #endif /* TESS_DEVCOMM_H */

@@ -423,6 +423,7 @@ tess_status_t tess_obj_init(void)
     if ((st = tess_obj_send_init()) != TESS_OK || (st = tess_obj_reduce_init()) != TESS_OK ||
         (st = tess_obj_migrate_init()) != TESS_OK)
         return st;
+    tess_obj_devmsg_init();
     return TESS_OK;
 }
 

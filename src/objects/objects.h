@@ -13,6 +13,7 @@
 #define TESS_OBJECTS_H
 
 #include "core/core.h"
+#include "devcomm/devcomm.h"
 
 #include <tessera.h>
 #include <tessera/gpu.h>
@@ -145,6 +146,9 @@ tess_status_t tess_obj_reduce_init(void);
 void          tess_obj_red_arrive(tess_array_t *a, tess_ctx_h e);
 void          tess_obj_red_leave(tess_array_t *a, tess_ctx_h e);
 void          tess_obj_red_fini(tess_array_t *a);
+
+/* devmsg.c */
+void          tess_obj_devmsg_init(void);
 
 /* migrate.c */
 tess_status_t tess_obj_migrate_init(void);

@@ -1,0 +1,544 @@
+/*
+ * bench_msg — entry-method message latency and rate, each against its raw baseline measured in
+ * the same run.
+ *
+ *   mpirun -np 1 bench_msg +ppn 2      in-process: two PEs of one process
+ *   mpirun -np 2 bench_msg +ppn 1      cross-process: one PE in each of two processes
+ *
+ * Latency: one-way time of a ping-pong between two elements on different PEs, for payloads of
+ * 0 B, 8 B, 1 KiB and 64 KiB. Baselines: a spinning single-slot handoff between two pthreads
+ * (in-process) and a raw UCX active-message ping-pong (cross-process). Rate: 8-byte messages
+ * from many sender elements to receivers on the other PE, many in flight; baselines a raw SPSC
+ * ring between two threads (in-process) and raw streaming UCX active messages (cross-process).
+ * Cross-core latency on the test VMs jumps between two states for seconds at a time, so every
+ * repetition runs the baseline and Tessera back to back and the medians of REPS are reported.
+ *
+ * Output (rank 0): one CSV line per measurement to --csv FILE, and a table on stdout.
+ */
+#include <tessera.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <ucp/api/ucp.h>
+
+static int         rank, nprocs, reps = 7;
+static const char *csv_path;
+static FILE       *csv;
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_msg: %s: %s\n", what, tess_error_detail());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* ---- baseline: spinning single-slot handoff between two threads ---------------------------- */
+
+static struct {
+    _Alignas(64) _Atomic uint64_t slot[2]; /* slot[i]: last value written for thread i */
+    _Alignas(64) char payload[2][65536];
+    int    iters;
+    size_t size;
+} hand;
+
+static void *hand_peer(void *arg)
+{
+    (void)arg;
+    char buf[65536];
+    for (uint64_t i = 1; i <= (uint64_t)hand.iters; i++) {
+        while (atomic_load_explicit(&hand.slot[1], memory_order_acquire) != i)
+            ;
+        memcpy(buf, hand.payload[1], hand.size);
+        memcpy(hand.payload[0], buf, hand.size);
+        atomic_store_explicit(&hand.slot[0], i, memory_order_release);
+    }
+    return NULL;
+}
+
+static double hand_latency_ns(size_t size, int iters)
+{
+    hand.iters = iters;
+    hand.size  = size;
+    atomic_store(&hand.slot[0], 0);
+    atomic_store(&hand.slot[1], 0);
+    pthread_t t;
+    pthread_create(&t, NULL, hand_peer, NULL);
+    char   buf[65536];
+    double t0 = now_ns();
+    for (uint64_t i = 1; i <= (uint64_t)iters; i++) {
+        memcpy(hand.payload[1], buf, size);
+        atomic_store_explicit(&hand.slot[1], i, memory_order_release);
+        while (atomic_load_explicit(&hand.slot[0], memory_order_acquire) != i)
+            ;
+        memcpy(buf, hand.payload[0], size);
+    }
+    double t1 = now_ns();
+    pthread_join(t, NULL);
+    return (t1 - t0) / (2.0 * iters);
+}
+
+/* ---- baseline: SPSC ring between two threads (message rate) -------------------------------- */
+
+#define RING 1024
+static struct {
+    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) _Atomic uint64_t tail;
+    _Alignas(64) uint64_t slots[RING];
+    uint64_t total;
+} ring;
+
+static void *ring_consumer(void *arg)
+{
+    (void)arg;
+    uint64_t sum = 0, t = 0;
+    while (t < ring.total) {
+        uint64_t h = atomic_load_explicit(&ring.head, memory_order_acquire);
+        while (t < h)
+            sum += ring.slots[t++ % RING];
+        atomic_store_explicit(&ring.tail, t, memory_order_release);
+    }
+    return (void *)(uintptr_t)sum;
+}
+
+static double ring_rate(uint64_t total)
+{
+    ring.total = total;
+    atomic_store(&ring.head, 0);
+    atomic_store(&ring.tail, 0);
+    pthread_t c;
+    pthread_create(&c, NULL, ring_consumer, NULL);
+    double t0 = now_ns();
+    for (uint64_t h = 0; h < total; h++) {
+        while (h - atomic_load_explicit(&ring.tail, memory_order_acquire) >= RING)
+            ;
+        ring.slots[h % RING] = h;
+        atomic_store_explicit(&ring.head, h + 1, memory_order_release);
+    }
+    void *sum;
+    pthread_join(c, &sum);
+    double t1 = now_ns();
+    if ((uint64_t)(uintptr_t)sum != total * (total - 1) / 2)
+        fprintf(stderr, "bench_msg: SPSC ring lost data\n");
+    return (double)total / ((t1 - t0) * 1e-9);
+}
+
+/* ---- baseline: raw UCX active messages ----------------------------------------------------- */
+
+static struct {
+    ucp_context_h ctx;
+    ucp_worker_h  worker;
+    ucp_ep_h      ep;
+    uint64_t      received;
+    void         *rndv_desc; /* a rendezvous payload to fetch outside the callback */
+    size_t        rndv_len;
+} rx;
+
+static ucs_status_t raw_am_cb(void *arg, const void *header, size_t header_length, void *data,
+                              size_t length, const ucp_am_recv_param_t *param)
+{
+    (void)arg; (void)header; (void)header_length;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        rx.rndv_desc = data;
+        rx.rndv_len  = length;
+        return UCS_INPROGRESS;
+    }
+    rx.received++;
+    return UCS_OK;
+}
+
+static void raw_fetch_rndv(void)
+{
+    static char         sink[65536];
+    ucp_request_param_t rp = {.op_attr_mask = 0};
+    void               *desc = rx.rndv_desc;
+    rx.rndv_desc             = NULL;
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(rx.worker, desc, sink, rx.rndv_len, &rp);
+    if (UCS_PTR_IS_PTR(r)) {
+        while (ucp_request_check_status(r) == UCS_INPROGRESS)
+            ucp_worker_progress(rx.worker);
+        ucp_request_free(r);
+    }
+    rx.received++;
+}
+
+static void raw_ucx_init(void)
+{
+    ucp_config_t *config;
+    ucp_config_read(NULL, NULL, &config);
+    ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
+    if (ucp_init(&up, config, &rx.ctx) != UCS_OK)
+        die("ucp_init");
+    ucp_config_release(config);
+    ucp_worker_params_t wp = {.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    if (ucp_worker_create(rx.ctx, &wp, &rx.worker) != UCS_OK)
+        die("ucp_worker_create");
+    ucp_am_handler_param_t hp = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = 3, .cb = raw_am_cb, .flags = UCP_AM_FLAG_WHOLE_MSG};
+    ucp_worker_set_am_recv_handler(rx.worker, &hp);
+    ucp_address_t *addr;
+    size_t         len;
+    ucp_worker_get_address(rx.worker, &addr, &len);
+    int  ilen = (int)len, plen = 0;
+    int  peer = 1 - rank;
+    MPI_Sendrecv(&ilen, 1, MPI_INT, peer, 0, &plen, 1, MPI_INT, peer, 0, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    char *paddr = malloc((size_t)plen);
+    MPI_Sendrecv(addr, ilen, MPI_BYTE, peer, 1, paddr, plen, MPI_BYTE, peer, 1, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    ucp_worker_release_address(rx.worker, addr);
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+                          .address    = (ucp_address_t *)paddr};
+    if (ucp_ep_create(rx.worker, &ep, &rx.ep) != UCS_OK)
+        die("ucp_ep_create");
+    free(paddr);
+    /* Wire up the endpoint both ways before timing. */
+    for (int i = 0; i < 100; i++)
+        ucp_worker_progress(rx.worker);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void raw_send(const void *buf, size_t size)
+{
+    static uint64_t     hdr;
+    ucp_request_param_t rp = {.op_attr_mask = 0};
+    ucs_status_ptr_t    r  = ucp_am_send_nbx(rx.ep, 3, &hdr, sizeof(hdr), buf, size, &rp);
+    if (UCS_PTR_IS_PTR(r)) {
+        while (ucp_request_check_status(r) == UCS_INPROGRESS)
+            ucp_worker_progress(rx.worker);
+        ucp_request_free(r);
+    } else if (UCS_PTR_IS_ERR(r)) {
+        die("ucp_am_send_nbx");
+    }
+}
+
+static void raw_wait(uint64_t count)
+{
+    while (rx.received < count) {
+        ucp_worker_progress(rx.worker);
+        if (rx.rndv_desc)
+            raw_fetch_rndv();
+    }
+}
+
+static double raw_am_latency_ns(size_t size, int iters)
+{
+    static char buf[65536];
+    rx.received = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = now_ns();
+    for (int i = 1; i <= iters; i++) {
+        if (rank == 0) {
+            raw_send(buf, size);
+            raw_wait((uint64_t)i);
+        } else {
+            raw_wait((uint64_t)i);
+            raw_send(buf, size);
+        }
+    }
+    double t1 = now_ns();
+    return (t1 - t0) / (2.0 * iters);
+}
+
+static double raw_am_rate(uint64_t total)
+{
+    static char buf[8];
+    rx.received = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = now_ns();
+    if (rank == 0) {
+        for (uint64_t i = 0; i < total; i++) {
+            raw_send(buf, sizeof(buf));
+            if ((i & 63) == 0)
+                ucp_worker_progress(rx.worker);
+        }
+        raw_wait(1); /* the receiver's ack */
+    } else {
+        raw_wait(total);
+        raw_send(buf, 0);
+    }
+    double t1 = now_ns();
+    return (double)total / ((t1 - t0) * 1e-9);
+}
+
+static void raw_ucx_fini(void)
+{
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags        = UCP_EP_CLOSE_FLAG_FORCE};
+    void *r = ucp_ep_close_nbx(rx.ep, &rp);
+    if (UCS_PTR_IS_PTR(r)) {
+        while (ucp_request_check_status(r) == UCS_INPROGRESS)
+            ucp_worker_progress(rx.worker);
+        ucp_request_free(r);
+    }
+    ucp_worker_destroy(rx.worker);
+    ucp_cleanup(rx.ctx);
+}
+
+/* ---- Tessera: ping-pong --------------------------------------------------------------------- */
+
+static tess_array_h pp_arr;
+static tess_entry_t E_PING;
+static struct {
+    int    iters, count;
+    size_t size;
+    double t0;
+} pp;
+
+static int pp_map(tess_index_t i, const int32_t ext[3], int npes, void *arg)
+{
+    (void)ext; (void)npes; (void)arg;
+    return i.x; /* element 0 on PE 0, element 1 on PE 1 */
+}
+
+static void pp_ping(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)e;
+    int me = tess_ctx_index(ctx).x;
+    if (me == 0 && ++pp.count == pp.iters) {
+        double dt = (now_ns() - pp.t0) / (2.0 * pp.iters);
+        tess_exit_with(&dt, sizeof(dt));
+        return;
+    }
+    tess_send(pp_arr, tess_idx1(1 - me), E_PING, msg, size);
+}
+
+static void pp_start(void *arg)
+{
+    static char buf[65536];
+    (void)arg;
+    if (rank != 0)
+        return;
+    pp.count = 0;
+    pp.t0    = now_ns();
+    tess_send(pp_arr, tess_idx1(1), E_PING, buf, pp.size);
+}
+
+static double tess_latency_ns(size_t size, int iters)
+{
+    pp.size  = size;
+    pp.iters = iters;
+    if (tess_run(TESS_RUN_UNTIL_EXIT, pp_start, NULL) != TESS_OK)
+        die("tess_run");
+    double dt;
+    if (tess_result(&dt, sizeof(dt), NULL) != TESS_OK)
+        die("tess_result");
+    return dt;
+}
+
+/* ---- Tessera: message rate ------------------------------------------------------------------ */
+
+#define RATE_SENDERS 64
+#define RATE_BURST   64
+static tess_array_h rt_arr;
+static tess_entry_t E_GO, E_DATA, E_ACK;
+static struct {
+    int      rounds;
+    double   t0;
+    int      done; /* senders finished (PE 0 only) */
+} rt;
+
+typedef struct {
+    int     round;
+    int64_t got;
+} rate_elem_t;
+
+static int rt_map(tess_index_t i, const int32_t ext[3], int npes, void *arg)
+{
+    (void)arg; (void)npes;
+    return i.x < ext[0] / 2 ? 0 : 1; /* senders on PE 0, receivers on PE 1 */
+}
+
+static void rt_burst(tess_ctx_h ctx)
+{
+    uint64_t v = 42;
+    int      peer = tess_ctx_index(ctx).x + RATE_SENDERS;
+    for (int i = 0; i < RATE_BURST; i++)
+        tess_send(rt_arr, tess_idx1(peer), E_DATA, &v, sizeof(v));
+}
+
+static void rt_go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg; (void)size;
+    ((rate_elem_t *)e)->round = 0;
+    rt_burst(ctx);
+}
+
+static void rt_data(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg; (void)size;
+    rate_elem_t *r = e;
+    if (++r->got % RATE_BURST == 0)
+        tess_send(rt_arr, tess_idx1(tess_ctx_index(ctx).x - RATE_SENDERS), E_ACK, NULL, 0);
+}
+
+static void rt_ack(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg; (void)size;
+    rate_elem_t *r = e;
+    if (++r->round < rt.rounds) {
+        rt_burst(ctx);
+        return;
+    }
+    if (++rt.done == RATE_SENDERS) {
+        double dt = (now_ns() - rt.t0) * 1e-9;
+        double rate = (double)RATE_SENDERS * RATE_BURST * rt.rounds / dt;
+        tess_exit_with(&rate, sizeof(rate));
+    }
+}
+
+static void rt_start(void *arg)
+{
+    (void)arg;
+    if (rank != 0)
+        return;
+    rt.done = 0;
+    rt.t0   = now_ns();
+    for (int i = 0; i < RATE_SENDERS; i++)
+        tess_send(rt_arr, tess_idx1(i), E_GO, NULL, 0);
+}
+
+static double tess_rate(int rounds)
+{
+    rt.rounds = rounds;
+    if (tess_run(TESS_RUN_UNTIL_EXIT, rt_start, NULL) != TESS_OK)
+        die("tess_run");
+    double r;
+    if (tess_result(&r, sizeof(r), NULL) != TESS_OK)
+        die("tess_result");
+    return r;
+}
+
+/* ---- driver ---------------------------------------------------------------------------------- */
+
+static void report(const char *mode, const char *metric, size_t size, double *base, double *tess,
+                   const char *unit, const char *base_name)
+{
+    double mb = median(base, reps), mt = median(tess, reps);
+    if (rank != 0)
+        return;
+    int lower_better = !strcmp(unit, "us");
+    printf("%-8s %-8s %7zu  %-16s %10.3f  tessera %10.3f %-5s  ratio %6.2f\n", mode, metric,
+           size, base_name, mb, mt, unit, lower_better ? mt / mb : mb / mt);
+    if (csv)
+        fprintf(csv, "%s,%s,%zu,%s,%.4f,%.4f,%s,%.3f\n", mode, metric, size, base_name, mb, mt,
+                unit, mt / mb);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK)
+        die("tess_init");
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
+            csv_path = argv[++i];
+    }
+    if (reps < 1 || reps > 64)
+        reps = 7;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    if (tess_num_pes() != 2) {
+        if (rank == 0)
+            fprintf(stderr, "bench_msg needs exactly 2 PEs: -np 1 with +ppn 2, or -np 2 with "
+                            "+ppn 1\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    int         xproc = nprocs == 2;
+    const char *mode  = xproc ? "xproc" : "inproc";
+    if (rank == 0 && csv_path) {
+        csv = fopen(csv_path, "a");
+        if (!csv)
+            fprintf(stderr, "bench_msg: cannot open %s\n", csv_path);
+    }
+    if (xproc)
+        raw_ucx_init();
+
+    if (tess_entry_register("ping", pp_ping, &E_PING) != TESS_OK ||
+        tess_entry_register("go", rt_go, &E_GO) != TESS_OK ||
+        tess_entry_register("data", rt_data, &E_DATA) != TESS_OK ||
+        tess_entry_register("ack", rt_ack, &E_ACK) != TESS_OK)
+        die("tess_entry_register");
+    tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_MAP | TESS_ARRAY_FIELD_NAME,
+                             .name = "pingpong", .ndims = 1, .extents = {2},
+                             .map = TESS_MAP_USER, .map_fn = pp_map};
+    if (tess_array_create(&p, &pp_arr) != TESS_OK)
+        die("tess_array_create");
+    p.name       = "rate";
+    p.extents[0] = 2 * RATE_SENDERS;
+    p.elem_size  = sizeof(rate_elem_t);
+    p.map_fn     = rt_map;
+    if (tess_array_create(&p, &rt_arr) != TESS_OK)
+        die("tess_array_create");
+
+    static const size_t sizes[] = {0, 8, 1024, 65536};
+    double base[64], tess[64];
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        int iters = sizes[s] >= 65536 ? 2000 : 20000;
+        /* Warm up both. */
+        tess_latency_ns(sizes[s], iters / 10);
+        if (xproc)
+            raw_am_latency_ns(sizes[s], iters / 10);
+        else if (rank == 0)
+            hand_latency_ns(sizes[s], iters / 10);
+        for (int r = 0; r < reps; r++) {
+            if (xproc)
+                base[r] = raw_am_latency_ns(sizes[s], iters);
+            else
+                base[r] = hand_latency_ns(sizes[s], iters);
+            tess[r] = tess_latency_ns(sizes[s], iters);
+        }
+        for (int r = 0; r < reps; r++) {
+            base[r] *= 1e-3;
+            tess[r] *= 1e-3;
+        }
+        report(mode, "latency", sizes[s], base, tess, "us",
+               xproc ? "raw-ucp-am" : "spin-handoff");
+    }
+    tess_rate(2);
+    for (int r = 0; r < reps; r++) {
+        uint64_t total = 2000000;
+        if (xproc)
+            base[r] = raw_am_rate(total) * 1e-6;
+        else
+            base[r] = ring_rate(total) * 1e-6;
+        tess[r] = tess_rate(250) * 1e-6;
+    }
+    report(mode, "rate", 8, base, tess, "M/s", xproc ? "raw-ucp-am" : "spsc-ring");
+
+    if (xproc)
+        raw_ucx_fini();
+    if (csv)
+        fclose(csv);
+    tess_finalize();
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,231 @@
+/*
+ * dc_int.h — private to src/devcomm: control-message layouts, the process's staging state and
+ * the functions the path files share.
+ */
+#ifndef TESS_DC_INT_H
+#define TESS_DC_INT_H
+
+#include "devcomm.h"
+
+#define DC_ALIGN        256
+#define DC_RKEY_MAX     1024 /* bytes of one packed UCX key */
+#define DC_MAP_CACHE    512  /* direct-IPC mappings kept open */
+#define DC_REG_CACHE    256  /* RDMA registrations kept */
+
+/* Control-message kinds (core message hdr.flags). */
+enum dc_kind {
+    DC_K_D2D = 1,
+    DC_K_STAGED,      /* IPC through the sender's comm buffer */
+    DC_K_DIRECT,      /* IPC from the sender's allocation */
+    DC_K_RDMA,        /* receiver gets from the sender's registered buffers */
+    DC_K_RSTAGED,     /* RDMA through bounce buffers: the message's header */
+    DC_K_CHUNK,       /* RDMA through bounce buffers: one staged chunk */
+    DC_K_GOT,         /* (local) a get of a chunk or of RDMA buffers completed */
+    DC_K_ACK,         /* to the sender: release staging resources, maybe run done */
+    DC_K_DONE,        /* to the sender's PE: run the done callback */
+    DC_K_MAX
+};
+
+/* The fixed part of every data-carrying control message. Per-buffer records of the kind
+ * follow, then the header bytes, then (RDMA) the packed keys. */
+typedef struct dc_ctl {
+    uint64_t a0, a1;
+    uint64_t msg_id;            /* the sender's record of this send (0: none) */
+    uint64_t sizes[TESS_DEV_MAX_BUFS];
+    uint32_t nbufs, header_len;
+    int32_t  event;             /* IPC event index, -1 none */
+    uint32_t extra_len;         /* bytes after the header (RDMA keys) */
+    uint64_t event_ptr;         /* D2D: the event in this process */
+} dc_ctl_t;
+
+typedef struct dc_rec_d2d    { uint64_t src; } dc_rec_d2d_t;
+typedef struct dc_rec_staged { uint64_t offset; } dc_rec_staged_t;
+typedef struct dc_rec_direct {
+    tess_gpu_ipc_handle_t handle;
+    uint64_t              alloc_id, offset;
+} dc_rec_direct_t;
+typedef struct dc_rec_rdma   { uint64_t raddr; uint32_t rkey_off, rkey_len; } dc_rec_rdma_t;
+
+/* RDMA staged: one chunk. */
+typedef struct dc_chunk_msg {
+    uint64_t msg_id;
+    uint32_t buf, slot;     /* buffer index at the receiver, sender bounce slot */
+    uint64_t offset, len;
+    uint32_t nchunks, pad;
+} dc_chunk_msg_t;
+
+/* Acknowledgement to the sender. */
+typedef struct dc_ack_msg {
+    uint32_t kind;          /* what it releases: DC_K_STAGED/DIRECT/RDMA/CHUNK */
+    int32_t  event;
+    uint64_t offset, size;  /* staged slot, or bounce slot in offset */
+    uint64_t msg_id;        /* the sender's record to complete (0: none) */
+} dc_ack_msg_t;
+
+/* What the sender keeps of a send until its acknowledgement or copy completion: control
+ * messages name it by id, so nothing that arrives is followed as a pointer. */
+typedef struct dc_sent {
+    tess_dev_done_fn_t done;
+    void              *done_arg;
+    struct dc_reg     *regs[TESS_DEV_MAX_BUFS];
+} dc_sent_t;
+
+static inline size_t dc_rec_size(unsigned kind)
+{
+    switch (kind) {
+    case DC_K_D2D:    return sizeof(dc_rec_d2d_t);
+    case DC_K_STAGED: return sizeof(dc_rec_staged_t);
+    case DC_K_DIRECT: return sizeof(dc_rec_direct_t);
+    case DC_K_RDMA:   return sizeof(dc_rec_rdma_t);
+    default:          return 0;
+    }
+}
+
+static inline void *dc_recs(dc_ctl_t *c) { return c + 1; }
+static inline const void *dc_header(const dc_ctl_t *c, unsigned kind)
+{
+    return (const char *)(c + 1) + c->nbufs * dc_rec_size(kind);
+}
+static inline const void *dc_extra(const dc_ctl_t *c, unsigned kind)
+{
+    return (const char *)dc_header(c, kind) + c->header_len;
+}
+
+/* A send waiting for a staging resource. */
+typedef struct dc_pending {
+    struct dc_pending *next;
+    int                kind;    /* DC_K_STAGED, DC_K_DIRECT, DC_K_CHUNK */
+    int                dst_pe, src_pe;
+    uint64_t           a0, a1;
+    tess_dev_buf_t     bufs[TESS_DEV_MAX_BUFS];
+    int                nbufs;
+    tess_gpu_event_h   ready;   /* recorded on the sender's stream at send time */
+    uint64_t           sent_id; /* the send's record, 0 none */
+    void              *header;
+    size_t             header_len;
+    struct dc_rsend   *rs;      /* DC_K_CHUNK: the message */
+    uint32_t           chunk;   /* DC_K_CHUNK: index */
+} dc_pending_t;
+
+/* A peer process of the node as this one sees it. */
+typedef struct dc_peer {
+    int                    node_index;  /* position in the node's export table, -1 elsewhere */
+    tess_gpu_ipc_handle_t  comm_handle;
+    size_t                 comm_size;
+    void                  *comm;        /* opened comm buffer, NULL until first use */
+    tess_gpu_ipc_handle_t *ev_handles;  /* [nipc] */
+    tess_gpu_event_h      *events;      /* [nipc] opened, NULL until first use */
+    int                    nipc;
+    uint64_t               bounce_raddr;
+    void                  *bounce_rkey;
+    size_t                 bounce_rkey_len;
+} dc_peer_t;
+
+typedef struct dc_state {
+    pthread_mutex_t   lock;
+    tess_gpu_stream_h stream; /* for deferred staging copies */
+
+    /* Plain events for D2D and deferred sends (any PE takes, any PE returns). */
+    tess_gpu_event_h *ev_free;
+    size_t            ev_nfree, ev_cap;
+
+    /* IPC, staged: this process's comm buffer and its interprocess events. */
+    void             *comm;
+    size_t            comm_size;
+    struct dc_range  *comm_free;   /* free ranges, sorted by offset */
+    tess_gpu_event_h *ipc_events;
+    int               nipc;
+    int              *ipc_free;
+    int               ipc_nfree;
+    dc_peer_t        *peers;       /* [processes] */
+
+    tess_hmap_t       exports;     /* alloc_id -> exported handle (direct IPC, sender) */
+    tess_hmap_t       maps;        /* (process, alloc_id) -> mapping (direct IPC, receiver) */
+    uint64_t          map_clock;
+
+    /* RDMA. */
+    tess_hmap_t       regs;        /* alloc_id -> registration */
+    tess_hmap_t       sent;        /* id -> dc_sent_t */
+    uint64_t          next_sent;
+    uint64_t          reg_clock;
+    int               rdma_staged; /* bounce buffers instead of gets into device memory */
+    void             *bounce;      /* pinned: [send slots][recv slots] */
+    size_t            chunk;
+    int               nbounce;     /* slots per direction */
+    tess_net_mem_h    bounce_mem;
+    int              *bsend_free, bsend_nfree;
+    int              *brecv_free, brecv_nfree;
+    uint64_t          next_msg_id;
+
+    dc_pending_t     *pending, *pending_tail; /* sends waiting for resources (FIFO) */
+    pthread_mutex_t   pump_lock;   /* one thread issues waiting sends at a time */
+    _Atomic int       pump_again;
+    struct dc_rchunk *chunk_wait, *chunk_wait_tail; /* chunks waiting for a receive slot */
+    _Atomic int       busy;        /* work in flight that is not a message */
+
+    tess_dc_stats_t   stats;
+    const tess_dc_ops_t *ops;
+    uint16_t          h_ctl;
+    int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */
+    int               forced_path; /* -1 auto */
+} dc_state_t;
+
+extern dc_state_t dc;
+
+/* devcomm.c */
+tess_status_t dc_event_get(tess_gpu_event_h *e_p);
+void          dc_event_put(tess_gpu_event_h e);
+tess_msg_t   *dc_ctl_alloc(unsigned kind, int nbufs, size_t header_len, size_t extra_len,
+                           dc_ctl_t **ctl_p);
+void          dc_ctl_fill(dc_ctl_t *c, uint64_t a0, uint64_t a1, const tess_dev_buf_t *bufs,
+                          int nbufs, const void *header, size_t header_len, unsigned kind);
+/** Keep a record of a send (any PE); returns its id, never 0. */
+uint64_t      dc_sent_add(tess_dev_done_fn_t done, void *done_arg, struct dc_reg **regs);
+/** Take the record back (NULL if there is none: a corrupt id). */
+dc_sent_t    *dc_sent_take(uint64_t id);
+void          dc_send_ctl(tess_msg_t *m, unsigned kind, int dst_pe);
+void          dc_send_ack(int src_pe, const dc_ack_msg_t *ack);
+/** Complete send record `id` (run its done callback) on PE src_pe; 0 does nothing. */
+void          dc_run_done(int src_pe, uint64_t id);
+/** dc_run_done once the work enqueued on `stream` so far has completed. */
+void          dc_done_after(tess_gpu_stream_h stream, int src_pe, uint64_t id);
+void          dc_pending_push(dc_pending_t *p);
+void          dc_pump(void);
+/* Receiver side: post (or temporaries when the target moved) and the final delivery. */
+typedef struct dc_recv {
+    tess_dc_msg_t     m;
+    size_t            sizes[TESS_DEV_MAX_BUFS];
+    void             *dst[TESS_DEV_MAX_BUFS];
+    tess_gpu_stream_h stream;
+    unsigned          flags;
+    int               forward;  /* dst are temporaries */
+    tess_msg_t       *keep;     /* the control message, kept while the header is needed */
+} dc_recv_t;
+dc_recv_t    *dc_recv_begin(tess_msg_t *m, unsigned kind);
+/* The copies are enqueued on r->stream: deliver now or after completion; frees r. */
+void          dc_recv_finish(dc_recv_t *r);
+
+/* dc_ipc.c */
+tess_status_t dc_ipc_init(MPI_Comm node_comm);
+void          dc_ipc_fini(void);
+tess_status_t dc_ipc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
+                          size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
+                          tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
+/** Release what a send record holds besides its callback (RDMA registrations). */
+void          dc_rdma_release_regs(dc_sent_t *rec);
+int           dc_ipc_issue_pending(dc_pending_t *p); /* 1 issued, 0 still no resource */
+void          dc_ipc_recv(tess_msg_t *m, unsigned kind);
+void          dc_ipc_release(const dc_ack_msg_t *ack);
+
+/* dc_rdma.c */
+tess_status_t dc_rdma_init(void);
+void          dc_rdma_fini(void);
+tess_status_t dc_rdma_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
+                           size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
+                           tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
+int           dc_rdma_issue_pending(dc_pending_t *p);
+void          dc_rdma_recv(tess_msg_t *m, unsigned kind);
+void          dc_rdma_release(const dc_ack_msg_t *ack);
+void          dc_rdma_pump_chunks(void);
+
+#endif /* TESS_DC_INT_H */

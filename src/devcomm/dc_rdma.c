@@ -1,0 +1,739 @@
+/* dc_rdma.c — the RDMA path between nodes (and between virtual nodes).
+ *
+ * direct: the sender registers each buffer's allocation once (cache keyed by allocation id,
+ * released least-recently-used and at finalize) and, when its stream has reached the send,
+ * sends address and key. The receiver waits until its own stream has reached the delivery
+ * point (so that the get cannot overwrite data still in use), gets every buffer with UCX, and
+ * acknowledges, which releases the registrations and runs the sender's done callback.
+ *
+ * staged, when UCX cannot reach device memory: a pipeline of pinned bounce buffers on both
+ * sides. The sender copies chunks device-to-host into its send slots and announces each one;
+ * the receiver gets it into a receive slot and copies it host-to-device on its stream. Chunks
+ * of one message move through the three stages concurrently; acknowledgements recycle the
+ * send slots, completed host-to-device copies the receive slots. */
+#include "dc_int.h"
+
+#include <stdlib.h>
+
+typedef struct dc_reg {
+    tess_net_mem_h mem;
+    const void    *rkey;
+    size_t         rkey_len;
+    int            refs;
+    int            cached;   /* in dc.regs (else released when its message is acknowledged) */
+    uint64_t       last_use, alloc_id;
+} dc_reg_t;
+
+typedef struct dc_chunk {
+    uint32_t buf;
+    uint64_t offset, len;
+} dc_chunk_t;
+
+/* Sender state of a staged message. */
+typedef struct dc_rsend {
+    int                dst_pe, src_pe;
+    uint64_t           msg_id;
+    tess_dev_buf_t     bufs[TESS_DEV_MAX_BUFS];
+    dc_chunk_t        *chunks;
+    uint32_t           nchunks, next, staged;
+    tess_gpu_event_h   ready;
+    int                waited;   /* dc.stream waits on ready */
+    uint64_t           sent_id;  /* record completed once every chunk is staged */
+} dc_rsend_t;
+
+/* Receiver state of an RDMA message, direct or staged. */
+typedef struct dc_rrecv {
+    int        kind;     /* DC_K_RDMA or DC_K_RSTAGED */
+    int        pe;       /* receiving PE */
+    int        src;      /* sending process */
+    dc_recv_t *r;
+    uint32_t   nchunks, copied;
+    _Atomic int gets;    /* direct: gets in flight */
+    dc_ack_msg_t ack;
+    int        ack_pe;
+    uint64_t   raddr[TESS_DEV_MAX_BUFS];
+    void      *rkey[TESS_DEV_MAX_BUFS];
+    size_t     rkey_len[TESS_DEV_MAX_BUFS];
+} dc_rrecv_t;
+
+/* A chunk on the receiver side, from its announcement to its host-to-device copy. */
+typedef struct dc_rchunk {
+    struct dc_rchunk *next;
+    dc_rrecv_t       *rr;
+    dc_chunk_msg_t    msg;
+    int               slot;      /* receive slot */
+    int               sender_pe;
+} dc_rchunk_t;
+
+/* What a completed get names (a GOT notice carries a pointer to it). */
+typedef struct dc_got {
+    int   is_chunk;
+    void *what;
+} dc_got_t;
+
+static tess_hmap_t rrecvs; /* (process, msg_id) -> dc_rrecv_t, staged messages being received */
+
+static int dc_mem_type(void)
+{
+    switch (tess_gpu_backend()) {
+    case TESS_GPU_CUDA: return TESS_NET_MEM_CUDA;
+    case TESS_GPU_HIP:  return TESS_NET_MEM_ROCM;
+    default:            return TESS_NET_MEM_HOST;
+    }
+}
+
+static inline char *bounce_send(int slot) { return (char *)dc.bounce + (size_t)slot * dc.chunk; }
+static inline char *bounce_recv(int slot)
+{
+    return (char *)dc.bounce + ((size_t)dc.nbounce + (size_t)slot) * dc.chunk;
+}
+
+/* ---- init / fini ------------------------------------------------------------------------- */
+
+static tess_status_t rdma_exchange_bounce(void)
+{
+    int       len = (int)dc.peers[tess_rt.rank].bounce_rkey_len;
+    int      *lens = tess_calloc((size_t)tess_rt.size, sizeof(int), "key lengths");
+    int      *displs = tess_calloc((size_t)tess_rt.size, sizeof(int), "key offsets");
+    uint64_t *bases = tess_calloc((size_t)tess_rt.size, sizeof(uint64_t), "bounce addresses");
+    char     *keys = NULL;
+    tess_status_t st = TESS_ERR_NO_MEMORY;
+    if (!lens || !displs || !bases)
+        goto out;
+    uint64_t base = (uint64_t)(uintptr_t)dc.bounce;
+    MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, tess_rt.comm);
+    MPI_Allgather(&base, 1, MPI_UINT64_T, bases, 1, MPI_UINT64_T, tess_rt.comm);
+    size_t total = 0;
+    for (int i = 0; i < tess_rt.size; i++) {
+        displs[i] = (int)total;
+        total += (size_t)lens[i];
+    }
+    keys = tess_malloc(total, "bounce keys");
+    if (!keys)
+        goto out;
+    MPI_Allgatherv(dc.peers[tess_rt.rank].bounce_rkey, len, MPI_BYTE, keys, lens, displs,
+                   MPI_BYTE, tess_rt.comm);
+    for (int i = 0; i < tess_rt.size; i++) {
+        if (i == tess_rt.rank)
+            continue;
+        dc_peer_t *p       = &dc.peers[i];
+        p->bounce_raddr    = bases[i];
+        p->bounce_rkey_len = (size_t)lens[i];
+        p->bounce_rkey     = tess_malloc((size_t)lens[i], "a bounce key");
+        if (!p->bounce_rkey)
+            goto out;
+        memcpy(p->bounce_rkey, keys + displs[i], (size_t)lens[i]);
+    }
+    dc.peers[tess_rt.rank].bounce_raddr = base;
+    st = TESS_OK;
+out:
+    free(lens);
+    free(displs);
+    free(bases);
+    free(keys);
+    return st;
+}
+
+tess_status_t dc_rdma_init(void)
+{
+    tess_status_t st = tess_hmap_init(&rrecvs, 64);
+    if (st != TESS_OK)
+        return st;
+    int want_staged = !strcmp(tess_cfg.rdma, "staged") ||
+                      (!strcmp(tess_cfg.rdma, "auto") && !tess_net_mem_type_supported(dc_mem_type()));
+    if (!strcmp(tess_cfg.rdma, "direct") && !tess_net_mem_type_supported(dc_mem_type()))
+        return tess_error(TESS_ERR_UNSUPPORTED, "TESS_RDMA=direct, but this UCX cannot access "
+                          "%s memory (UCX built without that transport)", tess_gpu_backend_name());
+    /* Both ends of a transfer must agree: stage everywhere if anyone must. */
+    MPI_Allreduce(&want_staged, &dc.rdma_staged, 1, MPI_INT, MPI_MAX, tess_rt.comm);
+    long chunk[2] = {-(long)tess_cfg.bounce_chunk, (long)tess_cfg.bounce_chunk};
+    MPI_Allreduce(MPI_IN_PLACE, chunk, 2, MPI_LONG, MPI_MAX, tess_rt.comm);
+    if (-chunk[0] != chunk[1] || tess_cfg.bounce_chunk < 4096)
+        return tess_error(TESS_ERR_INVALID, "TESS_BOUNCE_CHUNK must be the same everywhere and "
+                          ">= 4096 (it is %zu here)", tess_cfg.bounce_chunk);
+    if (!dc.rdma_staged)
+        return TESS_OK;
+
+    dc.chunk   = tess_cfg.bounce_chunk;
+    dc.nbounce = tess_cfg.bounce_count;
+    size_t size = 2 * (size_t)dc.nbounce * dc.chunk;
+    if ((st = tess_gpu->host_alloc(size, &dc.bounce)) != TESS_OK)
+        return st;
+    dc_peer_t *me = &dc.peers[tess_rt.rank];
+    const void *rkey;
+    st = tess_net_mem_register(dc.bounce, size, TESS_NET_MEM_HOST, &dc.bounce_mem, &rkey,
+                               &me->bounce_rkey_len);
+    if (st != TESS_OK)
+        return st;
+    me->bounce_rkey = tess_malloc(me->bounce_rkey_len, "the bounce key");
+    dc.bsend_free   = tess_malloc((size_t)dc.nbounce * sizeof(int), "send slots");
+    dc.brecv_free   = tess_malloc((size_t)dc.nbounce * sizeof(int), "receive slots");
+    if (!me->bounce_rkey || !dc.bsend_free || !dc.brecv_free)
+        return TESS_ERR_NO_MEMORY;
+    memcpy(me->bounce_rkey, rkey, me->bounce_rkey_len);
+    for (int i = 0; i < dc.nbounce; i++) {
+        dc.bsend_free[dc.bsend_nfree++] = dc.nbounce - 1 - i;
+        dc.brecv_free[dc.brecv_nfree++] = dc.nbounce - 1 - i;
+    }
+    tess_info("devcomm: RDMA through %d x %zu-byte pinned bounce buffers", dc.nbounce, dc.chunk);
+    return rdma_exchange_bounce();
+}
+
+void dc_rdma_fini(void)
+{
+    size_t   it = 0;
+    uint64_t key;
+    void    *val;
+    while (tess_hmap_next(&dc.regs, &it, &key, &val)) {
+        dc_reg_t *g = val;
+        tess_net_mem_deregister(g->mem);
+        dc.stats.reg_releases++;
+        free(g);
+    }
+    it = 0;
+    while (tess_hmap_next(&rrecvs, &it, &key, &val))
+        free(val);
+    tess_hmap_fini(&rrecvs);
+    if (dc.bounce_mem)
+        tess_net_mem_deregister(dc.bounce_mem);
+    if (dc.bounce)
+        tess_gpu->host_free(dc.bounce);
+    free(dc.bsend_free);
+    free(dc.brecv_free);
+    while (dc.chunk_wait) {
+        dc_rchunk_t *c = dc.chunk_wait;
+        dc.chunk_wait  = c->next;
+        free(c);
+    }
+}
+
+/* ---- registrations (lock held) ----------------------------------------------------------- */
+
+static void reg_release(dc_reg_t *g)
+{
+    tess_net_mem_deregister(g->mem);
+    dc.stats.reg_releases++;
+    free(g);
+}
+
+static dc_reg_t *reg_get(const tess_dev_buf_t *b)
+{
+    tess_gpu_ptr_info_t info = {0};
+    tess_gpu->ptr_query(b->ptr, &info);
+    int       mt = info.is_device ? dc_mem_type() : TESS_NET_MEM_HOST;
+    dc_reg_t *g  = info.alloc_id ? tess_hmap_get(&dc.regs, info.alloc_id) : NULL;
+    if (g) {
+        dc.stats.reg_hits++;
+    } else {
+        if (info.alloc_id && dc.regs.count >= DC_REG_CACHE) {
+            size_t    it = 0;
+            uint64_t  k, best_key = 0;
+            void     *v;
+            dc_reg_t *best = NULL;
+            while (tess_hmap_next(&dc.regs, &it, &k, &v)) {
+                dc_reg_t *c = v;
+                if (!c->refs && (!best || c->last_use < best->last_use)) {
+                    best     = c;
+                    best_key = k;
+                }
+            }
+            if (best) {
+                tess_hmap_remove(&dc.regs, best_key);
+                reg_release(best);
+            }
+        }
+        g = tess_calloc(1, sizeof(*g), "a registration");
+        /* A cached registration covers the whole allocation; others the buffer alone. */
+        void  *addr = info.alloc_id && info.base ? info.base : b->ptr;
+        size_t len  = info.alloc_id && info.base ? info.size : b->size;
+        if (!g || tess_net_mem_register(addr, len, mt, &g->mem, &g->rkey, &g->rkey_len) != TESS_OK)
+            tess_fatal("devcomm: cannot register a %zu-byte buffer for RDMA: %s", len,
+                       tess_error_detail());
+        if (g->rkey_len > DC_RKEY_MAX)
+            tess_fatal("devcomm: a UCX key of %zu bytes (at most %d)", g->rkey_len, DC_RKEY_MAX);
+        g->alloc_id = info.alloc_id;
+        if (info.alloc_id) {
+            g->cached = 1;
+            if (tess_hmap_put(&dc.regs, info.alloc_id, g) != TESS_OK)
+                tess_fatal("out of memory caching a registration");
+        }
+        dc.stats.reg_creates++;
+    }
+    g->refs++;
+    g->last_use = ++dc.reg_clock;
+    return g;
+}
+
+/* ---- direct: sending --------------------------------------------------------------------- */
+
+typedef struct rdma_ctl_cont {
+    tess_msg_t *m;
+    int         dst_pe;
+} rdma_ctl_cont_t;
+
+static void rdma_send_ctl_cont(void *arg)
+{
+    rdma_ctl_cont_t *c = arg;
+    dc_send_ctl(c->m, DC_K_RDMA, c->dst_pe);
+    free(c);
+}
+
+static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
+                                      size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
+                                      tess_gpu_stream_h stream, tess_dev_done_fn_t done,
+                                      void *done_arg)
+{
+    dc_reg_t *regs[TESS_DEV_MAX_BUFS] = {0};
+    size_t    extra = 0;
+    pthread_mutex_lock(&dc.lock);
+    dc.stats.rdma_direct++;
+    for (int i = 0; i < nbufs; i++) {
+        if (!bufs[i].size)
+            continue;
+        regs[i] = reg_get(&bufs[i]);
+        extra += regs[i]->rkey_len;
+    }
+    pthread_mutex_unlock(&dc.lock);
+    dc_ctl_t   *c;
+    tess_msg_t *m = dc_ctl_alloc(DC_K_RDMA, nbufs, header_len, extra, &c);
+    dc_ctl_fill(c, a0, a1, bufs, nbufs, header, header_len, DC_K_RDMA);
+    /* The registrations stay with the sender's record until the acknowledgement. */
+    c->msg_id = dc_sent_add(done, done_arg, regs);
+    dc_rec_rdma_t *rec  = dc_recs(c);
+    char          *keys = (char *)dc_extra(c, DC_K_RDMA);
+    uint32_t       off  = 0;
+    for (int i = 0; i < nbufs; i++) {
+        if (!regs[i])
+            continue;
+        rec[i].raddr    = (uint64_t)(uintptr_t)bufs[i].ptr;
+        rec[i].rkey_off = off;
+        rec[i].rkey_len = (uint32_t)regs[i]->rkey_len;
+        memcpy(keys + off, regs[i]->rkey, regs[i]->rkey_len);
+        off += (uint32_t)regs[i]->rkey_len;
+    }
+    /* Announce once the data is ready on the sender's stream. */
+    rdma_ctl_cont_t *k = tess_malloc(sizeof(*k), "an RDMA announcement");
+    if (!k)
+        tess_fatal("out of memory");
+    *k = (rdma_ctl_cont_t){m, dst_pe};
+    return tess_core_gpu_then(stream, rdma_send_ctl_cont, k);
+}
+
+/* ---- staged: sending --------------------------------------------------------------------- */
+
+typedef struct chunk_cont {
+    dc_rsend_t      *rs;
+    uint32_t         chunk;
+    int              slot;
+    tess_gpu_event_h ev;
+} chunk_cont_t;
+
+static void chunk_staged(void *arg)
+{
+    chunk_cont_t *k  = arg;
+    dc_rsend_t   *rs = k->rs;
+    dc_event_put(k->ev);
+    tess_msg_t *m = tess_core_msg_alloc(sizeof(dc_chunk_msg_t));
+    if (!m)
+        tess_fatal("out of memory announcing a chunk");
+    dc_chunk_t     *ch = &rs->chunks[k->chunk];
+    dc_chunk_msg_t *cm = tess_msg_payload(m);
+    *cm = (dc_chunk_msg_t){.msg_id = rs->msg_id, .buf = ch->buf, .slot = (uint32_t)k->slot,
+                           .offset = ch->offset, .len = ch->len, .nchunks = rs->nchunks};
+    dc_send_ctl(m, DC_K_CHUNK, rs->dst_pe);
+    free(k);
+    /* Every chunk is out of the source: its buffers may be reused. */
+    if (++rs->staged == rs->nchunks) {
+        dc_run_done(rs->src_pe, rs->sent_id);
+        dc_event_put(rs->ready);
+        free(rs->chunks);
+        free(rs);
+    }
+}
+
+/* Stage chunks while send slots last; 1 when every chunk is on its way. */
+static int rsend_issue(dc_rsend_t *rs)
+{
+    while (rs->next < rs->nchunks) {
+        pthread_mutex_lock(&dc.lock);
+        int slot = dc.bsend_nfree > 0 ? dc.bsend_free[--dc.bsend_nfree] : -1;
+        pthread_mutex_unlock(&dc.lock);
+        if (slot < 0)
+            return 0;
+        if (!rs->waited) {
+            if (tess_gpu->stream_wait_event(dc.stream, rs->ready) != TESS_OK)
+                tess_fatal("devcomm: stream wait failed: %s", tess_error_detail());
+            rs->waited = 1;
+        }
+        dc_chunk_t   *ch = &rs->chunks[rs->next];
+        chunk_cont_t *k  = tess_malloc(sizeof(*k), "a chunk");
+        if (!k || dc_event_get(&k->ev) != TESS_OK)
+            tess_fatal("out of memory staging a chunk");
+        k->rs    = rs;
+        k->chunk = rs->next++;
+        k->slot  = slot;
+        if (tess_gpu->memcpy_async(bounce_send(slot), (char *)rs->bufs[ch->buf].ptr + ch->offset,
+                                   ch->len, dc.stream) != TESS_OK ||
+            tess_gpu->event_record(k->ev, dc.stream) != TESS_OK)
+            tess_fatal("devcomm: staging a chunk failed: %s", tess_error_detail());
+        if (tess_core_gpu_when(k->ev, chunk_staged, k) != TESS_OK)
+            tess_fatal("cannot wait for a staged chunk: %s", tess_error_detail());
+    }
+    return 1;
+}
+
+static uint32_t count_chunks(const size_t *sizes, int nbufs)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < nbufs; i++)
+        n += (uint32_t)((sizes[i] + dc.chunk - 1) / dc.chunk);
+    return n;
+}
+
+static tess_status_t rdma_send_staged(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
+                                      size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
+                                      tess_gpu_stream_h stream, tess_dev_done_fn_t done,
+                                      void *done_arg)
+{
+    size_t sizes[TESS_DEV_MAX_BUFS];
+    for (int i = 0; i < nbufs; i++)
+        sizes[i] = bufs[i].size;
+    uint32_t    nchunks = count_chunks(sizes, nbufs);
+    dc_ctl_t   *c;
+    tess_msg_t *m = dc_ctl_alloc(DC_K_RSTAGED, nbufs, header_len, 0, &c);
+    dc_ctl_fill(c, a0, a1, bufs, nbufs, header, header_len, DC_K_RSTAGED);
+    pthread_mutex_lock(&dc.lock);
+    dc.stats.rdma_staged++;
+    c->msg_id = ++dc.next_msg_id;
+    pthread_mutex_unlock(&dc.lock);
+    uint64_t msg_id = c->msg_id;
+    dc_send_ctl(m, DC_K_RSTAGED, dst_pe);
+    if (nchunks == 0) {
+        /* Nothing to move: the buffers are free at once. */
+        if (done)
+            done(done_arg);
+        return TESS_OK;
+    }
+    dc_rsend_t *rs = tess_calloc(1, sizeof(*rs), "a staged RDMA send");
+    if (!rs || !(rs->chunks = tess_malloc(nchunks * sizeof(dc_chunk_t), "chunks")))
+        tess_fatal("out of memory staging a device message");
+    rs->dst_pe   = dst_pe;
+    rs->src_pe   = tess_pe();
+    rs->msg_id   = msg_id;
+    rs->nchunks  = nchunks;
+    rs->sent_id  = done ? dc_sent_add(done, done_arg, NULL) : 0;
+    memcpy(rs->bufs, bufs, (size_t)nbufs * sizeof(*bufs));
+    uint32_t k = 0;
+    for (int i = 0; i < nbufs; i++)
+        for (size_t off = 0; off < sizes[i]; off += dc.chunk)
+            rs->chunks[k++] = (dc_chunk_t){(uint32_t)i, off, TESS_MIN(dc.chunk, sizes[i] - off)};
+    if (dc_event_get(&rs->ready) != TESS_OK || tess_gpu->event_record(rs->ready, stream) != TESS_OK)
+        tess_fatal("devcomm: cannot record a ready event: %s", tess_error_detail());
+    pthread_mutex_lock(&dc.lock);
+    int queued = dc.pending != NULL;
+    pthread_mutex_unlock(&dc.lock);
+    if (!queued && rsend_issue(rs))
+        return TESS_OK;
+    dc_pending_t *p = tess_calloc(1, sizeof(*p), "a waiting staged send");
+    if (!p)
+        tess_fatal("out of memory");
+    p->kind   = DC_K_CHUNK;
+    p->dst_pe = dst_pe;
+    p->rs     = rs;
+    dc_pending_push(p);
+    return TESS_OK;
+}
+
+int dc_rdma_issue_pending(dc_pending_t *p)
+{
+    return rsend_issue(p->rs);
+}
+
+tess_status_t dc_rdma_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
+                           size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
+                           tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg)
+{
+    if (dc.rdma_staged)
+        return rdma_send_staged(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
+                                done_arg);
+    return rdma_send_direct(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
+                            done_arg);
+}
+
+/* ---- receiving --------------------------------------------------------------------------- */
+
+static void got_post(int pe, int is_chunk, void *what)
+{
+    dc_got_t *g = tess_malloc(sizeof(*g), "a completion notice");
+    tess_msg_t *m = tess_core_msg_alloc(sizeof(uint64_t));
+    if (!g || !m)
+        tess_fatal("out of memory noting a completed get");
+    g->is_chunk = is_chunk;
+    g->what     = what;
+    *(uint64_t *)tess_msg_payload(m) = (uint64_t)(uintptr_t)g;
+    dc_send_ctl(m, DC_K_GOT, pe);
+}
+
+/* Completion of a get (from network progress, on some PE of this process). */
+static void direct_get_done(void *arg, tess_status_t status)
+{
+    dc_rrecv_t *rr = arg;
+    if (status != TESS_OK)
+        tess_fatal("devcomm: an RDMA get from process %d failed: %s", rr->src,
+                   tess_error_detail());
+    if (atomic_fetch_sub(&rr->gets, 1) == 1)
+        got_post(rr->pe, 0, rr);
+}
+
+/* The receiver's stream reached the delivery point: get every buffer. */
+static void direct_start_gets(void *arg)
+{
+    dc_rrecv_t *rr = arg;
+    dc_recv_t  *r  = rr->r;
+    int         n  = 0;
+    for (int i = 0; i < r->m.nbufs; i++)
+        n += r->sizes[i] > 0;
+    atomic_store(&rr->gets, n + 1);
+    for (int i = 0; i < r->m.nbufs; i++) {
+        if (!r->sizes[i])
+            continue;
+        tess_status_t st = tess_net_get(rr->src, r->dst[i], r->sizes[i], rr->raddr[i],
+                                        rr->rkey[i], rr->rkey_len[i], direct_get_done, rr);
+        if (st == TESS_OK)
+            direct_get_done(rr, TESS_OK);
+        else if (st != TESS_INPROGRESS)
+            tess_fatal("devcomm: cannot start an RDMA get: %s", tess_error_detail());
+    }
+    direct_get_done(rr, TESS_OK); /* the +1 held while starting */
+}
+
+static void recv_direct(tess_msg_t *m)
+{
+    const dc_ctl_t *c  = tess_msg_payload(m);
+    dc_rrecv_t     *rr = tess_calloc(1, sizeof(*rr), "an RDMA receive");
+    if (!rr)
+        tess_fatal("out of memory receiving an RDMA message");
+    rr->kind        = DC_K_RDMA;
+    rr->pe          = tess_pe();
+    rr->src         = tess_core_pe_process(m->hdr.src_pe);
+    rr->ack_pe      = m->hdr.src_pe;
+    rr->ack.kind    = DC_K_RDMA;
+    rr->ack.event   = -1;
+    rr->ack.msg_id  = c->msg_id;
+    const dc_rec_rdma_t *rec  = dc_recs((dc_ctl_t *)c);
+    const char          *keys = dc_extra(c, DC_K_RDMA);
+    for (uint32_t i = 0; i < c->nbufs; i++) {
+        if (!c->sizes[i])
+            continue;
+        rr->raddr[i]    = rec[i].raddr;
+        rr->rkey_len[i] = rec[i].rkey_len;
+        rr->rkey[i]     = tess_malloc(rec[i].rkey_len, "a remote key");
+        if (!rr->rkey[i])
+            tess_fatal("out of memory");
+        memcpy(rr->rkey[i], keys + rec[i].rkey_off, rec[i].rkey_len);
+    }
+    rr->r = dc_recv_begin(m, DC_K_RDMA);
+    if (tess_core_gpu_then(rr->r->stream, direct_start_gets, rr) != TESS_OK)
+        tess_fatal("cannot wait for the receiver's stream: %s", tess_error_detail());
+}
+
+static void recv_direct_done(dc_rrecv_t *rr)
+{
+    dc_send_ack(rr->ack_pe, &rr->ack);
+    for (int i = 0; i < TESS_DEV_MAX_BUFS; i++)
+        free(rr->rkey[i]);
+    dc_recv_finish(rr->r);
+    free(rr);
+}
+
+static uint64_t rrecv_key(int src, uint64_t msg_id) { return ((uint64_t)src << 48) ^ msg_id; }
+
+static void recv_staged_header(tess_msg_t *m)
+{
+    const dc_ctl_t *c  = tess_msg_payload(m);
+    dc_rrecv_t     *rr = tess_calloc(1, sizeof(*rr), "a staged RDMA receive");
+    if (!rr)
+        tess_fatal("out of memory receiving a staged RDMA message");
+    rr->kind    = DC_K_RSTAGED;
+    rr->pe      = tess_pe();
+    rr->src     = tess_core_pe_process(m->hdr.src_pe);
+    uint64_t id = c->msg_id;
+    rr->nchunks = count_chunks((const size_t *)c->sizes, (int)c->nbufs);
+    rr->r       = dc_recv_begin(m, DC_K_RSTAGED);
+    if (rr->nchunks == 0) {
+        dc_recv_finish(rr->r);
+        free(rr);
+        return;
+    }
+    pthread_mutex_lock(&dc.lock);
+    tess_status_t st = tess_hmap_put(&rrecvs, rrecv_key(rr->src, id), rr);
+    pthread_mutex_unlock(&dc.lock);
+    if (st != TESS_OK)
+        tess_fatal("out of memory tracking a staged RDMA message");
+}
+
+static void chunk_get_done(void *arg, tess_status_t status)
+{
+    dc_rchunk_t *ch = arg;
+    if (status != TESS_OK)
+        tess_fatal("devcomm: the get of a chunk from process %d failed: %s", ch->rr->src,
+                   tess_error_detail());
+    got_post(ch->rr->pe, 1, ch);
+}
+
+static void chunk_start_get(dc_rchunk_t *ch)
+{
+    const dc_peer_t *p  = &dc.peers[ch->rr->src];
+    uint64_t         ra = p->bounce_raddr + (uint64_t)ch->msg.slot * dc.chunk;
+    tess_status_t st = tess_net_get(ch->rr->src, bounce_recv(ch->slot), ch->msg.len, ra,
+                                    p->bounce_rkey, p->bounce_rkey_len, chunk_get_done, ch);
+    if (st == TESS_OK)
+        chunk_get_done(ch, TESS_OK);
+    else if (st != TESS_INPROGRESS)
+        tess_fatal("devcomm: cannot get a chunk: %s", tess_error_detail());
+}
+
+void dc_rdma_pump_chunks(void)
+{
+    for (;;) {
+        pthread_mutex_lock(&dc.lock);
+        dc_rchunk_t *ch = dc.chunk_wait;
+        if (!ch || dc.brecv_nfree == 0) {
+            pthread_mutex_unlock(&dc.lock);
+            return;
+        }
+        dc.chunk_wait = ch->next;
+        if (!dc.chunk_wait)
+            dc.chunk_wait_tail = NULL;
+        ch->slot = dc.brecv_free[--dc.brecv_nfree];
+        pthread_mutex_unlock(&dc.lock);
+        atomic_fetch_sub(&dc.busy, 1);
+        chunk_start_get(ch);
+    }
+}
+
+static void recv_chunk(tess_msg_t *m)
+{
+    const dc_chunk_msg_t *cm  = tess_msg_payload(m);
+    int                   src = tess_core_pe_process(m->hdr.src_pe);
+    pthread_mutex_lock(&dc.lock);
+    dc_rrecv_t *rr = tess_hmap_get(&rrecvs, rrecv_key(src, cm->msg_id));
+    pthread_mutex_unlock(&dc.lock);
+    if (!rr || cm->buf >= (uint32_t)rr->r->m.nbufs || cm->offset > rr->r->sizes[cm->buf] ||
+        cm->len > rr->r->sizes[cm->buf] - cm->offset || cm->nchunks != rr->nchunks)
+        tess_fatal("device-message chunk from PE %d does not fit its message (buffer %u, "
+                   "offset %llu, %llu bytes)", m->hdr.src_pe, cm->buf,
+                   (unsigned long long)cm->offset, (unsigned long long)cm->len);
+    dc_rchunk_t *ch = tess_calloc(1, sizeof(*ch), "a chunk");
+    if (!ch)
+        tess_fatal("out of memory receiving a chunk");
+    ch->rr        = rr;
+    ch->msg       = *cm;
+    ch->sender_pe = m->hdr.src_pe;
+    tess_core_msg_free(m);
+    pthread_mutex_lock(&dc.lock);
+    int slot = !dc.chunk_wait && dc.brecv_nfree > 0 ? dc.brecv_free[--dc.brecv_nfree] : -1;
+    if (slot < 0) {
+        ch->next = NULL;
+        if (dc.chunk_wait_tail)
+            dc.chunk_wait_tail->next = ch;
+        else
+            dc.chunk_wait = ch;
+        dc.chunk_wait_tail = ch;
+        atomic_fetch_add(&dc.busy, 1);
+    }
+    pthread_mutex_unlock(&dc.lock);
+    if (slot >= 0) {
+        ch->slot = slot;
+        chunk_start_get(ch);
+    }
+}
+
+/* A chunk's host-to-device copy completed: its receive slot is free. */
+static void chunk_copied(void *arg)
+{
+    dc_rchunk_t *ch = arg;
+    pthread_mutex_lock(&dc.lock);
+    dc.brecv_free[dc.brecv_nfree++] = ch->slot;
+    pthread_mutex_unlock(&dc.lock);
+    free(ch);
+    dc_rdma_pump_chunks();
+}
+
+static void chunk_arrived(dc_rchunk_t *ch)
+{
+    dc_rrecv_t *rr = ch->rr;
+    dc_recv_t  *r  = rr->r;
+    if (tess_gpu->memcpy_async((char *)r->dst[ch->msg.buf] + ch->msg.offset, bounce_recv(ch->slot),
+                               ch->msg.len, r->stream) != TESS_OK)
+        tess_fatal("devcomm: a chunk's host-to-device copy failed: %s", tess_error_detail());
+    /* The sender's slot is free as soon as the data is here. */
+    dc_ack_msg_t ack = {.kind = DC_K_CHUNK, .event = -1, .offset = ch->msg.slot};
+    dc_send_ack(ch->sender_pe, &ack);
+    if (tess_core_gpu_then(r->stream, chunk_copied, ch) != TESS_OK)
+        tess_fatal("cannot wait for a chunk copy: %s", tess_error_detail());
+    if (++rr->copied == rr->nchunks) {
+        pthread_mutex_lock(&dc.lock);
+        tess_hmap_remove(&rrecvs, rrecv_key(rr->src, ch->msg.msg_id));
+        pthread_mutex_unlock(&dc.lock);
+        dc_recv_finish(r);
+        free(rr);
+    }
+}
+
+void dc_rdma_recv(tess_msg_t *m, unsigned kind)
+{
+    switch (kind) {
+    case DC_K_RDMA:
+        recv_direct(m);
+        return;
+    case DC_K_RSTAGED:
+        if (!dc.rdma_staged)
+            tess_fatal("a staged RDMA message from PE %d, but this process has no bounce "
+                       "buffers", m->hdr.src_pe);
+        recv_staged_header(m);
+        return;
+    case DC_K_CHUNK:
+        recv_chunk(m);
+        return;
+    case DC_K_GOT: {
+        dc_got_t *g = (dc_got_t *)(uintptr_t)*(uint64_t *)tess_msg_payload(m);
+        tess_core_msg_free(m);
+        if (g->is_chunk)
+            chunk_arrived(g->what);
+        else
+            recv_direct_done(g->what);
+        free(g);
+        return;
+    }
+    }
+}
+
+void dc_rdma_release(const dc_ack_msg_t *ack)
+{
+    pthread_mutex_lock(&dc.lock);
+    if (ack->kind == DC_K_CHUNK) {
+        if (ack->offset >= (uint64_t)dc.nbounce || dc.bsend_nfree >= dc.nbounce) {
+            pthread_mutex_unlock(&dc.lock);
+            tess_fatal("devcomm: an acknowledgement for send slot %llu, which is not in use",
+                       (unsigned long long)ack->offset);
+        }
+        dc.bsend_free[dc.bsend_nfree++] = (int)ack->offset;
+    } else if (ack->kind == DC_K_RDMA && !ack->msg_id) {
+        pthread_mutex_unlock(&dc.lock);
+        tess_fatal("devcomm: an RDMA acknowledgement without its send");
+    }
+    pthread_mutex_unlock(&dc.lock);
+}
+
+void dc_rdma_release_regs(dc_sent_t *rec)
+{
+    pthread_mutex_lock(&dc.lock);
+    for (int i = 0; i < TESS_DEV_MAX_BUFS; i++) {
+        dc_reg_t *g = rec->regs[i];
+        if (g && --g->refs == 0 && !g->cached)
+            reg_release(g);
+        rec->regs[i] = NULL;
+    }
+    pthread_mutex_unlock(&dc.lock);
+}

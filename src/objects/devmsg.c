@@ -1,0 +1,123 @@
+/* devmsg.c — device messages between elements: tess_send_device, and the post, deliver and
+ * forward steps devcomm calls on the receiving side. */
+#include "objects.h"
+
+#include <stdlib.h>
+
+static tess_ctx_h devmsg_elem(const tess_dc_msg_t *m, obj_pe_t **op_p, tess_entry_t *entry_p)
+{
+    obj_pe_t *op = tess_obj_pe();
+    *op_p        = op;
+    *entry_p     = (tess_entry_t)(uint32_t)m->a0;
+    return tess_hmap_get(&op->elems, tess_obj_key((uint32_t)(m->a0 >> 32), (int64_t)m->a1));
+}
+
+static tess_status_t devmsg_post(const tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p,
+                                 unsigned *flags_p)
+{
+    obj_pe_t    *op;
+    tess_entry_t entry;
+    tess_ctx_h   e = devmsg_elem(m, &op, &entry);
+    if (!e)
+        return TESS_ERR_NOT_FOUND;
+    const tess_entry_info_t *info   = &tess_obj_entries[entry];
+    tess_stream_t            stream = tess_gpu->native_stream(e->stream);
+    for (int i = 0; i < m->nbufs; i++)
+        dst[i] = NULL;
+    op->current       = e;
+    op->current_entry = entry;
+    info->post(e, e->state, m->header, m->header_len, m->nbufs, m->sizes, dst, &stream);
+    op->current       = NULL;
+    op->current_entry = -1;
+    *stream_p = stream ? (tess_gpu_stream_h)stream : e->stream;
+    *flags_p  = (info->flags & TESS_ENTRY_WAIT_COMPLETE) ? TESS_DC_WAIT_COMPLETE : 0;
+    /* The element stays here until its entry ran. */
+    e->gpu_pending++;
+    return TESS_OK;
+}
+
+static void devmsg_deliver(const tess_dc_msg_t *m)
+{
+    obj_pe_t    *op;
+    tess_entry_t entry;
+    tess_ctx_h   e = devmsg_elem(m, &op, &entry);
+    if (!e)
+        tess_fatal("internal: a device message's element left before its entry ran");
+    e->gpu_pending--;
+    tess_obj_run_entry(op, e, entry, m->header, m->header_len);
+}
+
+typedef struct devmsg_temps {
+    void *bufs[TESS_DEV_MAX_BUFS];
+    int   nbufs;
+} devmsg_temps_t;
+
+static void devmsg_temps_free(void *arg)
+{
+    devmsg_temps_t *t = arg;
+    for (int i = 0; i < t->nbufs; i++)
+        tess_dc_free_temp(t->bufs[i]);
+    free(t);
+}
+
+/* The element moved on: send the data after it from the temporaries. */
+static void devmsg_forward(const tess_dc_msg_t *m, void **bufs, tess_gpu_stream_h stream)
+{
+    tess_array_t   *a = tess_obj_arrays[(uint32_t)(m->a0 >> 32)];
+    devmsg_temps_t *t = tess_calloc(1, sizeof(*t), "forwarded buffers");
+    if (!t)
+        tess_fatal("out of memory forwarding a device message");
+    tess_dev_buf_t b[TESS_DEV_MAX_BUFS];
+    t->nbufs = m->nbufs;
+    for (int i = 0; i < m->nbufs; i++) {
+        t->bufs[i] = bufs[i];
+        b[i]       = (tess_dev_buf_t){bufs[i], m->sizes[i]};
+    }
+    int where = atomic_load_explicit(&a->loc[m->a1], memory_order_relaxed);
+    if (tess_dc_send(where, m->a0, m->a1, m->header, m->header_len, b, m->nbufs, stream,
+                     devmsg_temps_free, t) != TESS_OK)
+        tess_fatal("cannot forward a device message: %s", tess_error_detail());
+}
+
+static const tess_dc_ops_t devmsg_ops = {
+    .post    = devmsg_post,
+    .deliver = devmsg_deliver,
+    .forward = devmsg_forward,
+};
+
+void tess_obj_devmsg_init(void)
+{
+    tess_dc_set_ops(&devmsg_ops);
+}
+
+tess_status_t tess_send_device_loc(tess_array_h a, tess_index_t index, tess_entry_t entry,
+                                   const void *header, size_t header_len,
+                                   const tess_dev_buf_t *bufs, int nbufs, tess_stream_t stream,
+                                   tess_dev_done_fn_t done, void *done_arg, const char *file,
+                                   int line)
+{
+    tess_obj_check_send(a, "tess_send_device", file, line);
+    int64_t lin = tess_obj_linearize(a, index);
+    if (tess_unlikely(lin < 0)) {
+        char idx[48];
+        tess_obj_misuse(file, line, "tess_send_device to index %s of array '%s', out of range",
+                        tess_obj_index_text(a, index, idx, sizeof(idx)), a->name);
+    }
+    if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries || !tess_obj_entries[entry].post))
+        tess_obj_misuse(file, line, "tess_send_device to entry %d of array '%s', which is not a "
+                        "device entry (register it with tess_entry_register_device)", entry,
+                        a->name);
+    if (tess_unlikely(nbufs < 0 || nbufs > TESS_DEV_MAX_BUFS || (nbufs && !bufs)))
+        tess_obj_misuse(file, line, "tess_send_device with %d buffers (0 to %d)", nbufs,
+                        TESS_DEV_MAX_BUFS);
+    obj_pe_t         *op = tess_obj_pe();
+    tess_gpu_stream_h s  = stream ? (tess_gpu_stream_h)stream
+                         : op->current ? op->current->stream : tess_gpu_pool_stream(0);
+    uint64_t a0   = ((uint64_t)a->id << 32) | (uint32_t)entry;
+    int      dest = atomic_load_explicit(&a->loc[lin], memory_order_relaxed);
+    tess_status_t st = tess_dc_send(dest, a0, (uint64_t)lin, header, header_len, bufs, nbufs, s,
+                                    done, done_arg);
+    if (tess_unlikely(st != TESS_OK))
+        tess_obj_misuse(file, line, "tess_send_device: %s", tess_error_detail());
+    return TESS_OK;
+}

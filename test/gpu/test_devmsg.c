@@ -1,0 +1,323 @@
+/*
+ * test_devmsg: device messages over whatever path the environment selects (TESS_DEVCOMM_PATH,
+ * TESS_IPC, TESS_RDMA, TESS_VNODE_SIZE, TESS_COMM_BUF, …), on any backend.
+ *
+ * Every element sends MSGS messages to targets drawn from a seeded generator (others, itself,
+ * elements on its own PE and elsewhere), each with 0-3 device buffers of mixed sizes (0 B to
+ * 300 KB) and a header. The payload bytes are a function of (sender, message, buffer, byte),
+ * written on the host and copied to the device on the sender's stream right before the send,
+ * so a transfer not ordered after that copy shows up as wrong bytes. The receiving entry copies
+ * the buffers back to the host on its own stream (stream order after the delivery) and checks
+ * every byte in a continuation. Every receiver knows how many messages to expect by replaying
+ * the generators. Source-done callbacks are counted. Runs to quiescence.
+ */
+#include "tess_test.h"
+#include "devcomm/devcomm.h"
+
+#include <tessera/gpu.h>
+
+#define MAX_BUFS 3
+
+/* TEST_MSGS: messages per element; TEST_MAX_SIZE: largest buffer; TEST_EXPECT_PATH: d2d, ipc
+ * or rdma must have carried messages; TEST_EXPECT_DEFERRED=1: some sends must have waited for
+ * a staging resource (the exhaustion runs). */
+static int    MSGS = 40;
+static size_t max_size = SIZE_MAX;
+
+static const size_t sizes_menu[] = {0, 8, 1000, 4103, 70001, 300007};
+
+typedef struct hdr {
+    int32_t  src, seq, nbufs, pad;
+    uint64_t sizes[MAX_BUFS];
+} hdr_t;
+
+/* Destinations the post function chose, found again by the entry through (src, seq): with
+ * RDMA several messages can be posted before the first one's entry runs. */
+typedef struct posted {
+    struct posted *next;
+    int32_t        src, seq;
+    void          *dev[MAX_BUFS];
+} posted_t;
+
+typedef struct elem {
+    int64_t  sent, received, checked, done, expected;
+    posted_t *posted;
+    int      errors;
+    /* Host copies the sender keeps until its device copy ran (freed at the end). */
+    void   *(*host_src)[MAX_BUFS];
+    void   *(*dev_src)[MAX_BUFS];
+} elem_t;
+
+typedef struct check {
+    hdr_t  h;
+    void  *dev[MAX_BUFS];
+    void  *host[MAX_BUFS];
+} check_t;
+
+static tess_array_h arr;
+static tess_entry_t E_GO, E_MSG, E_CHECK;
+static int64_t      n;
+
+static uint64_t rng(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return test_mix(*s);
+}
+
+/* The plan of message `seq` of element `src`: target, number and sizes of buffers. */
+static void plan(int64_t src, int seq, int64_t *dst, hdr_t *h)
+{
+    uint64_t s = (uint64_t)src * 1000003u + (uint64_t)seq * 7919u + 17;
+    int      kind = (int)(rng(&s) % 8);
+    if (kind == 0)
+        *dst = src; /* to itself */
+    else if (kind == 1)
+        *dst = (src + 1) % n;
+    else
+        *dst = (int64_t)(rng(&s) % (uint64_t)n);
+    memset(h, 0, sizeof(*h));
+    h->src   = (int32_t)src;
+    h->seq   = seq;
+    h->nbufs = (int)(rng(&s) % (MAX_BUFS + 1));
+    for (int b = 0; b < h->nbufs; b++) {
+        h->sizes[b] = sizes_menu[rng(&s) % (sizeof(sizes_menu) / sizeof(sizes_menu[0]))];
+        if (h->sizes[b] > max_size)
+            h->sizes[b] = max_size;
+    }
+}
+
+static uint8_t byte_of(int64_t src, int seq, int b, size_t i)
+{
+    return (uint8_t)test_mix(((uint64_t)src << 40) ^ ((uint64_t)seq << 20) ^ ((uint64_t)b << 16) ^
+                             (i * 2654435761u));
+}
+
+static void ctor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    elem_t *el   = e;
+    int64_t me   = tess_ctx_linear(ctx);
+    el->host_src = calloc((size_t)MSGS, sizeof(*el->host_src));
+    el->dev_src  = calloc((size_t)MSGS, sizeof(*el->dev_src));
+    CHECK(el->host_src && el->dev_src);
+    for (int64_t src = 0; src < n; src++)
+        for (int s = 0; s < MSGS; s++) {
+            int64_t dst;
+            hdr_t   h;
+            plan(src, s, &dst, &h);
+            el->expected += dst == me;
+        }
+}
+
+static void done_cb(void *arg)
+{
+    ((elem_t *)arg)->done++;
+}
+
+static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    elem_t       *el = e;
+    int64_t       me = tess_ctx_linear(ctx);
+    tess_stream_t st = tess_ctx_stream(ctx);
+    for (int s = 0; s < MSGS; s++) {
+        int64_t        dst;
+        hdr_t          h;
+        tess_dev_buf_t bufs[MAX_BUFS];
+        plan(me, s, &dst, &h);
+        for (int b = 0; b < h.nbufs; b++) {
+            bufs[b] = (tess_dev_buf_t){NULL, h.sizes[b]};
+            if (!h.sizes[b])
+                continue;
+            uint8_t *host = malloc(h.sizes[b]);
+            CHECK(host);
+            for (size_t i = 0; i < h.sizes[b]; i++)
+                host[i] = byte_of(me, s, b, i);
+            CHECK_OK(tess_gpu_malloc(&el->dev_src[s][b], h.sizes[b]));
+            CHECK_OK(tess_gpu_memcpy_async(el->dev_src[s][b], host, h.sizes[b], st));
+            el->host_src[s][b] = host;
+            bufs[b].ptr        = el->dev_src[s][b];
+        }
+        CHECK_OK(tess_send_device(arr, tess_idx1((int32_t)dst), E_MSG, &h, sizeof(h), bufs,
+                                  h.nbufs, NULL, done_cb, el));
+        el->sent++;
+    }
+}
+
+/* Where each buffer goes: fresh device memory per message. */
+static void post(tess_ctx_h ctx, void *e, const void *header, size_t header_len, int nbufs,
+                 const size_t *sizes, void **dst, tess_stream_t *stream_p)
+{
+    (void)ctx;
+    (void)stream_p;
+    CHECK(header_len == sizeof(hdr_t));
+    const hdr_t *h = header;
+    CHECK(nbufs == h->nbufs);
+    elem_t   *el = e;
+    posted_t *p  = calloc(1, sizeof(*p));
+    CHECK(p);
+    p->src = h->src;
+    p->seq = h->seq;
+    for (int b = 0; b < nbufs; b++) {
+        CHECK(sizes[b] == h->sizes[b]);
+        dst[b] = NULL;
+        if (sizes[b])
+            CHECK_OK(tess_gpu_malloc(&dst[b], sizes[b]));
+        p->dev[b] = dst[b];
+    }
+    p->next    = el->posted;
+    el->posted = p;
+}
+
+static posted_t *take_posted(elem_t *el, int32_t src, int32_t seq)
+{
+    for (posted_t **pp = &el->posted; *pp; pp = &(*pp)->next) {
+        if ((*pp)->src == src && (*pp)->seq == seq) {
+            posted_t *p = *pp;
+            *pp         = p->next;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    elem_t *el = e;
+    CHECK(size == sizeof(hdr_t));
+    el->received++;
+    check_t c;
+    memcpy(&c.h, msg, sizeof(c.h));
+    posted_t *p = take_posted(el, c.h.src, c.h.seq);
+    CHECK_MSG(p, "message %d of element %d was delivered without being posted", c.h.seq, c.h.src);
+    tess_stream_t st = tess_ctx_stream(ctx);
+    for (int b = 0; b < c.h.nbufs; b++) {
+        c.dev[b]  = p->dev[b];
+        c.host[b] = NULL;
+        if (!c.h.sizes[b])
+            continue;
+        c.host[b] = malloc(c.h.sizes[b]);
+        CHECK(c.host[b]);
+        memset(c.host[b], 0xA5, c.h.sizes[b]);
+        /* Stream order: this copy runs after the delivery into c.dev[b]. */
+        CHECK_OK(tess_gpu_memcpy_async(c.host[b], c.dev[b], c.h.sizes[b], st));
+    }
+    free(p);
+    CHECK_OK(tess_gpu_then(ctx, E_CHECK, &c, sizeof(c)));
+}
+
+static void on_check(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)ctx;
+    elem_t *el = e;
+    CHECK(size == sizeof(check_t));
+    const check_t *c = msg;
+    for (int b = 0; b < c->h.nbufs; b++) {
+        if (!c->h.sizes[b])
+            continue;
+        const uint8_t *p = c->host[b];
+        for (size_t i = 0; i < c->h.sizes[b]; i++) {
+            if (p[i] != byte_of(c->h.src, c->h.seq, b, i)) {
+                if (el->errors++ < 5)
+                    fprintf(stderr, "element %lld: message %d of %d, buffer %d byte %zu: %02x "
+                            "(expected %02x)\n", (long long)tess_ctx_linear(ctx), c->h.seq,
+                            c->h.src, b, i, p[i], byte_of(c->h.src, c->h.seq, b, i));
+                break;
+            }
+        }
+        free(c->host[b]);
+        CHECK_OK(tess_gpu_free(c->dev[b]));
+    }
+    el->checked++;
+}
+
+static void start(void *arg)
+{
+    (void)arg;
+    if (tess_process() == 0)
+        tess_broadcast(arr, E_GO, NULL, 0);
+}
+
+static int64_t totals[4];
+static int     errors;
+
+static void collect(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    elem_t *el = e;
+    if (el->received != el->expected || el->checked != el->expected || el->done != el->sent ||
+        el->sent != MSGS) {
+        fprintf(stderr, "element %lld: sent %lld done %lld received %lld checked %lld "
+                "expected %lld\n", (long long)tess_ctx_linear(ctx), (long long)el->sent,
+                (long long)el->done, (long long)el->received, (long long)el->checked,
+                (long long)el->expected);
+        errors++;
+    }
+    errors += el->errors;
+    totals[0] += el->sent;
+    totals[1] += el->received;
+    for (int s = 0; s < MSGS; s++)
+        for (int b = 0; b < MAX_BUFS; b++) {
+            free(el->host_src[s][b]);
+            if (el->dev_src[s][b])
+                tess_gpu_free(el->dev_src[s][b]);
+        }
+    free(el->host_src);
+    free(el->dev_src);
+}
+
+int main(int argc, char **argv)
+{
+    test_init(&argc, &argv);
+    const char *want = getenv("TESS_GPU");
+    if (want && strcmp(want, "auto") && strcmp(tess_gpu_backend_name(), want)) {
+        test_fini();
+        return 77;
+    }
+    if (getenv("TEST_MSGS"))
+        MSGS = atoi(getenv("TEST_MSGS"));
+    if (getenv("TEST_MAX_SIZE"))
+        max_size = (size_t)atol(getenv("TEST_MAX_SIZE"));
+    CHECK(MSGS > 0);
+    n = 3 * (int64_t)tess_num_pes() + 1;
+    CHECK_OK(tess_entry_register("go", go, &E_GO));
+    CHECK_OK(tess_entry_register_device("msg", post, on_msg, 0, &E_MSG));
+    CHECK_OK(tess_entry_register("check", on_check, &E_CHECK));
+    tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME, .name = "devmsg", .ndims = 1,
+                             .extents = {(int32_t)n}, .elem_size = sizeof(elem_t), .ctor = ctor};
+    CHECK_OK(tess_array_create(&p, &arr));
+    double t0 = MPI_Wtime();
+    CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
+    double t1 = MPI_Wtime();
+    CHECK_OK(tess_array_foreach(arr, collect, NULL));
+    int64_t all[2];
+    MPI_Allreduce(totals, all, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    int all_errors = 0;
+    MPI_Allreduce(&errors, &all_errors, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK_MSG(all_errors == 0, "%d errors", all_errors);
+    CHECK(all[0] == n * MSGS && all[1] == n * MSGS);
+
+    /* Which paths carried the messages (summed over processes). */
+    tess_dc_stats_t st;
+    tess_dc_get_stats(&st);
+    uint64_t mine[6] = {st.sent[0], st.sent[1], st.sent[2], st.deferred, st.staged + st.rdma_staged,
+                        st.direct + st.rdma_direct};
+    uint64_t sum[6];
+    MPI_Allreduce(mine, sum, 6, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    const char *path = getenv("TEST_EXPECT_PATH");
+    if (path) {
+        int k = !strcmp(path, "d2d") ? 0 : !strcmp(path, "ipc") ? 1 : 2;
+        CHECK_MSG(sum[k] > 0, "no message took the %s path", path);
+    }
+    if (getenv("TEST_EXPECT_DEFERRED"))
+        CHECK_MSG(sum[3] > 0, "no send had to wait for a staging resource");
+    if (tess_process() == 0)
+        printf("devmsg: %lld messages among %lld elements on %d PEs (%s backend) in %.2f s: "
+               "d2d %llu, ipc %llu, rdma %llu (staged %llu, direct %llu), waited %llu: ok\n",
+               (long long)all[0], (long long)n, tess_num_pes(), tess_gpu_backend_name(), t1 - t0,
+               (unsigned long long)sum[0], (unsigned long long)sum[1], (unsigned long long)sum[2],
+               (unsigned long long)sum[4], (unsigned long long)sum[5], (unsigned long long)sum[3]);
+    test_fini();
+    return 0;
+}
