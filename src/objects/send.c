@@ -49,28 +49,57 @@ void tess_obj_check_send(tess_array_h a, const char *what, const char *file, int
         tess_obj_misuse(file, line, "%s to array '%s', which was destroyed", what, a->name);
 }
 
-static void obj_check_entry(tess_array_h a, tess_entry_t entry, int device, const char *what,
-                            const char *file, int line)
+/* "entry 'E' of element (i) of array 'A'" (or "of every element" for a broadcast): the target
+ * of a send, for misuse reports only. */
+static const char *obj_target_text(tess_array_h a, const tess_index_t *index, tess_entry_t entry,
+                                   char *buf, size_t len)
 {
-    if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries))
-        tess_obj_misuse(file, line, "%s to unknown entry %d of array '%s' (%d entries are "
-                        "registered)", what, entry, a->name, tess_obj_nentries);
-    if (tess_unlikely((tess_obj_entries[entry].post != NULL) != device))
-        tess_obj_misuse(file, line, "%s to entry '%s' of array '%s', which is a %s entry", what,
-                        tess_obj_entries[entry].name, a->name, device ? "host" : "device");
+    char ent[80], idx[48];
+    if (entry >= 0 && entry < tess_obj_nentries)
+        snprintf(ent, sizeof(ent), "entry '%s'", tess_obj_entries[entry].name);
+    else
+        snprintf(ent, sizeof(ent), "unknown entry %d", entry);
+    if (index)
+        snprintf(buf, len, "%s of element %s of array '%s'", ent,
+                 tess_obj_index_text(a, *index, idx, sizeof(idx)), a ? a->name : "(null)");
+    else
+        snprintf(buf, len, "%s of every element of array '%s'", ent, a ? a->name : "(null)");
+    return buf;
 }
 
-static int64_t obj_check_index(tess_array_h a, tess_index_t index, const char *what,
-                               const char *file, int line)
+/* Checks of a send or broadcast (index NULL) to `entry` of `a`: a phase, a live array, an index
+ * in range and a registered host entry. Returns the linear index (0 for a broadcast). Every
+ * report names the target array, index and entry, and the caller's file:line. */
+static int64_t obj_check_target(tess_array_h a, const tess_index_t *index, tess_entry_t entry,
+                                const char *what, const char *file, int line)
 {
-    int64_t lin = tess_obj_linearize(a, index);
-    if (tess_unlikely(lin < 0)) {
-        char idx[48], ext[48];
-        tess_index_t e = {a->ext[0], a->ext[1], a->ext[2]};
-        tess_obj_misuse(file, line, "%s to index %s of array '%s', out of range (extents %s)",
-                        what, tess_obj_index_text(a, index, idx, sizeof(idx)), a->name,
-                        tess_obj_index_text(a, e, ext, sizeof(ext)));
+    char tgt[200];
+    if (tess_unlikely(!tess_core_pe_self() || !tess_core_in_phase()))
+        tess_obj_misuse(file, line, "%s to %s outside a phase (only entry methods, "
+                        "continuations and tess_run start functions may send)", what,
+                        obj_target_text(a, index, entry, tgt, sizeof(tgt)));
+    if (tess_unlikely(!a))
+        tess_obj_misuse(file, line, "%s to a NULL array", what);
+    if (tess_unlikely(a->destroyed))
+        tess_obj_misuse(file, line, "%s to %s, which was destroyed", what,
+                        obj_target_text(a, index, entry, tgt, sizeof(tgt)));
+    int64_t lin = 0;
+    if (index) {
+        lin = tess_obj_linearize(a, *index);
+        if (tess_unlikely(lin < 0)) {
+            char ext[48];
+            tess_index_t e = {a->ext[0], a->ext[1], a->ext[2]};
+            tess_obj_misuse(file, line, "%s to %s: the index is out of range (extents %s)", what,
+                            obj_target_text(a, index, entry, tgt, sizeof(tgt)),
+                            tess_obj_index_text(a, e, ext, sizeof(ext)));
+        }
     }
+    if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries))
+        tess_obj_misuse(file, line, "%s to %s: %d entries are registered", what,
+                        obj_target_text(a, index, entry, tgt, sizeof(tgt)), tess_obj_nentries);
+    if (tess_unlikely(tess_obj_entries[entry].post != NULL))
+        tess_obj_misuse(file, line, "%s to %s, which is a device entry (use tess_send_device)",
+                        what, obj_target_text(a, index, entry, tgt, sizeof(tgt)));
     return lin;
 }
 
@@ -220,9 +249,7 @@ static bool obj_bcast_pe_handler(tess_msg_t *m)
 tess_status_t tess_send_loc(tess_array_h a, tess_index_t index, tess_entry_t entry,
                             const void *data, size_t size, const char *file, int line)
 {
-    tess_obj_check_send(a, "tess_send", file, line);
-    int64_t lin = obj_check_index(a, index, "tess_send", file, line);
-    obj_check_entry(a, entry, 0, "tess_send", file, line);
+    int64_t lin = obj_check_target(a, &index, entry, "tess_send", file, line);
     if (tess_unlikely(size && !data))
         tess_obj_misuse(file, line, "tess_send of %zu bytes from NULL", size);
     tess_msg_t *m = tess_core_msg_alloc(size);
@@ -252,13 +279,14 @@ void tess_msg_free(void *msg)
 tess_status_t tess_send_msg_loc(tess_array_h a, tess_index_t index, tess_entry_t entry,
                                 void *msg, const char *file, int line)
 {
-    tess_obj_check_send(a, "tess_send_msg", file, line);
-    int64_t lin = obj_check_index(a, index, "tess_send_msg", file, line);
-    obj_check_entry(a, entry, 0, "tess_send_msg", file, line);
+    int64_t lin = obj_check_target(a, &index, entry, "tess_send_msg", file, line);
     tess_msg_t *m = msg ? tess_msg_from_payload(msg) : NULL;
-    if (tess_unlikely(!m || m->hdr.flags != OBJ_USER_MSG))
-        tess_obj_misuse(file, line, "tess_send_msg of a buffer that does not come from "
-                        "tess_msg_alloc (or was already sent)");
+    if (tess_unlikely(!m || m->hdr.flags != OBJ_USER_MSG)) {
+        char tgt[200];
+        tess_obj_misuse(file, line, "tess_send_msg to %s of a buffer that does not come from "
+                        "tess_msg_alloc (or was already sent)",
+                        obj_target_text(a, &index, entry, tgt, sizeof(tgt)));
+    }
     m->hdr.flags = 0;
     tess_obj_send_linear(a, lin, entry, m);
     return TESS_OK;
@@ -267,8 +295,7 @@ tess_status_t tess_send_msg_loc(tess_array_h a, tess_index_t index, tess_entry_t
 tess_status_t tess_broadcast_loc(tess_array_h a, tess_entry_t entry, const void *data,
                                  size_t size, const char *file, int line)
 {
-    tess_obj_check_send(a, "tess_broadcast", file, line);
-    obj_check_entry(a, entry, 0, "tess_broadcast", file, line);
+    obj_check_target(a, NULL, entry, "tess_broadcast", file, line);
     if (tess_unlikely(size && !data))
         tess_obj_misuse(file, line, "tess_broadcast of %zu bytes from NULL", size);
     tess_obj_broadcast(a, entry, data, size);
