@@ -1,0 +1,110 @@
+/*
+ * jacobi.h — Jacobi2D, shared by the pure MPI program and the Tessera one: the problem, the
+ * decomposition, the per-point math (written once, for CUDA and the host), and the launchers.
+ *
+ * The problem: an NX × NY interior grid with a fixed ghost ring of 1.0 around it; the interior
+ * starts at 0.0; every iteration sets T'(i,j) = 0.2 × (T(i,j) + T(i−1,j) + T(i+1,j) + T(i,j−1) +
+ * T(i,j+1)) over the whole interior; a fixed number of iterations; the checksum is the sum of
+ * the interior.
+ *
+ * A block of bx × by interior points is stored row-major with its ghost cells: (bx+2) rows of
+ * ld = by+2 doubles; row i, column j is t[i*ld + j], the interior is 1..bx × 1..by.
+ */
+#ifndef JACOBI_H
+#define JACOBI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <tessera/kernel.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- math (one source for every backend) --------------------------------------------------- */
+
+static inline TESS_HD double jac_point(const double *t, int64_t ld, int64_t i, int64_t j)
+{
+    return 0.2 * (t[i * ld + j] + t[(i - 1) * ld + j] + t[(i + 1) * ld + j] + t[i * ld + j - 1] +
+                  t[i * ld + j + 1]);
+}
+
+/* ---- decomposition ------------------------------------------------------------------------ */
+
+/** Split n points into parts: part p gets [jac_start(n, parts, p), jac_start(n, parts, p+1)). */
+static inline int64_t jac_start(int64_t n, int64_t parts, int64_t p)
+{
+    return p * (n / parts) + (p < n % parts ? p : n % parts);
+}
+
+/** A px × py grid of `parts` blocks for an nx × ny grid: the factorisation whose blocks are
+ *  closest to square (fewest halo points). */
+static inline void jac_factor(int64_t parts, int64_t nx, int64_t ny, int *px_p, int *py_p)
+{
+    double best = -1;
+    for (int64_t px = 1; px <= parts; px++) {
+        if (parts % px)
+            continue;
+        int64_t py = parts / px;
+        if (px > nx || py > ny)
+            continue;
+        double halo = (double)nx / px + (double)ny / py; /* per block, up to a factor 2 */
+        if (best < 0 || halo < best) {
+            best  = halo;
+            *px_p = (int)px;
+            *py_p = (int)py;
+        }
+    }
+    if (best < 0) { /* more parts than points in a dimension: put them along the longer one */
+        *px_p = (int)(nx >= ny ? parts : 1);
+        *py_p = (int)(nx >= ny ? 1 : parts);
+    }
+}
+
+/* ---- launchers ------------------------------------------------------------------------------ */
+
+/*
+ * A stream is a tess_stream_t (Tessera) or a cudaStream_t (the MPI program). With the host
+ * backend the launchers enqueue host loops with tess_gpu_launch_host; with `stream == NULL` and
+ * no GPU (the MPI program on a CPU machine) they run the loop at once.
+ */
+enum { JAC_HOST = 0, JAC_CUDA = 1 };
+extern int jac_backend; /* set by the program before the first launch */
+/** How host loops are enqueued on a stream (the Tessera program: tess_gpu_launch_host); NULL
+ *  runs them at once. args_size <= 256. */
+typedef void (*jac_host_fn_t)(void *args);
+extern void (*jac_host_launch)(void *stream, jac_host_fn_t fn, const void *args, size_t args_size);
+
+/** Interior ← 0, ghost ring ← `ghost` where the block touches the global boundary (north,
+ *  south, west, east flags), and 0 elsewhere. */
+void jac_init_block(void *stream, double *t, int64_t bx, int64_t by, int north, int south,
+                    int west, int east, double ghost);
+/** out interior ← update of in, `repeat` times (the same result: extra work for imbalance). */
+void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t by, int repeat);
+/** buf[i] ← t[(i+1)*ld + col] for i < bx (pack a column), and the reverse. */
+void jac_pack_col(void *stream, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
+void jac_unpack_col(void *stream, double *t, const double *buf, int64_t bx, int64_t by, int64_t col);
+/** rows[i] ← sum of interior row i+1 (then the caller sums rows on the host: deterministic). */
+void jac_row_sums(void *stream, const double *t, double *rows, int64_t bx, int64_t by);
+
+#ifdef JACOBI_CUDA
+/* CUDA launchers (kernels_cuda.cu); the C launchers above call them when jac_backend says so. */
+void jac_cuda_init_block(void *s, double *t, int64_t bx, int64_t by, int n, int so, int w, int e,
+                         double ghost);
+void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t by, int repeat);
+void jac_cuda_pack_col(void *s, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
+void jac_cuda_unpack_col(void *s, double *t, const double *buf, int64_t bx, int64_t by, int64_t col);
+void jac_cuda_row_sums(void *s, const double *t, double *rows, int64_t bx, int64_t by);
+int  jac_cuda_devices(void);
+#endif
+
+/* ---- a serial reference --------------------------------------------------------------------- */
+
+/** The checksum of the whole problem computed serially on the host (small sizes only). */
+double jac_serial_checksum(int64_t nx, int64_t ny, int iters);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* JACOBI_H */

@@ -1,0 +1,267 @@
+/*
+ * jacobi2d_mpi — Jacobi2D as a plain MPI + GPU program: one block per rank, halos packed on the
+ * GPU and exchanged with MPI, staged through pinned host memory (or handed to MPI as device
+ * pointers when the MPI says it is CUDA-aware). Without a GPU it runs the same kernels on the
+ * host. It shares its kernels and options with jacobi2d_tess and prints the same result line.
+ *
+ *   mpirun -np P jacobi2d_mpi -x NX -y NY -i ITERS [-d PXxPY] [-verify] …
+ */
+#include "common.h"
+#include "jacobi.h"
+
+#include <mpi.h>
+#if defined(OPEN_MPI) && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
+#ifdef JACOBI_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+enum { DIR_N = 0, DIR_S = 1, DIR_W = 2, DIR_E = 3 };
+
+static void *stream;     /* cudaStream_t, or NULL on the host */
+static int   cuda_aware; /* MPI takes device pointers */
+
+static void check_cuda(int ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "jacobi2d_mpi: %s failed\n", what);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+static void *dev_alloc(size_t bytes)
+{
+#ifdef JACOBI_CUDA
+    if (jac_backend == JAC_CUDA) {
+        void *p = NULL;
+        check_cuda(cudaMalloc(&p, bytes) == cudaSuccess, "cudaMalloc");
+        return p;
+    }
+#endif
+    void *p = calloc(1, bytes);
+    check_cuda(p != NULL, "malloc");
+    return p;
+}
+
+static void *host_alloc(size_t bytes)
+{
+#ifdef JACOBI_CUDA
+    if (jac_backend == JAC_CUDA) {
+        void *p = NULL;
+        check_cuda(cudaMallocHost(&p, bytes) == cudaSuccess, "cudaMallocHost");
+        return p;
+    }
+#endif
+    void *p = calloc(1, bytes);
+    check_cuda(p != NULL, "malloc");
+    return p;
+}
+
+static void dev_free(void *p, int host)
+{
+#ifdef JACOBI_CUDA
+    if (jac_backend == JAC_CUDA) {
+        if (host)
+            cudaFreeHost(p);
+        else
+            cudaFree(p);
+        return;
+    }
+#endif
+    (void)host;
+    free(p);
+}
+
+/* A copy ordered on the stream (host: at once). */
+static void copy(void *dst, const void *src, size_t bytes)
+{
+#ifdef JACOBI_CUDA
+    if (jac_backend == JAC_CUDA) {
+        check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream) ==
+                       cudaSuccess, "cudaMemcpyAsync");
+        return;
+    }
+#endif
+    memcpy(dst, src, bytes);
+}
+
+static void sync_stream(void)
+{
+#ifdef JACOBI_CUDA
+    if (jac_backend == JAC_CUDA)
+        check_cuda(cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess,
+                   "cudaStreamSynchronize");
+#endif
+}
+
+static void select_device(void)
+{
+#ifdef JACOBI_CUDA
+    const char *want = getenv("JACOBI_GPU");
+    int         ndev = jac_cuda_devices();
+    if (ndev > 0 && !(want && !strcmp(want, "host"))) {
+        MPI_Comm node;
+        int      lrank, lsize;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &lrank);
+        MPI_Comm_size(node, &lsize);
+        MPI_Comm_free(&node);
+        check_cuda(cudaSetDevice((int)((int64_t)lrank * ndev / lsize)) == cudaSuccess,
+                   "cudaSetDevice");
+        cudaStream_t s;
+        check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess,
+                   "cudaStreamCreate");
+        stream      = s;
+        jac_backend = JAC_CUDA;
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+        cuda_aware = MPIX_Query_cuda_support();
+#endif
+    }
+#endif
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, nprocs;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    jac_opts_t opt = jac_parse(argc, argv, rank);
+    select_device();
+
+    int px = 1, py = 1;
+    if (opt.px) {
+        px = opt.px;
+        py = opt.py;
+        if (px * py != nprocs) {
+            if (rank == 0)
+                fprintf(stderr, "-d %dx%d needs %d processes, not %d\n", px, py, px * py, nprocs);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    } else {
+        jac_factor(nprocs, opt.nx, opt.ny, &px, &py);
+    }
+    if (px > opt.nx || py > opt.ny) {
+        if (rank == 0)
+            fprintf(stderr, "%d x %d processes do not fit a %lld x %lld grid\n", px, py,
+                    (long long)opt.nx, (long long)opt.ny);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    int     ri = rank / py, rj = rank % py;
+    int64_t x0 = jac_start(opt.nx, px, ri), bx = jac_start(opt.nx, px, ri + 1) - x0;
+    int64_t y0 = jac_start(opt.ny, py, rj), by = jac_start(opt.ny, py, rj + 1) - y0;
+    (void)y0;
+    int64_t ld   = by + 2;
+    int     work = jac_work(&opt, x0);
+    int     nbr[4] = {ri > 0 ? rank - py : -1, ri < px - 1 ? rank + py : -1,
+                      rj > 0 ? rank - 1 : -1, rj < py - 1 ? rank + 1 : -1};
+    int64_t len[4] = {by, by, bx, bx};
+
+    double *t[2];
+    for (int p = 0; p < 2; p++) {
+        t[p] = dev_alloc(sizeof(double) * (size_t)((bx + 2) * ld));
+        jac_init_block(stream, t[p], bx, by, nbr[DIR_N] < 0, nbr[DIR_S] < 0, nbr[DIR_W] < 0,
+                       nbr[DIR_E] < 0, 1.0);
+    }
+    double *dcol[2][2], *hsend[4], *hrecv[4];
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 2; k++)
+            dcol[d][k] = dev_alloc(sizeof(double) * (size_t)bx);
+    for (int d = 0; d < 4; d++) {
+        hsend[d] = host_alloc(sizeof(double) * (size_t)len[d]);
+        hrecv[d] = host_alloc(sizeof(double) * (size_t)len[d]);
+    }
+    double *rows  = dev_alloc(sizeof(double) * (size_t)bx);
+    double *hrows = host_alloc(sizeof(double) * (size_t)bx);
+
+    double t0 = 0;
+    for (int k = 0; k < opt.warmup + opt.iters; k++) {
+        if (k == opt.warmup) {
+            sync_stream();
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+        }
+        double *a = t[k % 2];
+        /* What goes out: rows in place, columns packed. */
+        const double *src[4] = {a + 1 * ld + 1, a + bx * ld + 1, dcol[0][0], dcol[0][1]};
+        double       *dst[4] = {a + 1, a + (bx + 1) * ld + 1, dcol[1][0], dcol[1][1]};
+        if (nbr[DIR_W] >= 0)
+            jac_pack_col(stream, a, dcol[0][0], bx, by, 1);
+        if (nbr[DIR_E] >= 0)
+            jac_pack_col(stream, a, dcol[0][1], bx, by, by);
+        int direct = cuda_aware || jac_backend == JAC_HOST;
+        if (!direct)
+            for (int d = 0; d < 4; d++)
+                if (nbr[d] >= 0)
+                    copy(hsend[d], src[d], sizeof(double) * (size_t)len[d]);
+        sync_stream();
+        MPI_Request req[8];
+        int         nreq = 0;
+        for (int d = 0; d < 4; d++) {
+            if (nbr[d] < 0)
+                continue;
+            /* Tag by the receiver's side: my north halo is my neighbour's south one. */
+            MPI_Irecv(direct ? dst[d] : hrecv[d], (int)len[d], MPI_DOUBLE, nbr[d], d,
+                      MPI_COMM_WORLD, &req[nreq++]);
+            MPI_Isend(direct ? (void *)src[d] : hsend[d], (int)len[d], MPI_DOUBLE, nbr[d], d ^ 1,
+                      MPI_COMM_WORLD, &req[nreq++]);
+        }
+        MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+        if (!direct)
+            for (int d = 0; d < 4; d++)
+                if (nbr[d] >= 0)
+                    copy(dst[d], hrecv[d], sizeof(double) * (size_t)len[d]);
+        if (nbr[DIR_W] >= 0)
+            jac_unpack_col(stream, a, dcol[1][0], bx, by, 0);
+        if (nbr[DIR_E] >= 0)
+            jac_unpack_col(stream, a, dcol[1][1], bx, by, by + 1);
+        jac_update(stream, a, t[1 - k % 2], bx, by, work);
+    }
+    jac_row_sums(stream, t[(opt.warmup + opt.iters) % 2], rows, bx, by);
+    copy(hrows, rows, sizeof(double) * (size_t)bx);
+    sync_stream();
+    double local = 0, checksum = 0;
+    for (int64_t i = 0; i < bx; i++)
+        local += hrows[i];
+    MPI_Reduce(&local, &checksum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    double per_iter = (MPI_Wtime() - t0) / opt.iters;
+
+    int status = 0;
+    if (rank == 0) {
+        const char *backend = jac_backend == JAC_CUDA ? "cuda" : "host";
+        printf("jacobi2d_mpi: %lld x %lld, %d iterations (+%d warm-up), %d processes (%d x %d), "
+               "backend %s%s\n", (long long)opt.nx, (long long)opt.ny, opt.iters, opt.warmup,
+               nprocs, px, py, backend, cuda_aware ? " (CUDA-aware MPI)" : "");
+        printf("time per iteration: %.6f ms\nchecksum: %.15e\n", per_iter * 1e3, checksum);
+        if (opt.verify) {
+            double ref = jac_serial_checksum(opt.nx, opt.ny, opt.warmup + opt.iters);
+            double rel = ref != 0 ? (checksum - ref) / ref : checksum;
+            if (rel < 0)
+                rel = -rel;
+            printf("verify: serial checksum %.15e, relative difference %.2e: %s\n", ref, rel,
+                   rel <= 1e-12 ? "ok" : "WRONG");
+            status = rel <= 1e-12 ? 0 : 3;
+        }
+        printf("RESULT prog=mpi nx=%lld ny=%lld iters=%d procs=%d ppn=1 gpus=0 odf=0 "
+               "chares=%dx%d backend=%s ms_per_iter=%.6f checksum=%.17g\n", (long long)opt.nx,
+               (long long)opt.ny, opt.iters, nprocs, px, py, backend, per_iter * 1e3, checksum);
+        fflush(stdout);
+    }
+    MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    for (int p = 0; p < 2; p++)
+        dev_free(t[p], 0);
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 2; k++)
+            dev_free(dcol[d][k], 0);
+    for (int d = 0; d < 4; d++) {
+        dev_free(hsend[d], 1);
+        dev_free(hrecv[d], 1);
+    }
+    dev_free(rows, 0);
+    dev_free(hrows, 1);
+    MPI_Finalize();
+    return status;
+}

@@ -1,0 +1,370 @@
+/*
+ * jacobi2d_tess — Jacobi2D with Tessera: ODF chares per GPU, each a block of the grid with its
+ * own stream; halos travel as device messages and an iteration runs once its neighbours'
+ * halos are in.
+ *
+ * Halos of iteration k land in the ghost cells of array t[k % 2] (rows directly, columns through
+ * receive buffers of parity k % 2), so a neighbour one iteration ahead never overwrites data
+ * still in use, and no source-done callback is needed: the transfers are stream-ordered.
+ *
+ *   mpirun -np P jacobi2d_tess [+ppn T] -x NX -y NY -i ITERS -odf N [-verify] …
+ */
+#include "common.h"
+#include "jacobi.h"
+
+#include <mpi.h>
+#include <tessera.h>
+#include <tessera/gpu.h>
+
+enum { DIR_N = 0, DIR_S = 1, DIR_W = 2, DIR_E = 3 };
+
+typedef struct halo_hdr {
+    int32_t iter, dir; /* dir: the receiver's ghost side */
+} halo_hdr_t;
+
+typedef struct block {
+    int      ci, cj;       /* position in the chare grid */
+    int64_t  x0, y0, bx, by;
+    int      nbr[4];       /* neighbour present per side */
+    int      nnbrs, work;
+    double  *t[2];
+    double  *colbuf[2][2][2]; /* [send/recv][parity][west/east] */
+    double  *rows;         /* device row sums */
+    double  *rows_host;
+    int      iter, target;
+    int      got[2];       /* halos of iteration k counted in got[k % 2] */
+    int      finished;
+    double   sum;
+} block_t;
+
+static jac_opts_t   opt;
+static tess_array_h grid;
+static tess_entry_t E_RESUME, E_HALO, E_SUMMED, E_RESULT;
+static int          cx = 1, cy = 1;
+
+static void launch_host(void *stream, jac_host_fn_t fn, const void *args, size_t size)
+{
+    tess_status_t st = tess_gpu_launch_host(stream, fn, args, size);
+    if (st != TESS_OK) {
+        fprintf(stderr, "launch failed: %s\n", tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (tess_gpu_malloc(&p, bytes ? bytes : 8) != TESS_OK) {
+        fprintf(stderr, "device allocation of %zu bytes failed: %s\n", bytes, tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return p;
+}
+
+/* ---- set-up ---------------------------------------------------------------------------------- */
+
+static void block_ctor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    block_t     *b  = e;
+    tess_index_t ix = tess_ctx_index(ctx);
+    b->ci           = ix.x;
+    b->cj           = ix.y;
+    b->x0           = jac_start(opt.nx, cx, b->ci);
+    b->bx           = jac_start(opt.nx, cx, b->ci + 1) - b->x0;
+    b->y0           = jac_start(opt.ny, cy, b->cj);
+    b->by           = jac_start(opt.ny, cy, b->cj + 1) - b->y0;
+    b->nbr[DIR_N]   = b->ci > 0;
+    b->nbr[DIR_S]   = b->ci < cx - 1;
+    b->nbr[DIR_W]   = b->cj > 0;
+    b->nbr[DIR_E]   = b->cj < cy - 1;
+    b->nnbrs        = b->nbr[0] + b->nbr[1] + b->nbr[2] + b->nbr[3];
+    b->work         = jac_work(&opt, b->x0);
+    size_t cells    = (size_t)((b->bx + 2) * (b->by + 2));
+    tess_stream_t s = tess_ctx_stream(ctx);
+    for (int p = 0; p < 2; p++) {
+        b->t[p] = dev_alloc(cells * sizeof(double));
+        jac_init_block(s, b->t[p], b->bx, b->by, !b->nbr[DIR_N], !b->nbr[DIR_S], !b->nbr[DIR_W],
+                       !b->nbr[DIR_E], 1.0);
+        for (int d = 0; d < 2; d++)
+            for (int k = 0; k < 2; k++)
+                b->colbuf[d][p][k] = dev_alloc((size_t)b->bx * sizeof(double));
+    }
+    b->rows = dev_alloc((size_t)b->bx * sizeof(double));
+    if (tess_gpu_malloc_host((void **)&b->rows_host, (size_t)b->bx * sizeof(double)) != TESS_OK) {
+        fprintf(stderr, "pinned allocation failed: %s\n", tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+static void block_dtor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    block_t *b = e;
+    tess_gpu_stream_sync(tess_ctx_stream(ctx));
+    for (int p = 0; p < 2; p++) {
+        tess_gpu_free(b->t[p]);
+        for (int d = 0; d < 2; d++)
+            for (int k = 0; k < 2; k++)
+                tess_gpu_free(b->colbuf[d][p][k]);
+    }
+    tess_gpu_free(b->rows);
+    tess_gpu_free_host(b->rows_host);
+}
+
+/* ---- the iteration ------------------------------------------------------------------------- */
+
+static void send_halos(tess_ctx_h ctx, block_t *b, int k)
+{
+    tess_stream_t s  = tess_ctx_stream(ctx);
+    int64_t       ld = b->by + 2;
+    double       *a  = b->t[k % 2];
+    if (b->nbr[DIR_N]) {
+        halo_hdr_t     h   = {k, DIR_S};
+        tess_dev_buf_t buf = {a + 1 * ld + 1, (size_t)b->by * sizeof(double)};
+        tess_send_device(grid, tess_idx2(b->ci - 1, b->cj), E_HALO, &h, sizeof(h), &buf, 1, s,
+                         NULL, NULL);
+    }
+    if (b->nbr[DIR_S]) {
+        halo_hdr_t     h   = {k, DIR_N};
+        tess_dev_buf_t buf = {a + b->bx * ld + 1, (size_t)b->by * sizeof(double)};
+        tess_send_device(grid, tess_idx2(b->ci + 1, b->cj), E_HALO, &h, sizeof(h), &buf, 1, s,
+                         NULL, NULL);
+    }
+    if (b->nbr[DIR_W]) {
+        double *col = b->colbuf[0][k % 2][0];
+        jac_pack_col(s, a, col, b->bx, b->by, 1);
+        halo_hdr_t     h   = {k, DIR_E};
+        tess_dev_buf_t buf = {col, (size_t)b->bx * sizeof(double)};
+        tess_send_device(grid, tess_idx2(b->ci, b->cj - 1), E_HALO, &h, sizeof(h), &buf, 1, s,
+                         NULL, NULL);
+    }
+    if (b->nbr[DIR_E]) {
+        double *col = b->colbuf[0][k % 2][1];
+        jac_pack_col(s, a, col, b->bx, b->by, b->by);
+        halo_hdr_t     h   = {k, DIR_W};
+        tess_dev_buf_t buf = {col, (size_t)b->bx * sizeof(double)};
+        tess_send_device(grid, tess_idx2(b->ci, b->cj + 1), E_HALO, &h, sizeof(h), &buf, 1, s,
+                         NULL, NULL);
+    }
+}
+
+static void finish(tess_ctx_h ctx, block_t *b)
+{
+    tess_stream_t s = tess_ctx_stream(ctx);
+    jac_row_sums(s, b->t[b->iter % 2], b->rows, b->bx, b->by);
+    tess_gpu_memcpy_async(b->rows_host, b->rows, (size_t)b->bx * sizeof(double), s);
+    tess_gpu_then(ctx, E_SUMMED, NULL, 0);
+}
+
+/* Run every iteration whose halos are all in; then send the next halos. */
+static void advance(tess_ctx_h ctx, block_t *b)
+{
+    while (b->iter < b->target && b->got[b->iter % 2] == b->nnbrs) {
+        int           k = b->iter, p = k % 2;
+        tess_stream_t s = tess_ctx_stream(ctx);
+        b->got[p]       = 0;
+        if (b->nbr[DIR_W])
+            jac_unpack_col(s, b->t[p], b->colbuf[1][p][0], b->bx, b->by, 0);
+        if (b->nbr[DIR_E])
+            jac_unpack_col(s, b->t[p], b->colbuf[1][p][1], b->bx, b->by, b->by + 1);
+        jac_update(s, b->t[p], b->t[1 - p], b->bx, b->by, b->work);
+        b->iter++;
+        if (b->iter < opt.warmup + opt.iters)
+            send_halos(ctx, b, b->iter);
+    }
+    if (b->iter == opt.warmup + opt.iters && !b->finished) {
+        b->finished = 1;
+        finish(ctx, b);
+    }
+}
+
+static void halo_post(tess_ctx_h ctx, void *e, const void *header, size_t header_len, int nbufs,
+                      const size_t *sizes, void **dst, tess_stream_t *stream_p)
+{
+    (void)ctx;
+    (void)header_len;
+    (void)nbufs;
+    (void)sizes;
+    (void)stream_p;
+    block_t          *b  = e;
+    const halo_hdr_t *h  = header;
+    int               p  = h->iter % 2;
+    int64_t           ld = b->by + 2;
+    switch (h->dir) {
+    case DIR_N: dst[0] = b->t[p] + 1; break;
+    case DIR_S: dst[0] = b->t[p] + (b->bx + 1) * ld + 1; break;
+    case DIR_W: dst[0] = b->colbuf[1][p][0]; break;
+    default:    dst[0] = b->colbuf[1][p][1]; break;
+    }
+}
+
+static void on_halo(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    block_t          *b = e;
+    const halo_hdr_t *h = msg;
+    b->got[h->iter % 2]++;
+    advance(ctx, b);
+}
+
+static void on_resume(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    block_t *b = e;
+    b->target  = *(const int *)msg;
+    if (b->iter == 0 && b->target > 0)
+        send_halos(ctx, b, 0);
+    advance(ctx, b);
+}
+
+static void on_summed(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    block_t *b = e;
+    b->sum     = 0;
+    for (int64_t i = 0; i < b->bx; i++)
+        b->sum += b->rows_host[i];
+    tess_contribute(ctx, 0, &b->sum, 1, TESS_DOUBLE, TESS_SUM,
+                    tess_cb_element(grid, tess_idx2(0, 0), E_RESULT));
+}
+
+typedef struct result {
+    double t_end, checksum;
+} result_t;
+
+static void on_result(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)ctx;
+    (void)e;
+    (void)size;
+    result_t r = {tess_wtime(), *(const double *)msg};
+    tess_exit_with(&r, sizeof(r));
+}
+
+static int phase_target;
+static void start_phase(void *arg)
+{
+    (void)arg;
+    if (tess_process() == 0)
+        tess_broadcast(grid, E_RESUME, &phase_target, sizeof(phase_target));
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+/* GPUs in the job: on each node, min(devices, processes). */
+static int count_gpus(void)
+{
+    MPI_Comm node;
+    int      lrank, lsize, mine = 0, total = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &lrank);
+    MPI_Comm_size(node, &lsize);
+    if (lrank == 0)
+        mine = tess_gpu_num_devices() < lsize ? tess_gpu_num_devices() : lsize;
+    MPI_Comm_free(&node);
+    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return total > 0 ? total : 1;
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, nprocs;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK) {
+        fprintf(stderr, "tess_init failed: %s\n", tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    opt = jac_parse(argc, argv, rank);
+#ifdef JACOBI_CUDA
+    jac_backend = tess_gpu_backend() == TESS_GPU_CUDA ? JAC_CUDA : JAC_HOST;
+#endif
+    jac_host_launch = launch_host;
+
+    int gpus   = count_gpus();
+    int chares = opt.odf * gpus;
+    if (opt.px) {
+        cx = opt.px;
+        cy = opt.py;
+    } else {
+        jac_factor(chares, opt.nx, opt.ny, &cx, &cy);
+    }
+    if (cx > opt.nx || cy > opt.ny) {
+        if (rank == 0)
+            fprintf(stderr, "a %d x %d chare grid does not fit a %lld x %lld grid\n", cx, cy,
+                    (long long)opt.nx, (long long)opt.ny);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+
+    if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
+        tess_entry_register_device("halo", halo_post, on_halo, 0, &E_HALO) != TESS_OK ||
+        tess_entry_register("summed", on_summed, &E_SUMMED) != TESS_OK ||
+        tess_entry_register("result", on_result, &E_RESULT) != TESS_OK) {
+        fprintf(stderr, "entry registration failed: %s\n", tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    tess_array_params_t ap = {
+        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR,
+        .name       = "jacobi",
+        .ndims      = 2,
+        .extents    = {cx, cy},
+        .elem_size  = sizeof(block_t),
+        .ctor       = block_ctor,
+        .dtor       = block_dtor,
+    };
+    if (tess_array_create(&ap, &grid) != TESS_OK) {
+        fprintf(stderr, "tess_array_create failed: %s\n", tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+
+    /* Warm-up iterations (untimed), then the timed ones; both phases end when quiet. */
+    phase_target = opt.warmup;
+    if (opt.warmup && tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    phase_target = opt.warmup + opt.iters;
+    double t0    = tess_wtime();
+    if (tess_run(TESS_RUN_UNTIL_EXIT, start_phase, NULL) != TESS_OK)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    result_t r;
+    if (tess_result(&r, sizeof(r), NULL) != TESS_OK) {
+        fprintf(stderr, "no result: %s\n", tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* Element (0,0) lives on process 0, whose clock gave t0. */
+    double per_iter = 0;
+    if (rank == 0)
+        per_iter = (r.t_end - t0) / opt.iters;
+
+    int status = 0;
+    if (rank == 0) {
+        printf("jacobi2d_tess: %lld x %lld, %d iterations (+%d warm-up), %d processes x %d PEs, "
+               "%d GPU(s), ODF %d: %d x %d chares, backend %s\n", (long long)opt.nx,
+               (long long)opt.ny, opt.iters, opt.warmup, nprocs, tess_ppn(), gpus, opt.odf, cx,
+               cy, tess_gpu_backend_name());
+        printf("time per iteration: %.6f ms\nchecksum: %.15e\n", per_iter * 1e3, r.checksum);
+        if (opt.verify) {
+            double ref = jac_serial_checksum(opt.nx, opt.ny, opt.warmup + opt.iters);
+            double rel = ref != 0 ? (r.checksum - ref) / ref : r.checksum;
+            if (rel < 0)
+                rel = -rel;
+            printf("verify: serial checksum %.15e, relative difference %.2e: %s\n", ref, rel,
+                   rel <= 1e-12 ? "ok" : "WRONG");
+            status = rel <= 1e-12 ? 0 : 3;
+        }
+        printf("RESULT prog=tess nx=%lld ny=%lld iters=%d procs=%d ppn=%d gpus=%d odf=%d "
+               "chares=%dx%d backend=%s ms_per_iter=%.6f checksum=%.17g\n", (long long)opt.nx,
+               (long long)opt.ny, opt.iters, nprocs, tess_ppn(), gpus, opt.odf, cx, cy,
+               tess_gpu_backend_name(), per_iter * 1e3, r.checksum);
+        fflush(stdout);
+    }
+    MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    tess_array_destroy(grid);
+    tess_finalize();
+    MPI_Finalize();
+    return status;
+}

@@ -1,0 +1,103 @@
+// kernels_cuda.cu — the CUDA versions of the Jacobi2D kernels: thin wrappers around the math of
+// jacobi.h, launched on the caller's stream.
+#include "jacobi.h"
+
+#include <cuda_runtime.h>
+
+static __global__ void k_init(double *t, int64_t bx, int64_t by, int n, int s, int w, int e,
+                              double ghost)
+{
+    int64_t ld = by + 2;
+    TESS_KERNEL_LOOP(k, (bx + 2) * ld)
+    {
+        int64_t i = k / ld, j = k % ld;
+        double  v = 0.0;
+        if ((n && i == 0) || (s && i == bx + 1) || (w && j == 0) || (e && j == by + 1))
+            v = ghost;
+        t[k] = v;
+    }
+}
+
+static __global__ void k_update(const double *__restrict__ in, double *__restrict__ out,
+                                int64_t bx, int64_t by)
+{
+    int64_t ld = by + 2;
+    TESS_KERNEL_LOOP(k, bx * by)
+    {
+        int64_t i = k / by + 1, j = k % by + 1;
+        out[i * ld + j] = jac_point(in, ld, i, j);
+    }
+}
+
+static __global__ void k_col(double *t, double *buf, int64_t bx, int64_t by, int64_t col,
+                             int unpack)
+{
+    int64_t ld = by + 2;
+    TESS_KERNEL_LOOP(i, bx)
+    {
+        if (unpack)
+            t[(i + 1) * ld + col] = buf[i];
+        else
+            buf[i] = t[(i + 1) * ld + col];
+    }
+}
+
+static __global__ void k_row_sums(const double *t, double *rows, int64_t bx, int64_t by)
+{
+    int64_t ld = by + 2;
+    TESS_KERNEL_LOOP(i, bx)
+    {
+        double s = 0;
+        for (int64_t j = 1; j <= by; j++)
+            s += t[(i + 1) * ld + j];
+        rows[i] = s;
+    }
+}
+
+static unsigned blocks_for(int64_t n)
+{
+    return tess_kernel_blocks(n, 256, 65535);
+}
+
+extern "C" {
+
+void jac_cuda_init_block(void *s, double *t, int64_t bx, int64_t by, int n, int so, int w, int e,
+                         double ghost)
+{
+    k_init<<<blocks_for((bx + 2) * (by + 2)), 256, 0, (cudaStream_t)s>>>(t, bx, by, n, so, w, e,
+                                                                         ghost);
+}
+
+void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t by, int repeat)
+{
+    for (int r = 0; r < repeat; r++)
+        k_update<<<blocks_for(bx * by), 256, 0, (cudaStream_t)s>>>(in, out, bx, by);
+}
+
+void jac_cuda_pack_col(void *s, const double *t, double *buf, int64_t bx, int64_t by, int64_t col)
+{
+    k_col<<<blocks_for(bx), 256, 0, (cudaStream_t)s>>>((double *)t, buf, bx, by, col, 0);
+}
+
+void jac_cuda_unpack_col(void *s, double *t, const double *buf, int64_t bx, int64_t by,
+                         int64_t col)
+{
+    k_col<<<blocks_for(bx), 256, 0, (cudaStream_t)s>>>(t, (double *)buf, bx, by, col, 1);
+}
+
+void jac_cuda_row_sums(void *s, const double *t, double *rows, int64_t bx, int64_t by)
+{
+    k_row_sums<<<blocks_for(bx), 128, 0, (cudaStream_t)s>>>(t, rows, bx, by);
+}
+
+int jac_cuda_devices(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+} // extern "C"
