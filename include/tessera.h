@@ -425,10 +425,49 @@ tess_status_t tess_set_load(tess_ctx_h ctx, double load);
 /**
  * Enter a load-balancing step (entry). When every element of the array has called it, loads are
  * collected, the strategy (+tess-lb NAME) runs, elements migrate with their state, the location
- * table is updated on every rank, and the array's resume entry runs on every element.
+ * table is updated on every rank by one collective, and the array's resume entry
+ * (tess_array_params_t.resume) runs on every element. An element calls it with no GPU
+ * continuation or device message pending, and sends nothing to the array's elements until its
+ * resume entry runs.
  */
 #define tess_at_sync(ctx) tess_at_sync_loc((ctx), __FILE__, __LINE__)
 tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line);
+
+/** What the last load-balancing step of an array did (main, after tess_run; the same on every
+ *  rank). Imbalance is max / average load over the bins (1.0 = balanced) before the step and as
+ *  the strategy predicted after it. TESS_ERR_NOT_FOUND before the first step. */
+typedef struct tess_lb_stats {
+    uint64_t steps;           /**< steps so far */
+    int64_t  migrations;      /**< elements moved by the last step */
+    double   imbalance_before, imbalance_after;
+    double   max_load, avg_load; /**< of the bins, before the step (seconds or user units) */
+} tess_lb_stats_t;
+tess_status_t tess_lb_get_stats(tess_array_h array, tess_lb_stats_t *stats_p);
+
+/* ---- pluggable strategies ---- */
+
+/** One migratable element as a strategy sees it. */
+typedef struct tess_lb_obj {
+    int64_t id;   /**< linear index in its array */
+    double  load; /**< measured seconds (or the element's own units) since the last step */
+    int     bin;  /**< current bin (PE, process or GPU: +tess-lb-target) */
+} tess_lb_obj_t;
+
+typedef struct tess_lb_input {
+    int            nbins;
+    const double  *bin_bg;    /**< [nbins] load that cannot move, or NULL */
+    int            nobjs;
+    tess_lb_obj_t *objs;
+    double         tolerance; /**< a bin may exceed the average by this fraction */
+} tess_lb_input_t;
+
+/** A strategy: fill new_bin[i] (0 <= new_bin[i] < nbins) for every object. Runs on process 0
+ *  during a step; must be a pure function of its input. */
+typedef void (*tess_lb_strategy_fn_t)(const tess_lb_input_t *in, int *new_bin, void *arg);
+
+/** Add a strategy usable as +tess-lb NAME (main, before the first step, on every rank). Names
+ *  of built-ins: greedy, refine, greedyrefine, rotate, none. */
+tess_status_t tess_lb_register(const char *name, tess_lb_strategy_fn_t fn, void *arg);
 
 #ifdef __cplusplus
 }

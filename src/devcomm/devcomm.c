@@ -55,6 +55,19 @@ tess_status_t dc_event_get(tess_gpu_event_h *e_p)
     return tess_gpu->event_create(0, e_p);
 }
 
+static void dc_event_put_cb(void *arg)
+{
+    dc_event_put(arg);
+}
+
+/* Back to the pool once its record completed: an event recorded again while an earlier record
+ * is pending is a hazard on backends that track only the latest record. */
+void dc_event_put_when_done(tess_gpu_event_h e)
+{
+    if (tess_core_gpu_when(e, dc_event_put_cb, e) != TESS_OK)
+        tess_fatal("cannot watch an event: %s", tess_error_detail());
+}
+
 void dc_event_put(tess_gpu_event_h e)
 {
     pthread_mutex_lock(&dc.lock);
@@ -288,7 +301,7 @@ static void dc_recv_free(dc_recv_t *r)
 static void dc_deliver_cont(void *arg)
 {
     dc_recv_t *r = arg;
-    dc.ops->deliver(&r->m);
+    dc.ops->deliver(&r->m, r->dst, r->stream);
     dc_recv_free(r);
 }
 
@@ -307,7 +320,7 @@ void dc_recv_finish(dc_recv_t *r)
             tess_fatal("cannot wait for a device message: %s", tess_error_detail());
         return;
     }
-    dc.ops->deliver(&r->m);
+    dc.ops->deliver(&r->m, r->dst, r->stream);
     dc_recv_free(r);
 }
 
@@ -376,8 +389,7 @@ static void dc_d2d_recv(tess_msg_t *m)
     tess_gpu_event_h ev = (tess_gpu_event_h)(uintptr_t)c->event_ptr;
     if (tess_gpu->stream_wait_event(r->stream, ev) != TESS_OK)
         tess_fatal("device message: stream wait failed: %s", tess_error_detail());
-    /* The wait captured the record: the event can serve another message now. */
-    dc_event_put(ev);
+    dc_event_put_when_done(ev);
     const dc_rec_d2d_t *rec = dc_recs((dc_ctl_t *)c);
     for (int i = 0; i < r->m.nbufs; i++)
         if (r->sizes[i] && tess_gpu->memcpy_async(r->dst[i], (void *)(uintptr_t)rec[i].src,
@@ -463,7 +475,7 @@ void dc_pump(void)
             pthread_mutex_unlock(&dc.lock);
             atomic_fetch_sub(&dc.busy, 1);
             if (p->ready)
-                dc_event_put(p->ready);
+                dc_event_put_when_done(p->ready);
             free(p->header);
             free(p);
         }

@@ -56,8 +56,9 @@ typedef struct tess_dc_ops {
      */
     tess_status_t (*post)(const tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p,
                           unsigned *flags_p);
-    /** The data is in place: on `stream` in stream order, or completed with WAIT_COMPLETE. */
-    void (*deliver)(const tess_dc_msg_t *m);
+    /** The data is in place at dst[] (as post chose them): on `stream` in stream order, or
+     *  completed with WAIT_COMPLETE. */
+    void (*deliver)(const tess_dc_msg_t *m, void *const *dst, tess_gpu_stream_h stream);
     /** The target moved: `bufs` (device memory, `stream` ordered) hold the data; the layer
      *  above sends it on and calls tess_dc_free_temp(bufs[i]) when the new send is done. */
     void (*forward)(const tess_dc_msg_t *m, void **bufs, tess_gpu_stream_h stream);

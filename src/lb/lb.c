@@ -1,5 +1,658 @@
-/* lb.c — load balancing (filled in with the load-balancing work). */
+/* lb.c — load-balancing steps. When every local element of an array has called tess_at_sync,
+ * PE 0 tells the other processes (those without elements join on that notice), asks each local
+ * PE for its elements' loads, gathers them on process 0 (MPI on the array's communicator),
+ * runs the strategy there, broadcasts the moves (this one collective updates every rank's
+ * location table), migrates what leaves, waits for what arrives, meets the other processes in
+ * a barrier, and runs the resume entry of every local element. All MPI calls are
+ * non-blocking requests that PE 0's agent watches. */
 #include "lb.h"
 
-tess_status_t tess_lb_init(void) { return TESS_OK; }
-void          tess_lb_fini(void) {}
+#include <math.h>
+#include <stdlib.h>
+#include <strings.h>
+
+typedef struct lb_rec {
+    int64_t linear;
+    double  load;
+    int32_t pe, pad;
+} lb_rec_t;
+
+typedef struct lb_move {
+    int64_t linear;
+    int32_t from, to;
+} lb_move_t;
+
+typedef struct lb_bcast_hdr {
+    int64_t nmoves;
+    double  before, after, max_load, avg_load;
+} lb_bcast_hdr_t;
+
+typedef struct lb_array {
+    pthread_mutex_t lock;       /* arrived and recs, from every PE */
+    int64_t         arrived;
+    lb_rec_t       *recs;
+    int64_t         nrecs, cap;
+    /* PE 0 only: */
+    int             started, reports;
+    uint64_t        step;
+    int             count, *counts, *displs;
+    lb_rec_t       *all;
+    lb_bcast_hdr_t  hdr;
+    lb_move_t      *moves;
+    int64_t         arrivals, departures;
+    int             moves_known;
+    tess_lb_stats_t stats;
+    int             have_stats;
+} lb_array_t;
+
+/* Per-PE: GPU timing of entries (TESS_LB_GPU_TIME). */
+typedef struct lb_timing {
+    uint32_t         aid;
+    int64_t          linear;
+    tess_gpu_event_h start, end;
+} lb_timing_t;
+
+typedef struct lb_pe {
+    tess_gpu_evpool_t events;
+    lb_timing_t      *pairs;
+    size_t            npairs, cap;
+    tess_gpu_event_h  pending_start; /* recorded by the entry hook before the entry */
+} lb_pe_t;
+
+static struct {
+    pthread_mutex_t       lock; /* lazy creation of per-array state */
+    uint16_t              h_notice, h_report, h_migrate;
+    tess_lb_strategy_fn_t strategy;
+    void                 *strategy_arg;
+    int                   target; /* 0 pe, 1 process, 2 gpu */
+    int                  *gpu_of_process;
+    int                   ngpus;
+} lb;
+
+static lb_array_t *lb_array(tess_array_t *a)
+{
+    pthread_mutex_lock(&lb.lock);
+    if (!a->lb) {
+        lb_array_t *la = tess_calloc(1, sizeof(*la), "load-balancing state");
+        if (!la)
+            tess_fatal("out of memory setting up load balancing for array '%s'", a->name);
+        pthread_mutex_init(&la->lock, NULL);
+        a->lb = la;
+    }
+    pthread_mutex_unlock(&lb.lock);
+    return a->lb;
+}
+
+static void lb_post(tess_agent_fn_t fn, tess_array_t *a)
+{
+    if (tess_core_agent_post(fn, a) != TESS_OK)
+        tess_fatal("load balancing: cannot reach PE 0: %s", tess_error_detail());
+}
+
+static void lb_watch(MPI_Request req, tess_agent_req_fn_t fn, tess_array_t *a)
+{
+    if (tess_core_agent_watch(req, fn, a) != TESS_OK)
+        tess_fatal("load balancing: cannot watch an MPI request");
+}
+
+static void lb_send_small(uint16_t handler, int dst_pe, uint32_t aid, int64_t v0, int64_t v1)
+{
+    tess_msg_t *m = tess_core_msg_alloc(0);
+    if (!m)
+        tess_fatal("out of memory in a load-balancing step");
+    m->hdr.handler = handler;
+    m->hdr.dst_pe  = dst_pe;
+    m->hdr.a0      = ((uint64_t)aid << 32) | (uint32_t)v0;
+    m->hdr.a1      = (uint64_t)v1;
+    tess_core_send(m);
+}
+
+/* ---- the load of an element --------------------------------------------------------------- */
+
+static double lb_elem_load(tess_ctx_h e)
+{
+    if (e->has_user_load)
+        return e->user_load;
+    double host = tess_ticks_to_ns(e->load_ticks) * 1e-9;
+    return host + e->gpu_ms * 1e-3;
+}
+
+/* Finish the GPU timings of this PE (waiting for them: the elements are idle). */
+static unsigned lb_timing_poll(lb_pe_t *lp, int wait)
+{
+    obj_pe_t *op   = tess_obj_pe();
+    unsigned  done = 0;
+    size_t    out  = 0;
+    for (size_t i = 0; i < lp->npairs; i++) {
+        lb_timing_t *t = &lp->pairs[i];
+        if (wait)
+            tess_gpu->event_sync(t->end);
+        if (tess_gpu->event_query(t->end) != TESS_OK) {
+            lp->pairs[out++] = *t;
+            continue;
+        }
+        float      ms = 0;
+        tess_ctx_h e  = tess_hmap_get(&op->elems, tess_obj_key(t->aid, t->linear));
+        if (e && tess_gpu->event_elapsed_ms(t->start, t->end, &ms) == TESS_OK)
+            e->gpu_ms += ms;
+        tess_gpu_evpool_put(&lp->events, t->start);
+        tess_gpu_evpool_put(&lp->events, t->end);
+        done++;
+    }
+    lp->npairs = out;
+    return done;
+}
+
+static lb_pe_t *lb_pe_self(void)
+{
+    tess_pe_t *pe = tess_core_pe_self();
+    return pe ? *tess_core_pe_slot(pe, TESS_SLOT_LB) : NULL;
+}
+
+static void lb_entry_pre(tess_ctx_h e)
+{
+    lb_pe_t *lp = lb_pe_self();
+    if (tess_gpu_evpool_get(&lp->events, &lp->pending_start) != TESS_OK ||
+        tess_gpu->event_record(lp->pending_start, e->stream) != TESS_OK)
+        tess_fatal("GPU timing: cannot record an event: %s", tess_error_detail());
+}
+
+static void lb_entry_post(tess_ctx_h e)
+{
+    lb_pe_t *lp = lb_pe_self();
+    if (lp->npairs == lp->cap) {
+        size_t       cap = lp->cap ? lp->cap * 2 : 64;
+        lb_timing_t *p   = realloc(lp->pairs, cap * sizeof(*p));
+        if (!p)
+            tess_fatal("out of memory timing entries");
+        lp->pairs = p;
+        lp->cap   = cap;
+    }
+    lb_timing_t *t = &lp->pairs[lp->npairs++];
+    t->aid         = e->array->id;
+    t->linear      = e->linear;
+    t->start       = lp->pending_start;
+    if (tess_gpu_evpool_get(&lp->events, &t->end) != TESS_OK ||
+        tess_gpu->event_record(t->end, e->stream) != TESS_OK)
+        tess_fatal("GPU timing: cannot record an event: %s", tess_error_detail());
+}
+
+static unsigned lb_progress(tess_pe_t *pe)
+{
+    lb_pe_t *lp = *tess_core_pe_slot(pe, TESS_SLOT_LB);
+    return lp && lp->npairs ? lb_timing_poll(lp, 0) : 0;
+}
+
+/* ---- the step -------------------------------------------------------------------------------- */
+
+static void lb_apply_moves(tess_array_t *a);
+static void lb_check_done(tess_array_t *a);
+static void lb_report_done(void *arg);
+
+/* PE 0: join step `la->step` of array a and ask every local PE for its loads. */
+static void lb_start(tess_array_t *a, int notify)
+{
+    lb_array_t *la = a->lb;
+    la->started    = 1;
+    if (notify)
+        for (int p = 0; p < tess_rt.size; p++)
+            if (p != tess_rt.rank)
+                lb_send_small(lb.h_notice, p * tess_rt.ppn, a->id, 0, (int64_t)la->step);
+    la->reports = tess_rt.ppn;
+    for (int l = 0; l < tess_rt.ppn; l++)
+        lb_send_small(lb.h_report, tess_rt.rank * tess_rt.ppn + l, a->id, 0, 0);
+}
+
+static void lb_local_ready(void *arg)
+{
+    tess_array_t *a = arg;
+    if (!((lb_array_t *)a->lb)->started)
+        lb_start(a, 1);
+}
+
+static bool lb_notice_handler(tess_msg_t *m)
+{
+    tess_array_t *a  = tess_obj_arrays[(uint32_t)(m->hdr.a0 >> 32)];
+    lb_array_t   *la = lb_array(a);
+    uint64_t      step = m->hdr.a1;
+    tess_core_msg_free(m);
+    /* A process without elements learns of the step here; the others start on their own. */
+    if (!la->started && step == la->step && atomic_load(&a->nlocal) == 0)
+        lb_start(a, 0);
+    return true;
+}
+
+/* On each PE: the loads of its elements, then the counters restart. */
+static bool lb_report_handler(tess_msg_t *m)
+{
+    tess_array_t *a  = tess_obj_arrays[(uint32_t)(m->hdr.a0 >> 32)];
+    lb_array_t   *la = a->lb;
+    tess_core_msg_free(m);
+    lb_pe_t *lp = lb_pe_self();
+    if (lp && lp->npairs)
+        lb_timing_poll(lp, 1);
+    tess_vec_t *v = &a->pe_elems[tess_core_pe_local(tess_core_pe_self())];
+    pthread_mutex_lock(&la->lock);
+    for (size_t i = 0; i < v->count; i++) {
+        tess_ctx_h e = v->items[i];
+        if (la->nrecs == la->cap) {
+            int64_t   cap = la->cap ? la->cap * 2 : 64;
+            lb_rec_t *r   = realloc(la->recs, (size_t)cap * sizeof(*r));
+            if (!r)
+                tess_fatal("out of memory collecting loads");
+            la->recs = r;
+            la->cap  = cap;
+        }
+        la->recs[la->nrecs++] = (lb_rec_t){e->linear, lb_elem_load(e), e->pe, 0};
+        e->load_ticks = 0;
+        e->gpu_ms     = 0;
+    }
+    pthread_mutex_unlock(&la->lock);
+    lb_post(lb_report_done, a);
+    return true;
+}
+
+/* ---- process 0: the strategy ----------------------------------------------------------------- */
+
+static int lb_bin_of(int pe)
+{
+    switch (lb.target) {
+    case 0:  return pe;
+    case 1:  return tess_core_pe_process(pe);
+    default: return lb.gpu_of_process[tess_core_pe_process(pe)];
+    }
+}
+
+static int lb_nbins(void)
+{
+    return lb.target == 0 ? tess_core_num_pes() : lb.target == 1 ? tess_rt.size : lb.ngpus;
+}
+
+/* Decide the moves from the gathered records (process 0). */
+static void lb_decide(lb_array_t *la, int64_t n)
+{
+    int              nbins = lb_nbins();
+    tess_lb_obj_t   *objs  = tess_calloc((size_t)(n ? n : 1), sizeof(*objs), "LB objects");
+    int             *bins  = tess_calloc((size_t)(n ? n : 1), sizeof(int), "LB bins");
+    double          *peload = tess_calloc((size_t)tess_core_num_pes(), sizeof(double), "PE loads");
+    double          *binload = tess_calloc((size_t)nbins, sizeof(double), "bin loads");
+    if (!objs || !bins || !peload || !binload)
+        tess_fatal("out of memory running the load balancer");
+    for (int64_t i = 0; i < n; i++)
+        objs[i] = (tess_lb_obj_t){la->all[i].linear, la->all[i].load, lb_bin_of(la->all[i].pe)};
+    tess_lb_input_t in = {.nbins = nbins, .bin_bg = NULL, .nobjs = (int)n, .objs = objs,
+                          .tolerance = 0.05};
+    for (int64_t i = 0; i < n; i++)
+        bins[i] = objs[i].bin;
+    double before = tess_lb_imbalance(&in, bins);
+    double total  = 0, maxb = 0;
+    for (int64_t i = 0; i < n; i++) {
+        binload[objs[i].bin] += objs[i].load;
+        total += objs[i].load;
+    }
+    for (int b = 0; b < nbins; b++)
+        maxb = TESS_MAX(maxb, binload[b]);
+    lb.strategy(&in, bins, lb.strategy_arg);
+    for (int64_t i = 0; i < n; i++)
+        if (bins[i] < 0 || bins[i] >= nbins)
+            tess_fatal("the load balancer put element %lld into bin %d (there are %d)",
+                       (long long)objs[i].id, bins[i], nbins);
+    double after = tess_lb_imbalance(&in, bins);
+
+    /* Objects that stay in their bin keep their PE; the others go to their new bin's least
+     * loaded PE. */
+    for (int64_t i = 0; i < n; i++)
+        if (bins[i] == objs[i].bin)
+            peload[la->all[i].pe] += objs[i].load;
+    int64_t nm = 0;
+    la->moves  = tess_malloc((size_t)(n ? n : 1) * sizeof(lb_move_t), "LB moves");
+    if (!la->moves)
+        tess_fatal("out of memory running the load balancer");
+    for (int64_t i = 0; i < n; i++) {
+        if (bins[i] == objs[i].bin)
+            continue;
+        int best = -1;
+        for (int pe = 0; pe < tess_core_num_pes(); pe++)
+            if (lb_bin_of(pe) == bins[i] && (best < 0 || peload[pe] < peload[best]))
+                best = pe;
+        peload[best] += objs[i].load;
+        la->moves[nm++] = (lb_move_t){objs[i].id, la->all[i].pe, best};
+    }
+    la->hdr = (lb_bcast_hdr_t){nm, before, after, maxb, nbins ? total / nbins : 0};
+    tess_info("load balancing: %lld of %lld elements move; imbalance %.3f -> %.3f",
+              (long long)nm, (long long)n, before, after);
+    free(objs);
+    free(bins);
+    free(peload);
+    free(binload);
+}
+
+/* ---- the collectives (PE 0 of every process) ------------------------------------------------ */
+
+static void lb_got_moves(void *arg, MPI_Status *st)
+{
+    (void)st;
+    lb_apply_moves(arg);
+}
+
+static void lb_got_header(void *arg, MPI_Status *st)
+{
+    (void)st;
+    tess_array_t *a  = arg;
+    lb_array_t   *la = a->lb;
+    if (tess_rt.rank != 0) {
+        la->moves = tess_malloc((size_t)(la->hdr.nmoves ? la->hdr.nmoves : 1) * sizeof(lb_move_t),
+                                "LB moves");
+        if (!la->moves)
+            tess_fatal("out of memory receiving load-balancing moves");
+    }
+    MPI_Request req;
+    if (MPI_Ibcast(la->moves, (int)(la->hdr.nmoves * (int64_t)sizeof(lb_move_t)), MPI_BYTE, 0,
+                   a->comm, &req) != MPI_SUCCESS)
+        tess_fatal("load balancing: MPI_Ibcast of the moves failed");
+    lb_watch(req, lb_got_moves, a);
+}
+
+static void lb_gathered(void *arg, MPI_Status *st)
+{
+    (void)st;
+    tess_array_t *a  = arg;
+    lb_array_t   *la = a->lb;
+    if (tess_rt.rank == 0)
+        lb_decide(la, (int64_t)(la->displs[tess_rt.size] / (int)sizeof(lb_rec_t)));
+    MPI_Request req;
+    if (MPI_Ibcast(&la->hdr, sizeof(la->hdr), MPI_BYTE, 0, a->comm, &req) != MPI_SUCCESS)
+        tess_fatal("load balancing: MPI_Ibcast failed");
+    lb_watch(req, lb_got_header, a);
+}
+
+static void lb_counted(void *arg, MPI_Status *st)
+{
+    (void)st;
+    tess_array_t *a  = arg;
+    lb_array_t   *la = a->lb;
+    if (tess_rt.rank == 0) {
+        la->displs[0] = 0;
+        for (int p = 0; p < tess_rt.size; p++) {
+            la->counts[p] *= (int)sizeof(lb_rec_t);
+            la->displs[p + 1] = la->displs[p] + la->counts[p];
+        }
+        la->all = tess_malloc((size_t)la->displs[tess_rt.size] + 1, "all loads");
+        if (!la->all)
+            tess_fatal("out of memory gathering loads");
+    }
+    MPI_Request req;
+    if (MPI_Igatherv(la->recs, la->count * (int)sizeof(lb_rec_t), MPI_BYTE, la->all, la->counts,
+                     la->displs, MPI_BYTE, 0, a->comm, &req) != MPI_SUCCESS)
+        tess_fatal("load balancing: MPI_Igatherv failed");
+    lb_watch(req, lb_gathered, a);
+}
+
+static void lb_report_done(void *arg)
+{
+    tess_array_t *a  = arg;
+    lb_array_t   *la = a->lb;
+    if (--la->reports > 0)
+        return;
+    la->count = (int)la->nrecs;
+    if (tess_rt.rank == 0) {
+        la->counts = tess_calloc((size_t)tess_rt.size, sizeof(int), "LB counts");
+        la->displs = tess_calloc((size_t)tess_rt.size + 1, sizeof(int), "LB offsets");
+        if (!la->counts || !la->displs)
+            tess_fatal("out of memory gathering loads");
+    }
+    MPI_Request req;
+    if (MPI_Igather(&la->count, 1, MPI_INT, la->counts, 1, MPI_INT, 0, a->comm, &req) !=
+        MPI_SUCCESS)
+        tess_fatal("load balancing: MPI_Igather failed");
+    lb_watch(req, lb_counted, a);
+}
+
+/* ---- migrations ------------------------------------------------------------------------------ */
+
+static void lb_departed(void *arg)
+{
+    tess_array_t *a = arg;
+    ((lb_array_t *)a->lb)->departures--;
+    lb_check_done(a);
+}
+
+static void lb_arrived(void *arg)
+{
+    tess_array_t *a = arg;
+    ((lb_array_t *)a->lb)->arrivals--;
+    lb_check_done(a);
+}
+
+static void lb_on_arrival(tess_ctx_h e)
+{
+    if (!e->lb_moved)
+        return;
+    e->lb_moved = 0;
+    lb_post(lb_arrived, e->array);
+}
+
+/* On the element's PE: move it as the step decided. */
+static bool lb_migrate_handler(tess_msg_t *m)
+{
+    tess_array_t *a   = tess_obj_arrays[(uint32_t)(m->hdr.a0 >> 32)];
+    int           to  = (int)(uint32_t)m->hdr.a0;
+    int64_t       lin = (int64_t)m->hdr.a1;
+    tess_core_msg_free(m);
+    obj_pe_t  *op = tess_obj_pe();
+    tess_ctx_h e  = tess_hmap_get(&op->elems, tess_obj_key(a->id, lin));
+    if (!e)
+        tess_fatal("load balancing: element %lld of array '%s' is not on PE %d", (long long)lin,
+                   a->name, tess_pe());
+    if (e->gpu_pending)
+        tess_fatal("element %lld of array '%s' entered a load-balancing step with %d GPU "
+                   "continuations or device messages pending", (long long)lin, a->name,
+                   e->gpu_pending);
+    e->lb_moved = 1;
+    tess_obj_migrate_now(op, e, to);
+    lb_post(lb_departed, a);
+    return true;
+}
+
+static void lb_apply_moves(tess_array_t *a)
+{
+    lb_array_t *la = a->lb;
+    int         me = tess_rt.rank;
+    for (int64_t i = 0; i < la->hdr.nmoves; i++) {
+        lb_move_t *mv   = &la->moves[i];
+        int        from = tess_core_pe_process(mv->from), to = tess_core_pe_process(mv->to);
+        if (from == me) {
+            la->departures++;
+            lb_send_small(lb.h_migrate, mv->from, a->id, mv->to, mv->linear);
+        }
+        if (to == me)
+            la->arrivals++;
+        if (from != me && to != me)
+            atomic_store_explicit(&a->loc[mv->linear], mv->to, memory_order_relaxed);
+    }
+    la->stats.steps++;
+    la->stats.migrations       = la->hdr.nmoves;
+    la->stats.imbalance_before = la->hdr.before;
+    la->stats.imbalance_after  = la->hdr.after;
+    la->stats.max_load         = la->hdr.max_load;
+    la->stats.avg_load         = la->hdr.avg_load;
+    la->have_stats             = 1;
+    la->moves_known            = 1;
+    lb_check_done(a);
+}
+
+static void lb_resume(void *arg, MPI_Status *st)
+{
+    (void)st;
+    tess_array_t *a  = arg;
+    lb_array_t   *la = a->lb;
+    free(la->moves);
+    free(la->all);
+    free(la->counts);
+    free(la->displs);
+    la->moves = NULL;
+    la->all   = NULL;
+    la->counts = la->displs = NULL;
+    la->nrecs       = 0;
+    la->moves_known = 0;
+    la->started     = 0;
+    la->step++;
+    pthread_mutex_lock(&la->lock);
+    la->arrived = 0;
+    pthread_mutex_unlock(&la->lock);
+    for (int l = 0; l < tess_rt.ppn; l++) {
+        tess_vec_t *v = &a->pe_elems[l];
+        for (size_t i = 0; i < v->count; i++) {
+            tess_ctx_h  e = v->items[i];
+            tess_msg_t *m = tess_core_msg_alloc(0);
+            if (!m)
+                tess_fatal("out of memory resuming after load balancing");
+            e->at_sync = 0;
+            tess_obj_send_linear(a, e->linear, a->resume, m);
+        }
+    }
+}
+
+static void lb_check_done(tess_array_t *a)
+{
+    lb_array_t *la = a->lb;
+    if (!la->moves_known || la->departures || la->arrivals)
+        return;
+    la->moves_known = 0;
+    MPI_Request req;
+    if (MPI_Ibarrier(a->comm, &req) != MPI_SUCCESS)
+        tess_fatal("load balancing: MPI_Ibarrier failed");
+    lb_watch(req, lb_resume, a);
+}
+
+/* ---- API ------------------------------------------------------------------------------------- */
+
+tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line)
+{
+    obj_pe_t *op = tess_obj_pe();
+    if (tess_unlikely(!op || !tess_core_in_phase() || op->current != ctx))
+        tess_obj_misuse(file, line, "tess_at_sync must be called by an entry method of the "
+                        "element it names");
+    tess_array_t *a = ctx->array;
+    if (tess_unlikely(!a->has_resume))
+        tess_obj_misuse(file, line, "tess_at_sync on array '%s', which has no resume entry "
+                        "(tess_array_params_t.resume)", a->name);
+    if (tess_unlikely(ctx->at_sync))
+        tess_obj_misuse(file, line, "tess_at_sync called twice before the resume entry ran");
+    lb_array_t *la = lb_array(a);
+    ctx->at_sync   = 1;
+    pthread_mutex_lock(&la->lock);
+    int ready = ++la->arrived == atomic_load(&a->nlocal);
+    pthread_mutex_unlock(&la->lock);
+    if (ready)
+        lb_post(lb_local_ready, a);
+    return TESS_OK;
+}
+
+tess_status_t tess_lb_get_stats(tess_array_h a, tess_lb_stats_t *stats_p)
+{
+    if (!a || !a->lb || !((lb_array_t *)a->lb)->have_stats)
+        return TESS_ERR_NOT_FOUND;
+    *stats_p = ((lb_array_t *)a->lb)->stats;
+    return TESS_OK;
+}
+
+static void lb_pe_init(tess_pe_t *pe)
+{
+    lb_pe_t *lp = tess_calloc(1, sizeof(*lp), "per-PE load data");
+    if (!lp || (tess_cfg.lb_gpu_time &&
+                tess_gpu_evpool_init(&lp->events, TESS_GPU_EVENT_TIMING, 16) != TESS_OK))
+        tess_fatal("cannot set up GPU timing on PE %d", tess_core_pe_global(pe));
+    *tess_core_pe_slot(pe, TESS_SLOT_LB) = lp;
+}
+
+static void lb_pe_fini(tess_pe_t *pe)
+{
+    lb_pe_t *lp = *tess_core_pe_slot(pe, TESS_SLOT_LB);
+    if (!lp)
+        return;
+    if (lp->npairs)
+        lb_timing_poll(lp, 1);
+    if (tess_cfg.lb_gpu_time)
+        tess_gpu_evpool_fini(&lp->events);
+    free(lp->pairs);
+    free(lp);
+    *tess_core_pe_slot(pe, TESS_SLOT_LB) = NULL;
+}
+
+/* Global GPU ids: the distinct (node, device) pairs, in rank order. */
+static tess_status_t lb_map_gpus(void)
+{
+    int  mine[2] = {tess_rt.node, tess_gpu_device()};
+    int *all     = tess_malloc(2 * sizeof(int) * (size_t)tess_rt.size, "GPU map");
+    lb.gpu_of_process = tess_malloc(sizeof(int) * (size_t)tess_rt.size, "GPU map");
+    if (!all || !lb.gpu_of_process) {
+        free(all);
+        return TESS_ERR_NO_MEMORY;
+    }
+    MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, tess_rt.comm);
+    lb.ngpus = 0;
+    for (int p = 0; p < tess_rt.size; p++) {
+        int id = -1;
+        for (int q = 0; q < p && id < 0; q++)
+            if (all[2 * q] == all[2 * p] && all[2 * q + 1] == all[2 * p + 1])
+                id = lb.gpu_of_process[q];
+        lb.gpu_of_process[p] = id >= 0 ? id : lb.ngpus++;
+    }
+    free(all);
+    return TESS_OK;
+}
+
+tess_status_t tess_lb_init(void)
+{
+    memset(&lb, 0, sizeof(lb));
+    pthread_mutex_init(&lb.lock, NULL);
+    lb.strategy = tess_lb_find(tess_cfg.lb, &lb.strategy_arg);
+    if (!lb.strategy)
+        return tess_error(TESS_ERR_INVALID, "+tess-lb %s: unknown strategy (greedy, refine, "
+                          "greedyrefine, rotate, none, or one given to tess_lb_register)",
+                          tess_cfg.lb);
+    lb.target = !strcasecmp(tess_cfg.lb_target, "pe") ? 0
+              : !strcasecmp(tess_cfg.lb_target, "process") ? 1 : 2;
+    tess_status_t st = lb_map_gpus();
+    if (st != TESS_OK)
+        return st;
+    if ((st = tess_core_handler_register("lb-notice", lb_notice_handler, &lb.h_notice)) != TESS_OK ||
+        (st = tess_core_handler_register("lb-report", lb_report_handler, &lb.h_report)) != TESS_OK ||
+        (st = tess_core_handler_register("lb-migrate", lb_migrate_handler, &lb.h_migrate)) != TESS_OK)
+        return st;
+    static const tess_core_layer_t layer = {.name = "lb", .pe_init = lb_pe_init,
+                                            .pe_fini = lb_pe_fini, .progress = lb_progress};
+    st = tess_core_layer_add(&layer);
+    if (st != TESS_OK)
+        return st;
+    tess_obj_on_arrival = lb_on_arrival;
+    if (tess_cfg.lb_gpu_time) {
+        tess_obj_entry_pre  = lb_entry_pre;
+        tess_obj_entry_post = lb_entry_post;
+    }
+    return TESS_OK;
+}
+
+void tess_lb_fini(void)
+{
+    for (uint32_t i = 0; i < tess_obj_narrays; i++) {
+        tess_array_t *a  = tess_obj_arrays[i];
+        lb_array_t   *la = a ? a->lb : NULL;
+        if (!la)
+            continue;
+        free(la->recs);
+        free(la->moves);
+        free(la->all);
+        free(la->counts);
+        free(la->displs);
+        pthread_mutex_destroy(&la->lock);
+        free(la);
+        a->lb = NULL;
+    }
+    free(lb.gpu_of_process);
+    tess_obj_on_arrival = NULL;
+    tess_obj_entry_pre  = NULL;
+    tess_obj_entry_post = NULL;
+    pthread_mutex_destroy(&lb.lock);
+}

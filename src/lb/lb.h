@@ -1,10 +1,34 @@
 /*
- * lb.h — the lb component: load database, AtSync steps, strategies and migration orchestration.
+ * lb.h — the lb component: the load database (host time of every entry, GPU time per element
+ * from events bracketing its stream work, loads elements set themselves, idle time per PE),
+ * AtSync steps, the strategies, and the orchestration of migrations.
+ *
+ * A strategy sees bins (PEs, processes or GPUs: +tess-lb-target) with their background load and
+ * the migratable objects with their loads and current bins, and returns a new bin per object.
+ * Strategies are pure functions of that input: they run on process 0 only.
+ *
+ * Threads: strategies and the step's collective parts run on PE 0 (the MPI agent); the per-
+ * element hooks run on the element's PE.
  */
 #ifndef TESS_LB_H
 #define TESS_LB_H
 
 #include "objects/objects.h"
+
+/* tess_lb_obj_t, tess_lb_input_t and tess_lb_strategy_fn_t are public (tessera.h). */
+
+/** The built-in strategies (strategy.c). */
+void tess_lb_greedy(const tess_lb_input_t *in, int *new_bin, void *arg);
+void tess_lb_refine(const tess_lb_input_t *in, int *new_bin, void *arg);
+void tess_lb_greedy_refine(const tess_lb_input_t *in, int *new_bin, void *arg);
+void tess_lb_rotate(const tess_lb_input_t *in, int *new_bin, void *arg);
+void tess_lb_none(const tess_lb_input_t *in, int *new_bin, void *arg);
+
+/** Look up a strategy by name (built-in or registered); NULL if unknown. */
+tess_lb_strategy_fn_t tess_lb_find(const char *name, void **arg_p);
+
+/** Max over bins of (background + assigned load) divided by the average (1 = balanced). */
+double tess_lb_imbalance(const tess_lb_input_t *in, const int *bins);
 
 tess_status_t tess_lb_init(void);
 void          tess_lb_fini(void);

@@ -250,6 +250,10 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
             goto err_free_elems;
         }
     }
+    if (MPI_Comm_dup(tess_rt.comm, &a->comm) != MPI_SUCCESS) {
+        st = tess_error(TESS_ERR_MPI, "tess_array_create '%s': MPI_Comm_dup failed", a->name);
+        goto err_free_elems;
+    }
     tess_obj_arrays[tess_obj_narrays++] = a;
     /* Constructors run once the array is complete, so they may look it up. */
     for (int l = 0; l < tess_rt.ppn; l++) {
@@ -313,6 +317,7 @@ tess_status_t tess_array_destroy(tess_array_h a)
     array_free_elements(a);
     /* The array record stays until finalize so that later misuse is reported, not UB. */
     a->destroyed = 1;
+    MPI_Comm_free(&a->comm);
     free(a->loc);
     a->loc = NULL;
     return TESS_OK;
@@ -432,9 +437,10 @@ void tess_obj_fini(void)
 {
     for (uint32_t i = 0; i < tess_obj_narrays; i++) {
         tess_array_t *a = tess_obj_arrays[i];
-        if (!a->destroyed)
+        if (!a->destroyed) {
             array_free_elements(a);
-        else
+            MPI_Comm_free(&a->comm);
+        } else
             for (int l = 0; l < tess_rt.ppn; l++)
                 tess_vec_fini(&a->pe_elems[l]);
         free(a->pe_elems);

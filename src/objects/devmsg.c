@@ -17,7 +17,12 @@ static tess_status_t devmsg_post(const tess_dc_msg_t *m, void **dst, tess_gpu_st
 {
     obj_pe_t    *op;
     tess_entry_t entry;
-    tess_ctx_h   e = devmsg_elem(m, &op, &entry);
+    if ((uint32_t)m->a0 == TESS_OBJ_MIGRATE_ENTRY) {
+        tess_obj_migrate_post(m, dst, stream_p);
+        *flags_p = 0;
+        return TESS_OK;
+    }
+    tess_ctx_h e = devmsg_elem(m, &op, &entry);
     if (!e)
         return TESS_ERR_NOT_FOUND;
     const tess_entry_info_t *info   = &tess_obj_entries[entry];
@@ -36,11 +41,15 @@ static tess_status_t devmsg_post(const tess_dc_msg_t *m, void **dst, tess_gpu_st
     return TESS_OK;
 }
 
-static void devmsg_deliver(const tess_dc_msg_t *m)
+static void devmsg_deliver(const tess_dc_msg_t *m, void *const *dst, tess_gpu_stream_h stream)
 {
     obj_pe_t    *op;
     tess_entry_t entry;
-    tess_ctx_h   e = devmsg_elem(m, &op, &entry);
+    if ((uint32_t)m->a0 == TESS_OBJ_MIGRATE_ENTRY) {
+        tess_obj_migrate_deliver(m, dst, stream);
+        return;
+    }
+    tess_ctx_h e = devmsg_elem(m, &op, &entry);
     if (!e)
         tess_fatal("internal: a device message's element left before its entry ran");
     e->gpu_pending--;

@@ -1,6 +1,10 @@
-/* migrate.c — PUP and migration of elements: the state bytes and what the PUP function adds
- * travel in one message to the destination PE; the location table is updated at the source
- * (so later messages are forwarded) and at the destination. */
+/* migrate.c — PUP and migration of elements. The runtime moves the element's state bytes; the
+ * array's PUP function adds what the state points to: host bytes, and device buffers
+ * (tess_pup_device). Within a process the device buffers stay where they are and the element
+ * keeps its stream; between processes they travel as a device message over the usual paths
+ * into memory allocated at the destination, and the source buffers are freed once sent. The
+ * location table is updated at the source after the element left (so later messages are
+ * forwarded, never lost) and at the destination on arrival. */
 #include "objects.h"
 
 #include <stdlib.h>
@@ -11,6 +15,9 @@ struct tess_pup {
     int    mode;
     char  *buf;
     size_t pos, cap;
+    int    ndev, next;
+    void  *dev[TESS_DEV_MAX_BUFS]; /* packing: the sources; unpacking: the destinations */
+    size_t dev_size[TESS_DEV_MAX_BUFS];
 };
 
 typedef struct mig_hdr {
@@ -20,8 +27,13 @@ typedef struct mig_hdr {
     uint64_t last_tag;
     double   user_load;
     int32_t  has_user_load;
-    uint32_t pad;
+    int32_t  ndev;
+    int32_t  lb_moved;
+    int32_t  pad;
     uint64_t state_size, pup_size;
+    uint64_t stream;        /* same process: the element's stream, kept */
+    uint64_t dev_size[TESS_DEV_MAX_BUFS];
+    uint64_t dev_ptr[TESS_DEV_MAX_BUFS]; /* same process: the buffers, kept */
     /* state bytes, then PUP bytes */
 } mig_hdr_t;
 
@@ -34,68 +46,120 @@ int tess_pup_is_sizing(tess_pup_h p) { return p->mode == PUP_SIZE; }
 
 void tess_pup_bytes(tess_pup_h p, void *ptr, size_t size)
 {
-    switch (p->mode) {
-    case PUP_SIZE:
-        break;
-    case PUP_PACK:
-        if (p->pos + size > p->cap)
-            tess_fatal("PUP: the function packed more bytes than it sized (%zu > %zu); it must "
-                       "pup the same data in every mode", p->pos + size, p->cap);
+    if (p->mode != PUP_SIZE && p->pos + size > p->cap)
+        tess_fatal("PUP: the function %s more bytes than it sized (%zu > %zu); it must pup the "
+                   "same data in every mode", p->mode == PUP_PACK ? "packed" : "unpacked",
+                   p->pos + size, p->cap);
+    if (p->mode == PUP_PACK)
         memcpy(p->buf + p->pos, ptr, size);
-        break;
-    case PUP_UNPACK:
-        if (p->pos + size > p->cap)
-            tess_fatal("PUP: the function unpacks more bytes than were packed (%zu > %zu)",
-                       p->pos + size, p->cap);
+    else if (p->mode == PUP_UNPACK)
         memcpy(ptr, p->buf + p->pos, size);
-        break;
-    }
     p->pos += size;
 }
 
 void tess_pup_device(tess_pup_h p, void **dptr_p, size_t size)
 {
-    (void)p;
-    (void)dptr_p;
-    (void)size;
-    tess_fatal("tess_pup_device: device state migration needs the device-message layer");
+    int k = p->mode == PUP_UNPACK ? p->next++ : p->ndev++;
+    if (k >= TESS_DEV_MAX_BUFS)
+        tess_fatal("PUP: more than %d device buffers in one element", TESS_DEV_MAX_BUFS);
+    if (p->mode != PUP_SIZE && size != p->dev_size[k])
+        tess_fatal("PUP: device buffer %d is %zu bytes when %s but was %zu when sized", k, size,
+                   p->mode == PUP_PACK ? "packing" : "unpacking", p->dev_size[k]);
+    p->dev_size[k] = size;
+    if (p->mode == PUP_PACK)
+        p->dev[k] = *dptr_p;
+    else if (p->mode == PUP_UNPACK)
+        *dptr_p = p->dev[k];
 }
 
-static bool migrate_handler(tess_msg_t *m)
+/* ---- arrival ----------------------------------------------------------------------------- */
+
+/* Build the element at its new PE from the header and (between processes) the buffers that
+ * were allocated and filled for it. */
+static void migrate_arrive(const mig_hdr_t *h, size_t size, void *const *dev,
+                           tess_gpu_stream_h stream, int src_pe)
 {
-    mig_hdr_t *h = tess_msg_payload(m);
-    if (tess_unlikely(m->hdr.size < sizeof(*h) ||
-                      m->hdr.size != sizeof(*h) + h->state_size + h->pup_size ||
-                      h->aid >= tess_obj_narrays))
-        tess_fatal("corrupt migration message from PE %d", m->hdr.src_pe);
+    if (size < sizeof(*h) || size != sizeof(*h) + h->state_size + h->pup_size ||
+        h->aid >= tess_obj_narrays || h->ndev < 0 || h->ndev > TESS_DEV_MAX_BUFS)
+        tess_fatal("corrupt migration message from PE %d", src_pe);
     tess_array_t *a  = tess_obj_arrays[h->aid];
     obj_pe_t     *op = tess_obj_pe();
     tess_ctx_h    e  = tess_obj_elem_alloc(a, h->linear);
-    if (!e || h->state_size != a->elem_size)
+    if (!e || h->state_size != a->elem_size || h->linear < 0 || h->linear >= a->size)
         tess_fatal("cannot receive element %lld of array '%s'", (long long)h->linear, a->name);
     memcpy(e->state, h + 1, a->elem_size);
     e->contributed   = (int)h->contributed;
     e->last_tag      = h->last_tag;
     e->user_load     = h->user_load;
     e->has_user_load = h->has_user_load;
+    e->lb_moved      = h->lb_moved;
+    e->stream        = stream;
     if (a->pup) {
         struct tess_pup p = {.mode = PUP_UNPACK, .buf = (char *)(h + 1) + a->elem_size,
-                             .cap = h->pup_size};
+                             .cap = h->pup_size, .ndev = h->ndev};
+        for (int k = 0; k < h->ndev; k++) {
+            p.dev[k]      = dev[k];
+            p.dev_size[k] = h->dev_size[k];
+        }
         a->pup(&p, e, e->state);
-        if (p.pos != p.cap)
-            tess_fatal("PUP of array '%s' unpacked %zu of %zu bytes", a->name, p.pos, p.cap);
+        if (p.pos != p.cap || p.next != h->ndev)
+            tess_fatal("PUP of array '%s' unpacked %zu of %zu bytes and %d of %d device buffers",
+                       a->name, p.pos, p.cap, p.next, h->ndev);
     }
     tess_pe_t *pe = tess_core_pe_self();
-    e->stream     = tess_gpu_pool_stream((size_t)(h->linear + tess_core_pe_local(pe)));
     if (tess_obj_elem_attach(op, tess_core_pe_local(pe), e) != TESS_OK)
         tess_fatal("out of memory receiving element %lld of array '%s'", (long long)h->linear,
                    a->name);
     atomic_store_explicit(&a->loc[h->linear], tess_core_pe_global(pe), memory_order_relaxed);
-    tess_core_msg_free(m);
     tess_obj_unpark(op, e);
     if (tess_obj_on_arrival)
         tess_obj_on_arrival(e);
+}
+
+static bool migrate_handler(tess_msg_t *m)
+{
+    const mig_hdr_t *h = tess_msg_payload(m);
+    void            *dev[TESS_DEV_MAX_BUFS];
+    if (m->hdr.size < sizeof(*h) || h->ndev < 0 || h->ndev > TESS_DEV_MAX_BUFS)
+        tess_fatal("corrupt migration message from PE %d", m->hdr.src_pe);
+    for (int k = 0; k < h->ndev; k++)
+        dev[k] = (void *)(uintptr_t)h->dev_ptr[k];
+    migrate_arrive(h, m->hdr.size, dev, (tess_gpu_stream_h)(uintptr_t)h->stream, m->hdr.src_pe);
+    tess_core_msg_free(m);
     return true;
+}
+
+/* The device side of a migration between processes (devmsg.c routes MIGRATE_ENTRY here). */
+void tess_obj_migrate_post(const tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p)
+{
+    for (int k = 0; k < m->nbufs; k++) {
+        dst[k] = NULL;
+        if (m->sizes[k] && tess_gpu->mem_alloc(m->sizes[k], &dst[k]) != TESS_OK)
+            tess_fatal("out of device memory receiving a migrating element (%zu bytes): %s",
+                       m->sizes[k], tess_error_detail());
+    }
+    *stream_p = tess_gpu_pool_stream((size_t)m->a1);
+}
+
+void tess_obj_migrate_deliver(const tess_dc_msg_t *m, void *const *dst, tess_gpu_stream_h stream)
+{
+    migrate_arrive(m->header, m->header_len, dst, stream, m->src_pe);
+}
+
+/* ---- departure --------------------------------------------------------------------------- */
+
+typedef struct mig_sources {
+    void *dev[TESS_DEV_MAX_BUFS];
+    int   ndev;
+} mig_sources_t;
+
+static void migrate_sources_sent(void *arg)
+{
+    mig_sources_t *s = arg;
+    for (int k = 0; k < s->ndev; k++)
+        if (s->dev[k])
+            tess_gpu->mem_free(s->dev[k]);
+    free(s);
 }
 
 void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
@@ -103,34 +167,71 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
     tess_array_t *a = e->array;
     if (dest == e->pe)
         return;
+    int same_process = tess_core_pe_process(dest) == tess_rt.rank;
+
     struct tess_pup p = {.mode = PUP_SIZE};
     if (a->pup)
         a->pup(&p, e, e->state);
     size_t      pup_size = p.pos;
-    tess_msg_t *m        = tess_core_msg_alloc(sizeof(mig_hdr_t) + a->elem_size + pup_size);
-    if (!m)
+    size_t      size     = sizeof(mig_hdr_t) + a->elem_size + pup_size;
+    mig_hdr_t  *h        = NULL;
+    tess_msg_t *m        = NULL;
+    void       *hbuf     = NULL;
+    if (same_process || p.ndev == 0) {
+        m = tess_core_msg_alloc(size);
+        h = m ? tess_msg_payload(m) : NULL;
+    } else {
+        h = hbuf = tess_malloc(size, "a migration header");
+    }
+    if (!h)
         tess_fatal("out of memory migrating element %lld of array '%s'", (long long)e->linear,
                    a->name);
-    mig_hdr_t *h = tess_msg_payload(m);
     *h = (mig_hdr_t){.aid = a->id, .contributed = (uint32_t)e->contributed, .linear = e->linear,
                      .last_tag = e->last_tag, .user_load = e->user_load,
-                     .has_user_load = e->has_user_load, .state_size = a->elem_size,
-                     .pup_size = pup_size};
+                     .has_user_load = e->has_user_load, .ndev = p.ndev, .lb_moved = e->lb_moved,
+                     .state_size = a->elem_size, .pup_size = pup_size,
+                     .stream = (uint64_t)(uintptr_t)e->stream};
     memcpy(h + 1, e->state, a->elem_size);
+    int ndev = p.ndev;
     if (a->pup) {
+        size_t sizes[TESS_DEV_MAX_BUFS];
+        memcpy(sizes, p.dev_size, sizeof(sizes));
         p = (struct tess_pup){.mode = PUP_PACK, .buf = (char *)(h + 1) + a->elem_size,
                               .cap = pup_size};
+        memcpy(p.dev_size, sizes, sizeof(sizes));
         a->pup(&p, e, e->state);
-        if (p.pos != pup_size)
-            tess_fatal("PUP of array '%s' packed %zu bytes but sized %zu", a->name, p.pos,
-                       pup_size);
+        if (p.pos != pup_size || p.ndev != ndev)
+            tess_fatal("PUP of array '%s' packed %zu bytes and %d device buffers but sized %zu "
+                       "and %d", a->name, p.pos, p.ndev, pup_size, ndev);
+    }
+    for (int k = 0; k < ndev; k++) {
+        h->dev_size[k] = p.dev_size[k];
+        h->dev_ptr[k]  = (uint64_t)(uintptr_t)p.dev[k];
     }
     tess_obj_elem_detach(op, tess_core_pe_local(tess_core_pe_self()), e);
-    m->hdr.handler = h_migrate;
-    m->hdr.dst_pe  = dest;
     /* Send first, then point the table at the destination: a message routed by the new entry
      * is sent after the element, so it cannot overtake it. */
-    tess_core_send(m);
+    if (m) {
+        m->hdr.handler = h_migrate;
+        m->hdr.dst_pe  = dest;
+        tess_core_send(m);
+    } else {
+        tess_dev_buf_t bufs[TESS_DEV_MAX_BUFS];
+        mig_sources_t *src = tess_calloc(1, sizeof(*src), "migration sources");
+        if (!src)
+            tess_fatal("out of memory migrating element %lld", (long long)e->linear);
+        src->ndev = ndev;
+        for (int k = 0; k < ndev; k++) {
+            bufs[k]     = (tess_dev_buf_t){p.dev[k], p.dev_size[k]};
+            src->dev[k] = p.dev[k];
+        }
+        uint64_t a0 = ((uint64_t)a->id << 32) | TESS_OBJ_MIGRATE_ENTRY;
+        if (tess_dc_send(dest, a0, (uint64_t)e->linear, h, size, bufs, ndev, e->stream,
+                         migrate_sources_sent, src) != TESS_OK)
+            tess_fatal("cannot migrate element %lld of array '%s': %s", (long long)e->linear,
+                       a->name, tess_error_detail());
+        free(hbuf);
+    }
     atomic_store_explicit(&a->loc[e->linear], dest, memory_order_relaxed);
     tess_obj_elem_free(e);
 }
@@ -144,7 +245,19 @@ tess_status_t tess_migrate_loc(tess_ctx_h ctx, int dest_pe, const char *file, in
     if (tess_unlikely(dest_pe < 0 || dest_pe >= tess_core_num_pes()))
         tess_obj_misuse(file, line, "tess_migrate to PE %d (there are %d PEs)", dest_pe,
                         tess_core_num_pes());
+    if (tess_unlikely(!ctx->array->pup && tess_core_pe_process(dest_pe) != tess_rt.rank))
+        tess_debug("migrating an element of array '%s', which has no PUP function: only its "
+                   "state bytes move", ctx->array->name);
     ctx->migrate_to = dest_pe;
+    return TESS_OK;
+}
+
+tess_status_t tess_set_load(tess_ctx_h ctx, double load)
+{
+    if (!ctx)
+        return tess_error(TESS_ERR_INVALID, "tess_set_load: NULL ctx");
+    ctx->user_load     = load;
+    ctx->has_user_load = 1;
     return TESS_OK;
 }
 

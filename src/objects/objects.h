@@ -45,7 +45,7 @@ struct tess_ctx {
     double            gpu_ms;      /* GPU time since the last LB step */
     double            user_load;
     int               has_user_load;
-    void             *lb;          /* the lb layer's per-element data */
+    int               lb_moved;    /* arrived by a load-balancing step (cleared by lb) */
 };
 
 struct tess_array {
@@ -69,6 +69,7 @@ struct tess_array {
      * reductions of this process. */
     pthread_mutex_t   lock;
     obj_red_slot_t   *red;
+    MPI_Comm          comm;     /* for the array's collectives (load-balancing steps) */
 };
 
 typedef struct tess_entry_info {
@@ -149,12 +150,20 @@ void          tess_obj_red_fini(tess_array_t *a);
 
 /* devmsg.c */
 void          tess_obj_devmsg_init(void);
+/** The entry word of a device message that carries a migrating element. */
+#define TESS_OBJ_MIGRATE_ENTRY 0xffffffffu
+void          tess_obj_migrate_post(const tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p);
+void          tess_obj_migrate_deliver(const tess_dc_msg_t *m, void *const *dst,
+                                       tess_gpu_stream_h stream);
 
 /* migrate.c */
 tess_status_t tess_obj_migrate_init(void);
 /** Move element e (on the calling PE) to global PE `dest` now. */
 void          tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest);
-/** Hook the lb layer sets: an element arrived at this PE by migration. */
+/** Hooks the lb layer sets: an element arrived at this PE by migration; around every entry
+ *  method (for GPU timing). */
 extern void (*tess_obj_on_arrival)(tess_ctx_h e);
+extern void (*tess_obj_entry_pre)(tess_ctx_h e);
+extern void (*tess_obj_entry_post)(tess_ctx_h e);
 
 #endif /* TESS_OBJECTS_H */

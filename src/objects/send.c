@@ -8,6 +8,8 @@
 #define OBJ_USER_MSG 0x7e55u /* hdr.flags of a buffer from tess_msg_alloc */
 
 uint16_t tess_obj_h_entry, tess_obj_h_bcast_proc, tess_obj_h_bcast_pe;
+void (*tess_obj_entry_pre)(tess_ctx_h e);
+void (*tess_obj_entry_post)(tess_ctx_h e);
 
 typedef struct bcast_hdr {
     uint32_t aid;
@@ -110,9 +112,13 @@ void tess_obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const vo
 {
     op->current       = e;
     op->current_entry = entry;
-    uint64_t t0       = tess_ticks();
+    if (tess_obj_entry_pre)
+        tess_obj_entry_pre(e);
+    uint64_t t0 = tess_ticks();
     tess_obj_entries[entry].fn(e, e->state, msg, size);
     e->load_ticks += tess_ticks() - t0;
+    if (tess_obj_entry_post)
+        tess_obj_entry_post(e);
     op->current       = NULL;
     op->current_entry = -1;
     if (tess_unlikely(e->migrate_to >= 0) && e->gpu_pending == 0) {
