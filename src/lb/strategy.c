@@ -1,0 +1,535 @@
+/*
+ * strategy.c — the built-in load-balancing strategies (greedy, refine, greedyrefine, rotate,
+ * none), the imbalance measure, and the table of strategies registered by name.
+ *
+ * Strategies are pure functions of their input: no MPI, no threads, no state. Only bad input
+ * can go wrong (no bins, NULL arrays, an object's bin out of range, a negative or non-finite
+ * load or background load): a strategy then warns once and leaves every object where it is
+ * ("no moves"; an out-of-range current bin is echoed back as it came), and tess_lb_imbalance()
+ * returns 1.0. Running out of memory for the scratch arrays is also "no moves" (tess_malloc
+ * records and logs it). refine and greedyrefine never move an object of load 0.
+ *
+ * Every choice is deterministic: objects are ordered by load (heaviest first), then id, then
+ * position; bins with equal loads are ordered by index. So the same input gives the same
+ * answer on every run and every machine. Cost: O(n log n + n log nbins) time, O(n + nbins)
+ * scratch memory.
+ */
+#include "lb.h"
+#include "util/util.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define LB_DEFAULT_TOLERANCE 0.05
+#define LB_MAX_REGISTERED    16
+#define LB_NAME_MAX          64
+
+/* ---- input checks ------------------------------------------------------------------------ */
+
+/* Whether `in` can be balanced; warns naming the first problem otherwise. */
+static bool lb_input_valid(const tess_lb_input_t *in, const char *who)
+{
+    if (!in) {
+        tess_warn("lb %s: NULL input", who);
+        return false;
+    }
+    if (in->nbins < 1 || in->nobjs < 0 || (in->nobjs > 0 && !in->objs)) {
+        tess_warn("lb %s: bad input (nbins %d, nobjs %d, objs %p): no moves", who, in->nbins,
+                  in->nobjs, (void *)in->objs);
+        return false;
+    }
+    if (in->bin_bg) {
+        for (int b = 0; b < in->nbins; b++) {
+            if (!isfinite(in->bin_bg[b]) || in->bin_bg[b] < 0) {
+                tess_warn("lb %s: background load %g of bin %d: no moves", who, in->bin_bg[b], b);
+                return false;
+            }
+        }
+    }
+    for (int i = 0; i < in->nobjs; i++) {
+        const tess_lb_obj_t *o = &in->objs[i];
+        if (o->bin < 0 || o->bin >= in->nbins || !isfinite(o->load) || o->load < 0) {
+            tess_warn("lb %s: object %" PRId64 " has bin %d (of %d) and load %g: no moves", who,
+                      o->id, o->bin, in->nbins, o->load);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The strategies' check: the input, and somewhere to write the answer. */
+static bool lb_args_valid(const tess_lb_input_t *in, const int *new_bin, const char *who)
+{
+    if (!new_bin) {
+        tess_warn("lb %s: NULL new_bin", who);
+        return false;
+    }
+    return lb_input_valid(in, who);
+}
+
+/* Bad input or no memory: every object stays (as far as there is anything to write). */
+static void lb_no_moves(const tess_lb_input_t *in, int *new_bin)
+{
+    if (!in || !new_bin || !in->objs)
+        return;
+    for (int i = 0; i < in->nobjs; i++)
+        new_bin[i] = in->objs[i].bin;
+}
+
+static double lb_tolerance(const tess_lb_input_t *in)
+{
+    return in->tolerance > 0 ? in->tolerance : LB_DEFAULT_TOLERANCE; /* also catches NaN */
+}
+
+/* load[b] = background of b (0 without bin_bg), plus the objects' loads when `assigned`. */
+static void lb_bin_loads(const tess_lb_input_t *in, bool assigned, double *load)
+{
+    for (int b = 0; b < in->nbins; b++)
+        load[b] = in->bin_bg ? in->bin_bg[b] : 0.0;
+    if (assigned)
+        for (int i = 0; i < in->nobjs; i++)
+            load[in->objs[i].bin] += in->objs[i].load;
+}
+
+/* ---- object order ------------------------------------------------------------------------ */
+
+typedef struct lb_item {
+    double  load;
+    int64_t id;
+    int     idx; /* position in in->objs */
+    int     bin; /* current bin */
+} lb_item_t;
+
+/* Heaviest first; equal loads by id, then position: a total order, so qsort's instability
+ * cannot change the answer. */
+static int lb_item_cmp_load(const void *pa, const void *pb)
+{
+    const lb_item_t *a = pa, *b = pb;
+    if (a->load != b->load)
+        return a->load > b->load ? -1 : 1;
+    if (a->id != b->id)
+        return a->id < b->id ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* By current bin, then heaviest first within a bin. */
+static int lb_item_cmp_bin_load(const void *pa, const void *pb)
+{
+    const lb_item_t *a = pa, *b = pb;
+    if (a->bin != b->bin)
+        return a->bin < b->bin ? -1 : 1;
+    return lb_item_cmp_load(pa, pb);
+}
+
+static lb_item_t *lb_items_sorted(const tess_lb_input_t *in, int (*cmp)(const void *, const void *))
+{
+    lb_item_t *items = tess_malloc((size_t)in->nobjs * sizeof(*items), "lb objects");
+    if (!items)
+        return NULL;
+    for (int i = 0; i < in->nobjs; i++)
+        items[i] = (lb_item_t){in->objs[i].load, in->objs[i].id, i, in->objs[i].bin};
+    qsort(items, (size_t)in->nobjs, sizeof(*items), cmp);
+    return items;
+}
+
+/* ---- indexed binary heap of bins, keyed by load[] ----------------------------------------- */
+
+typedef struct lb_heap {
+    int          *bins;  /* heap order */
+    int          *pos;   /* [nbins] position of a bin in bins, -1 when absent */
+    int           count;
+    const double *load;
+    bool          max;   /* most loaded on top; else least loaded */
+} lb_heap_t;
+
+static tess_status_t lb_heap_init(lb_heap_t *h, int nbins, const double *load, bool max)
+{
+    h->bins  = tess_malloc((size_t)nbins * sizeof(int), "lb heap");
+    h->pos   = tess_malloc((size_t)nbins * sizeof(int), "lb heap positions");
+    h->count = 0;
+    h->load  = load;
+    h->max   = max;
+    if (!h->bins || !h->pos) {
+        free(h->bins);
+        free(h->pos);
+        h->bins = h->pos = NULL;
+        return TESS_ERR_NO_MEMORY;
+    }
+    for (int b = 0; b < nbins; b++)
+        h->pos[b] = -1;
+    return TESS_OK;
+}
+
+static void lb_heap_fini(lb_heap_t *h)
+{
+    free(h->bins);
+    free(h->pos);
+}
+
+/* Whether bin a belongs above bin b: the heavier (max) or lighter one, equal loads by index. */
+static bool lb_heap_above(const lb_heap_t *h, int a, int b)
+{
+    double la = h->load[a], lb = h->load[b];
+    if (la != lb)
+        return h->max ? la > lb : la < lb;
+    return a < b;
+}
+
+static void lb_heap_place(lb_heap_t *h, int i, int bin)
+{
+    h->bins[i]  = bin;
+    h->pos[bin] = i;
+}
+
+static void lb_heap_up(lb_heap_t *h, int i)
+{
+    int bin = h->bins[i];
+    while (i > 0) {
+        int parent = (i - 1) / 2;
+        if (!lb_heap_above(h, bin, h->bins[parent]))
+            break;
+        lb_heap_place(h, i, h->bins[parent]);
+        i = parent;
+    }
+    lb_heap_place(h, i, bin);
+}
+
+static void lb_heap_down(lb_heap_t *h, int i)
+{
+    int bin = h->bins[i];
+    for (;;) {
+        int child = 2 * i + 1;
+        if (child >= h->count)
+            break;
+        if (child + 1 < h->count && lb_heap_above(h, h->bins[child + 1], h->bins[child]))
+            child++;
+        if (!lb_heap_above(h, h->bins[child], bin))
+            break;
+        lb_heap_place(h, i, h->bins[child]);
+        i = child;
+    }
+    lb_heap_place(h, i, bin);
+}
+
+static void lb_heap_push(lb_heap_t *h, int bin)
+{
+    lb_heap_place(h, h->count++, bin);
+    lb_heap_up(h, h->count - 1);
+}
+
+static void lb_heap_pop(lb_heap_t *h)
+{
+    h->pos[h->bins[0]] = -1;
+    if (--h->count > 0) {
+        lb_heap_place(h, 0, h->bins[h->count]);
+        lb_heap_down(h, 0);
+    }
+}
+
+/* load[bin] changed (either way): restore the order. */
+static void lb_heap_update(lb_heap_t *h, int bin)
+{
+    lb_heap_up(h, h->pos[bin]);
+    lb_heap_down(h, h->pos[bin]);
+}
+
+/* ---- greedy and greedyrefine --------------------------------------------------------------- */
+
+/*
+ * One pass over the objects, heaviest first, each onto the least loaded bin; returns the most
+ * loaded bin's load. With `keep`, an object stays in its current bin when that bin plus the
+ * object is within the tolerance of the least loaded bin plus the object, or of `target`, the
+ * plain greedy answer's most loaded bin. (The first rule alone reshuffles balanced starts of
+ * equal objects: each bin's objects come in a row, and once a bin holds one more object than
+ * the lightest — 1/k more load at k objects — the rest of them move.) A weightless object
+ * always stays: moving it costs a migration and balances nothing.
+ */
+static double lb_greedy_pass(const tess_lb_input_t *in, const lb_item_t *items, double *load,
+                             lb_heap_t *heap, int *new_bin, bool keep, double target)
+{
+    double ratio = 1.0 + lb_tolerance(in), max = 0;
+    lb_bin_loads(in, false, load);
+    while (heap->count > 0)
+        lb_heap_pop(heap);
+    for (int b = 0; b < in->nbins; b++) {
+        lb_heap_push(heap, b);
+        max = TESS_MAX(max, load[b]);
+    }
+    for (int k = 0; k < in->nobjs; k++) {
+        const lb_item_t *it   = &items[k];
+        int              dest = heap->bins[0];
+        if (keep && (it->load == 0 ||
+                     load[it->bin] + it->load <= ratio * TESS_MAX(load[dest] + it->load, target)))
+            dest = it->bin;
+        new_bin[it->idx] = dest;
+        load[dest] += it->load;
+        max = TESS_MAX(max, load[dest]);
+        lb_heap_update(heap, dest);
+    }
+    return max;
+}
+
+static void lb_greedy_run(const tess_lb_input_t *in, int *new_bin, bool keep, const char *who)
+{
+    if (!lb_args_valid(in, new_bin, who)) {
+        lb_no_moves(in, new_bin);
+        return;
+    }
+    double    *load  = tess_malloc((size_t)in->nbins * sizeof(*load), "lb bin loads");
+    lb_item_t *items = NULL;
+    lb_heap_t  heap  = {0};
+    if (!load)
+        goto err_no_moves;
+    items = lb_items_sorted(in, lb_item_cmp_load);
+    if (!items)
+        goto err_free_load;
+    if (lb_heap_init(&heap, in->nbins, load, false) != TESS_OK)
+        goto err_free_items;
+
+    double target = lb_greedy_pass(in, items, load, &heap, new_bin, false, 0);
+    if (keep)
+        lb_greedy_pass(in, items, load, &heap, new_bin, true, target);
+
+    lb_heap_fini(&heap);
+    free(items);
+    free(load);
+    return;
+
+err_free_items:
+    free(items);
+err_free_load:
+    free(load);
+err_no_moves:
+    lb_no_moves(in, new_bin);
+}
+
+void tess_lb_greedy(const tess_lb_input_t *in, int *new_bin, void *arg)
+{
+    (void)arg;
+    lb_greedy_run(in, new_bin, false, "greedy");
+}
+
+void tess_lb_greedy_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
+{
+    (void)arg;
+    lb_greedy_run(in, new_bin, true, "greedyrefine");
+}
+
+/* ---- refine ------------------------------------------------------------------------------- */
+
+/*
+ * Bins above the threshold T = average * (1 + tolerance) shed objects, the most loaded first,
+ * each time its heaviest object that still leaves the least loaded bin at or under T.
+ *
+ * Why this ends, and in few moves: a receiver stays <= T and a donor only gets lighter, so no
+ * bin ever becomes a donor again once it is <= T, and no object moves twice. A donor after a
+ * move is heavier than the receiver was before it (h - o > T - (T - min) = min), so the least
+ * loaded bin never gets lighter and the room it offers never grows: an object too heavy for it
+ * now stays too heavy, which lets each donor's cursor over its heaviest-first objects only
+ * advance, and a donor with nothing that fits is done for good.
+ */
+void tess_lb_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
+{
+    (void)arg;
+    if (!lb_args_valid(in, new_bin, "refine")) {
+        lb_no_moves(in, new_bin);
+        return;
+    }
+    int        nbins = in->nbins;
+    double    *load  = tess_malloc((size_t)nbins * sizeof(*load), "lb bin loads");
+    int       *first = tess_malloc(((size_t)nbins + 1) * sizeof(*first), "lb bin objects");
+    int       *next  = tess_malloc((size_t)nbins * sizeof(*next), "lb bin cursors");
+    lb_item_t *items = NULL;
+    lb_heap_t  heavy = {0}, light = {0};
+    if (!load || !first || !next)
+        goto err_free_arrays;
+    items = lb_items_sorted(in, lb_item_cmp_bin_load);
+    if (!items)
+        goto err_free_arrays;
+    if (lb_heap_init(&heavy, nbins, load, true) != TESS_OK)
+        goto err_free_items;
+    if (lb_heap_init(&light, nbins, load, false) != TESS_OK)
+        goto err_free_heavy;
+
+    lb_no_moves(in, new_bin);
+    lb_bin_loads(in, true, load);
+    double total = 0;
+    for (int b = 0; b < nbins; b++)
+        total += load[b];
+    double limit = total / nbins * (1.0 + lb_tolerance(in));
+
+    /* items[first[b] .. first[b + 1]): bin b's objects, heaviest first; next[b]: the first of
+     * them that may still move. */
+    for (int b = 0, k = 0; b <= nbins; b++) {
+        while (k < in->nobjs && items[k].bin < b)
+            k++;
+        first[b] = k;
+        if (b < nbins)
+            next[b] = k;
+    }
+    for (int b = 0; b < nbins; b++)
+        lb_heap_push(load[b] > limit ? &heavy : &light, b);
+
+    while (heavy.count > 0 && light.count > 0) {
+        int h = heavy.bins[0], l = light.bins[0];
+        int stop = first[h + 1];
+        while (next[h] < stop && load[l] + items[next[h]].load > limit)
+            next[h]++;
+        if (next[h] == stop || items[next[h]].load == 0) {
+            lb_heap_pop(&heavy); /* nothing it has fits anywhere, now or later */
+            continue;
+        }
+        const lb_item_t *it = &items[next[h]++];
+        new_bin[it->idx] = l;
+        load[h] -= it->load;
+        load[l] += it->load;
+        lb_heap_update(&light, l);
+        if (load[h] <= limit) {
+            lb_heap_pop(&heavy);
+            lb_heap_push(&light, h);
+        } else {
+            lb_heap_update(&heavy, h);
+        }
+    }
+
+    lb_heap_fini(&light);
+    lb_heap_fini(&heavy);
+    free(items);
+    free(next);
+    free(first);
+    free(load);
+    return;
+
+err_free_heavy:
+    lb_heap_fini(&heavy);
+err_free_items:
+    free(items);
+err_free_arrays:
+    free(next);
+    free(first);
+    free(load);
+    lb_no_moves(in, new_bin);
+}
+
+/* ---- rotate and none ---------------------------------------------------------------------- */
+
+void tess_lb_rotate(const tess_lb_input_t *in, int *new_bin, void *arg)
+{
+    (void)arg;
+    if (!lb_args_valid(in, new_bin, "rotate")) {
+        lb_no_moves(in, new_bin);
+        return;
+    }
+    for (int i = 0; i < in->nobjs; i++)
+        new_bin[i] = (in->objs[i].bin + 1) % in->nbins;
+}
+
+void tess_lb_none(const tess_lb_input_t *in, int *new_bin, void *arg)
+{
+    (void)arg;
+    lb_no_moves(in, new_bin);
+}
+
+/* ---- imbalance ---------------------------------------------------------------------------- */
+
+/* bins NULL: the current assignment (objs[i].bin). */
+double tess_lb_imbalance(const tess_lb_input_t *in, const int *bins)
+{
+    if (!lb_input_valid(in, "imbalance"))
+        return 1.0;
+    for (int i = 0; bins && i < in->nobjs; i++) {
+        if (bins[i] < 0 || bins[i] >= in->nbins) {
+            tess_warn("lb imbalance: object %d assigned to bin %d of %d", i, bins[i], in->nbins);
+            return 1.0;
+        }
+    }
+    double *load = tess_malloc((size_t)in->nbins * sizeof(*load), "lb bin loads");
+    if (!load)
+        return 1.0;
+    lb_bin_loads(in, false, load);
+    for (int i = 0; i < in->nobjs; i++)
+        load[bins ? bins[i] : in->objs[i].bin] += in->objs[i].load;
+    double total = 0, max = 0;
+    for (int b = 0; b < in->nbins; b++) {
+        total += load[b];
+        max = TESS_MAX(max, load[b]);
+    }
+    free(load);
+    return total > 0 ? max / (total / in->nbins) : 1.0;
+}
+
+/* ---- lookup by name ----------------------------------------------------------------------- */
+
+typedef struct lb_named {
+    char                  name[LB_NAME_MAX];
+    tess_lb_strategy_fn_t fn;
+    void                 *arg;
+} lb_named_t;
+
+static const lb_named_t lb_builtins[] = {
+    {"greedy", tess_lb_greedy, NULL},
+    {"refine", tess_lb_refine, NULL},
+    {"greedyrefine", tess_lb_greedy_refine, NULL},
+    {"rotate", tess_lb_rotate, NULL},
+    {"none", tess_lb_none, NULL},
+};
+
+/* Registered in main before the first step (one thread), read by PE 0 during steps. */
+static lb_named_t lb_registered[LB_MAX_REGISTERED];
+static int        lb_nregistered;
+
+static const lb_named_t *lb_builtin_find(const char *name)
+{
+    for (size_t i = 0; i < TESS_ARRAY_LEN(lb_builtins); i++)
+        if (strcmp(lb_builtins[i].name, name) == 0)
+            return &lb_builtins[i];
+    return NULL;
+}
+
+static lb_named_t *lb_registered_find(const char *name)
+{
+    for (int i = 0; i < lb_nregistered; i++)
+        if (strcmp(lb_registered[i].name, name) == 0)
+            return &lb_registered[i];
+    return NULL;
+}
+
+tess_status_t tess_lb_register(const char *name, tess_lb_strategy_fn_t fn, void *arg)
+{
+    if (!name || !name[0])
+        return tess_error(TESS_ERR_INVALID, "tess_lb_register: the name is %s",
+                          name ? "empty" : "NULL");
+    if (!fn)
+        return tess_error(TESS_ERR_INVALID, "tess_lb_register(\"%s\"): the function is NULL",
+                          name);
+    if (strlen(name) >= LB_NAME_MAX)
+        return tess_error(TESS_ERR_INVALID, "tess_lb_register: name \"%.20s...\" longer than %d",
+                          name, LB_NAME_MAX - 1);
+    /* Built-ins are looked up first, so a registration under their name would never be used. */
+    if (lb_builtin_find(name))
+        return tess_error(TESS_ERR_INVALID, "tess_lb_register: \"%s\" is a built-in strategy",
+                          name);
+    lb_named_t *e = lb_registered_find(name);
+    if (!e) {
+        if (lb_nregistered == LB_MAX_REGISTERED)
+            return tess_error(TESS_ERR_UNSUPPORTED,
+                              "tess_lb_register: \"%s\": at most %d strategies can be registered",
+                              name, LB_MAX_REGISTERED);
+        e = &lb_registered[lb_nregistered++];
+        strcpy(e->name, name); /* length checked above */
+    }
+    e->fn  = fn;
+    e->arg = arg;
+    return TESS_OK;
+}
+
+tess_lb_strategy_fn_t tess_lb_find(const char *name, void **arg_p)
+{
+    const lb_named_t *e = name ? lb_builtin_find(name) : NULL;
+    if (!e && name)
+        e = lb_registered_find(name);
+    if (arg_p)
+        *arg_p = e ? e->arg : NULL;
+    return e ? e->fn : NULL;
+}
