@@ -465,8 +465,9 @@ typedef struct tess_lb_input {
  *  during a step; must be a pure function of its input. */
 typedef void (*tess_lb_strategy_fn_t)(const tess_lb_input_t *in, int *new_bin, void *arg);
 
-/** Add a strategy usable as +tess-lb NAME (main, before the first step, on every rank). Names
- *  of built-ins: greedy, refine, greedyrefine, rotate, none. */
+/** Add a strategy usable as +tess-lb NAME (main, on every rank, before or after tess_init but
+ *  before the first step; it is looked up then). Names of built-ins: greedy, refine,
+ *  greedyrefine, rotate, none (they cannot be replaced). */
 tess_status_t tess_lb_register(const char *name, tess_lb_strategy_fn_t fn, void *arg);
 
 #ifdef __cplusplus

@@ -280,6 +280,9 @@ static void lb_decide(lb_array_t *la, int64_t n)
         tess_fatal("out of memory running the load balancer");
     for (int64_t i = 0; i < n; i++)
         objs[i] = (tess_lb_obj_t){la->all[i].linear, la->all[i].load, lb_bin_of(la->all[i].pe)};
+    if (n > INT32_MAX)
+        tess_fatal("load balancing: %lld elements in one step (at most %d)", (long long)n,
+                   INT32_MAX);
     tess_lb_input_t in = {.nbins = nbins, .bin_bg = NULL, .nobjs = (int)n, .objs = objs,
                           .tolerance = 0.05};
     for (int64_t i = 0; i < n; i++)
@@ -292,6 +295,9 @@ static void lb_decide(lb_array_t *la, int64_t n)
     }
     for (int b = 0; b < nbins; b++)
         maxb = TESS_MAX(maxb, binload[b]);
+    if (!lb.strategy && !(lb.strategy = tess_lb_find(tess_cfg.lb, &lb.strategy_arg)))
+        tess_fatal("+tess-lb %s: no such strategy (built-in: greedy, refine, greedyrefine, "
+                   "rotate, none; or one given to tess_lb_register)", tess_cfg.lb);
     lb.strategy(&in, bins, lb.strategy_arg);
     for (int64_t i = 0; i < n; i++)
         if (bins[i] < 0 || bins[i] >= nbins)
@@ -607,11 +613,8 @@ tess_status_t tess_lb_init(void)
 {
     memset(&lb, 0, sizeof(lb));
     pthread_mutex_init(&lb.lock, NULL);
+    /* A strategy registered after tess_init is looked up at the first step. */
     lb.strategy = tess_lb_find(tess_cfg.lb, &lb.strategy_arg);
-    if (!lb.strategy)
-        return tess_error(TESS_ERR_INVALID, "+tess-lb %s: unknown strategy (greedy, refine, "
-                          "greedyrefine, rotate, none, or one given to tess_lb_register)",
-                          tess_cfg.lb);
     lb.target = !strcasecmp(tess_cfg.lb_target, "pe") ? 0
               : !strcasecmp(tess_cfg.lb_target, "process") ? 1 : 2;
     tess_status_t st = lb_map_gpus();
