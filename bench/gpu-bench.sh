@@ -22,7 +22,10 @@ export TESS_GPU=${TESS_GPU:-cuda}
 mpirun=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}
 budget=${GPU_BENCH_BUDGET:-330}
 quick=${GPU_BENCH_QUICK:-0}
-export LD_LIBRARY_PATH="$PWD/$build/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+# The build tree's library, wherever the tree was carried to (its binaries' rpath names the
+# path it was built at).
+export LD_LIBRARY_PATH="$build/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 unset CUDA_DEVICE_MAX_CONNECTIONS
 
 launch=$build/bench/launch/bench_launch
