@@ -39,7 +39,7 @@ typedef struct block {
 
 static jac_opts_t   opt;
 static tess_array_h grid;
-static tess_entry_t E_RESUME, E_HALO, E_SUMMED, E_RESULT;
+static tess_entry_t E_RESUME, E_HALO, E_SUMMED, E_RESULT, E_BALANCED;
 static int          cx = 1, cy = 1;
 
 static void launch_host(void *stream, jac_host_fn_t fn, const void *args, size_t size)
@@ -62,6 +62,46 @@ static void *dev_alloc(size_t bytes)
 }
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
+
+/* What a block needs besides its two arrays: recreated where it arrives after a migration (at a
+ * load-balancing step nothing in these is still to be read). */
+static void block_alloc_scratch(block_t *b)
+{
+    for (int p = 0; p < 2; p++)
+        for (int d = 0; d < 2; d++)
+            for (int k = 0; k < 2; k++)
+                b->colbuf[d][p][k] = dev_alloc((size_t)b->bx * sizeof(double));
+    b->rows = dev_alloc((size_t)b->bx * sizeof(double));
+    if (tess_gpu_malloc_host((void **)&b->rows_host, (size_t)b->bx * sizeof(double)) != TESS_OK) {
+        fprintf(stderr, "pinned allocation failed: %s\n", tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+static void block_free_scratch(block_t *b)
+{
+    for (int p = 0; p < 2; p++)
+        for (int d = 0; d < 2; d++)
+            for (int k = 0; k < 2; k++)
+                tess_gpu_free(b->colbuf[d][p][k]);
+    tess_gpu_free(b->rows);
+    tess_gpu_free_host(b->rows_host);
+}
+
+/* Migration: the two arrays move with their data, the rest is made anew. */
+static void block_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
+{
+    block_t *b     = e;
+    size_t   bytes = (size_t)((b->bx + 2) * (b->by + 2)) * sizeof(double);
+    if (tess_pup_is_packing(p)) {
+        tess_gpu_stream_sync(tess_ctx_stream(ctx));
+        block_free_scratch(b);
+    }
+    tess_pup_device(p, (void **)&b->t[0], bytes);
+    tess_pup_device(p, (void **)&b->t[1], bytes);
+    if (tess_pup_is_unpacking(p))
+        block_alloc_scratch(b);
+}
 
 static void block_ctor(tess_ctx_h ctx, void *e, void *arg)
 {
@@ -86,15 +126,8 @@ static void block_ctor(tess_ctx_h ctx, void *e, void *arg)
         b->t[p] = dev_alloc(cells * sizeof(double));
         jac_init_block(s, b->t[p], b->bx, b->by, !b->nbr[DIR_N], !b->nbr[DIR_S], !b->nbr[DIR_W],
                        !b->nbr[DIR_E], 1.0);
-        for (int d = 0; d < 2; d++)
-            for (int k = 0; k < 2; k++)
-                b->colbuf[d][p][k] = dev_alloc((size_t)b->bx * sizeof(double));
     }
-    b->rows = dev_alloc((size_t)b->bx * sizeof(double));
-    if (tess_gpu_malloc_host((void **)&b->rows_host, (size_t)b->bx * sizeof(double)) != TESS_OK) {
-        fprintf(stderr, "pinned allocation failed: %s\n", tess_error_detail());
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    block_alloc_scratch(b);
 }
 
 static void block_dtor(tess_ctx_h ctx, void *e, void *arg)
@@ -103,14 +136,9 @@ static void block_dtor(tess_ctx_h ctx, void *e, void *arg)
     (void)arg;
     block_t *b = e;
     tess_gpu_stream_sync(tess_ctx_stream(ctx));
-    for (int p = 0; p < 2; p++) {
+    for (int p = 0; p < 2; p++)
         tess_gpu_free(b->t[p]);
-        for (int d = 0; d < 2; d++)
-            for (int k = 0; k < 2; k++)
-                tess_gpu_free(b->colbuf[d][p][k]);
-    }
-    tess_gpu_free(b->rows);
-    tess_gpu_free_host(b->rows_host);
+    block_free_scratch(b);
 }
 
 /* ---- the iteration ------------------------------------------------------------------------- */
@@ -171,6 +199,12 @@ static void advance(tess_ctx_h ctx, block_t *b)
             jac_unpack_col(s, b->t[p], b->colbuf[1][p][1], b->bx, b->by, b->by + 1);
         jac_update(s, b->t[p], b->t[1 - p], b->bx, b->by, b->work);
         b->iter++;
+        if (opt.lb_period && b->iter % opt.lb_period == 0 && b->iter < opt.warmup + opt.iters) {
+            /* Balance before the next halos go out; the step resumes in on_balanced. */
+            tess_set_load(ctx, (double)(b->bx * b->by) * b->work);
+            tess_at_sync(ctx);
+            return;
+        }
         if (b->iter < opt.warmup + opt.iters)
             send_halos(ctx, b, b->iter);
     }
@@ -206,6 +240,15 @@ static void on_halo(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     block_t          *b = e;
     const halo_hdr_t *h = msg;
     b->got[h->iter % 2]++;
+    advance(ctx, b);
+}
+
+static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    block_t *b = e;
+    send_halos(ctx, b, b->iter);
     advance(ctx, b);
 }
 
@@ -303,18 +346,22 @@ int main(int argc, char **argv)
     if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
         tess_entry_register_device("halo", halo_post, on_halo, 0, &E_HALO) != TESS_OK ||
         tess_entry_register("summed", on_summed, &E_SUMMED) != TESS_OK ||
-        tess_entry_register("result", on_result, &E_RESULT) != TESS_OK) {
+        tess_entry_register("result", on_result, &E_RESULT) != TESS_OK ||
+        tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK) {
         fprintf(stderr, "entry registration failed: %s\n", tess_error_detail());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     tess_array_params_t ap = {
-        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR,
+        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP |
+                      TESS_ARRAY_FIELD_RESUME,
         .name       = "jacobi",
         .ndims      = 2,
         .extents    = {cx, cy},
         .elem_size  = sizeof(block_t),
         .ctor       = block_ctor,
         .dtor       = block_dtor,
+        .pup        = block_pup,
+        .resume     = E_BALANCED,
     };
     if (tess_array_create(&ap, &grid) != TESS_OK) {
         fprintf(stderr, "tess_array_create failed: %s\n", tess_error_detail());
@@ -347,6 +394,11 @@ int main(int argc, char **argv)
                (long long)opt.ny, opt.iters, opt.warmup, nprocs, tess_ppn(), gpus, opt.odf, cx,
                cy, tess_gpu_backend_name());
         printf("time per iteration: %.6f ms\nchecksum: %.15e\n", per_iter * 1e3, r.checksum);
+        tess_lb_stats_t lbs;
+        if (opt.lb_period && tess_lb_get_stats(grid, &lbs) == TESS_OK)
+            printf("load balancing: %llu steps; the last moved %lld chares, imbalance %.3f -> "
+                   "%.3f\n", (unsigned long long)lbs.steps, (long long)lbs.migrations,
+                   lbs.imbalance_before, lbs.imbalance_after);
         if (opt.verify) {
             double ref = jac_serial_checksum(opt.nx, opt.ny, opt.warmup + opt.iters);
             double rel = ref != 0 ? (r.checksum - ref) / ref : r.checksum;

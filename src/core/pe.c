@@ -180,7 +180,10 @@ void tess_pe_loop(tess_pe_t *pe)
             idle_from = now;
             continue;
         }
-        if (now - idle_from < spin_ns && !handover) {
+        /* Waiting only for a device that notifies completions (the host backend, whose
+         * executors need the cores): block at once instead of spinning. */
+        int spin = !handover && !(pe->gq_count && pe_has_gpu_notify);
+        if (now - idle_from < spin_ns && spin) {
             tess_cpu_relax();
             continue;
         }
