@@ -85,11 +85,10 @@ _Noreturn void tess_fatal_at(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    /* Always printed, whatever the log level. */
-    int saved = tess_log_level;
-    tess_log_level = TESS_LOG_ERROR;
+    /* Always printed, whatever the log level: tess_log_vat does not look at the level (the
+     * tess_log macro does), so there is nothing to change — and writing the global level here
+     * raced with every other thread's logging. */
     tess_log_vat(-1, file, line, fmt, ap);
-    tess_log_level = saved;
     va_end(ap);
     fflush(stderr);
     tess_run_cleanups();
