@@ -1,0 +1,42 @@
+/* tessera-info — what this Tessera was built with, and its runtime options.
+ *
+ *   tessera-info             version, MPI, backends built
+ *   tessera-info --options   every option as a Markdown table (README.md carries the same) */
+#include "core/core.h"
+
+#include <stdio.h>
+#include <string.h>
+
+extern const char tess_version_string[];
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--options")) {
+        size_t                    n;
+        const tess_option_info_t *o = tess_config_options(&n);
+        printf("| variable | flag | default | meaning |\n| --- | --- | --- | --- |\n");
+        for (size_t i = 0; i < n; i++)
+            printf("| `%s` | %s%s%s | `%s` | %s |\n", o[i].env, o[i].flag ? "`" : "",
+                   o[i].flag ? o[i].flag : "—", o[i].flag ? "`" : "", o[i].deflt, o[i].help);
+        return 0;
+    }
+    printf("%s\n", tess_version_string);
+    printf("MPI: %s\n", TESS_MPI_FLAVOR);
+    printf("device backends: host");
+#ifdef HAVE_CUDA
+    printf(", cuda");
+#endif
+#ifdef HAVE_HIP
+    printf(", hip");
+#endif
+    printf("\nhwloc: ");
+#ifdef HAVE_HWLOC
+    printf("yes\n");
+#else
+    printf("no\n");
+#endif
+#ifdef TESS_SANITIZER
+    printf("sanitizer: %s\n", TESS_SANITIZER);
+#endif
+    return 0;
+}
