@@ -327,8 +327,5 @@ double dcb_raw_exchange(size_t volume, int odf, int iters, int kernel)
         double v = dcb.rank == 1 ? kernels_bulk(raw.a, chunk, odf, count) : 0;
         k        = bcast(1, v);
     }
-    if (getenv("DCB_DEBUG") && dcb.rank == 0)
-        fprintf(stderr, "raw exchange %zu/%d x%d: per chunk %.1f us, kernel %.1f us\n", volume,
-                odf, iters, per * 1e6, k * 1e6);
     return 2.0 * odf * (per + k);
 }
