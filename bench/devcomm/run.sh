@@ -17,7 +17,9 @@
 # host backend / CI. Environment: BENCH_DEVCOMM (the binary; default: build-cuda/ of the repo,
 # else the one next to this script), DCB_TARGET_MS (time per point and repetition, default 15;
 # quick 3), DCB_REPS (default 5; quick 3), DCB_RDMA (TESS_RDMA of the rdma run: auto; quick:
-# staged, the H200's pipeline), DCB_TIMEOUT (seconds per run, default 100; quick 120).
+# staged, the H200's pipeline), DCB_TIMEOUT (seconds per run, default 100; quick 120),
+# DCB_VERBOSE=1 (every point on stdout as it is measured, not only in run.log), DCB_ARGS (more
+# bench_devcomm options, e.g. "--max-size 16M --what latbw").
 set -u
 
 usage() { echo "usage: $0 OUTDIR [--quick]" >&2; exit 2; }
@@ -60,7 +62,7 @@ else
     target=${DCB_TARGET_MS:-15} reps=${DCB_REPS:-5} rdma=${DCB_RDMA:-auto} tmo=${DCB_TIMEOUT:-100}
     args=""
 fi
-args="$args --csv-dir $out --target-ms $target --reps $reps"
+args="$args --csv-dir $out --target-ms $target --reps $reps ${DCB_ARGS:-}"
 : "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
 export OMPI_MCA_btl_vader_single_copy_mechanism
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH"
@@ -101,7 +103,12 @@ run() {
     env $envs timeout -k 10 "$tmo" $MPIRUN $xs -np "$np" "$bin" "$@" $args >"$out/.run.out" 2>&1
     rc=$?
     cat "$out/.run.out" >>"$log"
-    grep -v '^GOAL' "$out/.run.out" | grep -v 'help message\|orte_base_help'
+    if [ -n "${DCB_VERBOSE:-}" ]; then
+        grep -v '^GOAL' "$out/.run.out"
+    else
+        # The points are in the CSVs and the log; show what went wrong, if anything.
+        grep -i 'bench_devcomm (rank\|error\|abort\|fatal\|signal' "$out/.run.out" | head -20
+    fi
     rm -f "$out/.run.out"
     t1=$(date +%s)
     if [ $rc -ne 0 ]; then
@@ -188,8 +195,10 @@ fi
     if [ -s "$out/goals.csv" ]; then
         echo
         echo "goals (for the H200; tess/raw):"
-        awk -F, 'NR > 1 { printf "  %-5s %-12s %-40s %8.3f %-7s (%s backend)\n", $6, $1, $2, $4, $5, $7 }' \
-            "$out/goals.csv"
+        awk -F, 'NR > 1 {
+                s = $3 >= 1048576 ? sprintf("%dM", $3 / 1048576) : $3 >= 1024 ? sprintf("%dK", $3 / 1024) : sprintf("%dB", $3)
+                printf "  %-5s %-12s %-40s at %4s %8.3f %-7s (%s backend)\n", $6, $1, $2, s, $4, $5, $7
+            }' "$out/goals.csv"
     fi
     [ -n "$failed" ] && echo "FAILED runs:$failed (see $log)"
     echo "files: $(cd "$out" && ls | tr '\n' ' ')"
