@@ -9,7 +9,8 @@
  * Options: --csv-dir DIR (appends DIR/latbw.csv, DIR/odf.csv, DIR/goals.csv), --quick,
  * --reps N, --target-ms MS (time of one repetition of one point), --max-size BYTES,
  * --max-volume BYTES, --what latbw,exchange,overlap, --expect PATH (fail unless the runtime
- * takes that path: d2d, ipc-staged, ipc-direct, rdma-staged, rdma-direct).
+ * takes that path: d2d, ipc-staged, ipc-direct, rdma-staged, rdma-direct; rdma: either),
+ * --budget-s S (skip the points that would start after S seconds of measuring).
  *
  * latbw: for sizes 8 B … 64 MiB, the one-way latency of a ping-pong (entry registered with
  * WAIT_COMPLETE: runs once the data is in place; and "latency-so": stream-ordered delivery,
@@ -152,6 +153,21 @@ static void make_config(size_t max_size, size_t max_volume)
         odfs[nodfs++] = o;
 }
 
+/* ---- time budget ------------------------------------------------------------------------------ */
+
+static double t_start, budget_s;
+static int    skipped;
+
+/* Rank 0's word on whether the run is out of time (then the remaining points are skipped, so
+ * that a run under a timeout ends cleanly with what it measured). Collective. */
+static int over_budget(void)
+{
+    int over = budget_s > 0 && dcb_now() - t_start > budget_s;
+    MPI_Bcast(&over, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    skipped += over;
+    return over;
+}
+
 /* ---- latency and bandwidth ------------------------------------------------------------------ */
 
 typedef struct point {
@@ -173,6 +189,8 @@ static void report_latbw(const char *metric, size_t size, size_t window, int ite
     if (csv_latbw)
         fprintf(csv_latbw, "%s,%s,%zu,%zu,%d,%s,%.4f,%.4f,%s,%.4f\n", dcb.label, metric, size,
                 window, iters, dcb_raw_name(), raw, tess, unit, tess / raw);
+    if (csv_latbw)
+        fflush(csv_latbw); /* a run stopped by its timeout keeps what it measured */
 }
 
 static void latency_point(size_t size, int wait_complete, point_t *out)
@@ -229,6 +247,8 @@ static void goal(const char *what, size_t size, double measured, double target, 
     if (csv_goals)
         fprintf(csv_goals, "%s,%s,%zu,%.4f,%s%.2f,%s,%s\n", dcb.label, what, size, measured,
                 higher ? ">=" : "<=", target, ok ? "PASS" : "MISS", tess_gpu_backend_name());
+    if (csv_goals)
+        fflush(csv_goals);
 }
 
 /* The worst tess/raw bandwidth ratio at sizes >= 16 MiB (or at the largest size measured). */
@@ -298,6 +318,8 @@ static void exchange_point(size_t volume, int odf, int kernel)
     if (csv_odf)
         fprintf(csv_odf, "%s,%s,%zu,%d,%zu,%d,%s,%.3f,%.3f,%.4f\n", dcb.label, metric, volume, odf,
                 volume / (size_t)odf, iters, dcb_raw_name(), mb, mt, mt / mb);
+    if (csv_odf)
+        fflush(csv_odf);
 }
 
 /* ---- main ------------------------------------------------------------------------------------- */
@@ -335,6 +357,8 @@ int main(int argc, char **argv)
             what = argv[++i];
         else if (!strcmp(a, "--expect") && v)
             expect = argv[++i];
+        else if (!strcmp(a, "--budget-s") && v)
+            budget_s = atof(argv[++i]);
         else
             dcb_die("unknown option %s (see the comment at the top of bench_devcomm.c)", a);
     }
@@ -364,14 +388,15 @@ int main(int argc, char **argv)
     if (expect && strcmp(expect, dcb.label) && !(!strcmp(expect, "rdma") && dcb.path >= 3))
         dcb_die("expected the %s path, but the runtime took %s", expect, dcb.label);
     dcb_raw_init(cap > odf_cap ? cap : odf_cap);
-    if (csv_dir && dcb.rank == 0) {
+    if (csv_dir && dcb.rank == 0 && strstr(what, "latbw")) {
         csv_latbw = open_csv(csv_dir, "latbw.csv",
                              "path,metric,size,window,iters,baseline,raw,tessera,unit,ratio");
-        csv_odf   = open_csv(csv_dir, "odf.csv", "path,metric,volume,odf,chunk,iters,baseline,"
-                                                 "raw_us,tessera_us,ratio");
         csv_goals = open_csv(csv_dir, "goals.csv",
                              "path,goal,size,measured,target,verdict,backend");
     }
+    if (csv_dir && dcb.rank == 0 && (strstr(what, "exchange") || strstr(what, "overlap")))
+        csv_odf = open_csv(csv_dir, "odf.csv", "path,metric,volume,odf,chunk,iters,baseline,"
+                                               "raw_us,tessera_us,ratio");
     if (dcb.rank == 0) {
         printf("# bench_devcomm: path %s, %s backend, %d process(es) x %d PE(s), %d reps, "
                "%.0f ms per point and repetition; baseline %s\n", dcb.label,
@@ -385,22 +410,29 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
+    t_start = dcb_now();
     if (strstr(what, "latbw")) {
-        for (int i = 0; i < nsizes; i++) {
-            latency_point(sizes[i], 1, &lat_pts[i]);
-            latency_point(sizes[i], 0, &so_pts[i]);
-            stream_point(sizes[i], &bw_pts[i]);
+        int n = 0;
+        for (; n < nsizes && !over_budget(); n++) {
+            latency_point(sizes[n], 1, &lat_pts[n]);
+            latency_point(sizes[n], 0, &so_pts[n]);
+            stream_point(sizes[n], &bw_pts[n]);
         }
-        goals();
+        nsizes = n;
+        if (n)
+            goals();
     }
     for (int kernel = 0; kernel < 2; kernel++) {
         if (!strstr(what, kernel ? "overlap" : "exchange"))
             continue;
         for (int v = 0; v < nvolumes; v++)
             for (int o = 0; o < nodfs; o++)
-                if (volumes[v] / (size_t)odfs[o] >= 4096)
+                if (volumes[v] / (size_t)odfs[o] >= 4096 && !over_budget())
                     exchange_point(volumes[v], odfs[o], kernel);
     }
+    if (skipped && dcb.rank == 0)
+        printf("# %s: out of the %.1f s budget: %d point(s) skipped\n", dcb.label, budget_s,
+               skipped);
 
     int taken = dcb_tess_path_taken();
     if (taken != dcb.path)
