@@ -403,8 +403,9 @@ int main(int argc, char **argv)
                tess_gpu_backend_name(), dcb.nprocs, tess_ppn(), dcb.reps, dcb.target_s * 1e3,
                dcb_raw_name());
         if (dcb.path == DCB_RDMA_STAGED)
-            printf("# rdma-staged: UCX cannot reach this device memory, so the runtime stages "
-                   "through pinned host buffers and so does the raw baseline: device-to-host, "
+            printf("# rdma-staged: the runtime stages through pinned host buffers (UCX cannot "
+                   "reach this device memory, or TESS_RDMA=staged), and so does the raw "
+                   "baseline: device-to-host, "
                    "ucp_get of host memory, host-to-device, each stage timed alone (latency: "
                    "their sum; stream and exchange: the slowest stage, a perfect pipeline)\n");
         fflush(stdout);

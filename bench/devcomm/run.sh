@@ -160,7 +160,7 @@ fi
     echo
     echo "== bench_devcomm summary ($out) =="
     if [ -s "$out/latbw.csv" ]; then
-        printf '%-12s %-11s %6s %12s %12s %9s\n' path metric size raw tessera tess/raw
+        printf '%-12s %-11s %6s %12s %12s %9s  %-4s %s\n' path metric size raw tessera tess/raw unit baseline
         awk -F, 'NR > 1 {
                 k = $1 "," $2
                 if (!(k in lo) || $3 + 0 < lo[k]) { lo[k] = $3 + 0; los[k] = $0 }
@@ -172,7 +172,7 @@ fi
             }
             function row(line,   f) {
                 split(line, f, ",")
-                printf "%-12s %-11s %6s %12.4g %12.4g %9.2f  %s\n", f[1], f[2], human(f[3]), f[7], f[8], f[10], f[9]
+                printf "%-12s %-11s %6s %12.4g %12.4g %9.2f  %-4s %s\n", f[1], f[2], human(f[3]), f[7], f[8], f[10], f[9], f[6]
             }
             END {
                 for (i = 0; i < n; i++) {
@@ -181,6 +181,8 @@ fi
                 }
             }' "$out/latbw.csv"
     fi
+    grep -q '^rdma-staged' "$out/latbw.csv" 2>/dev/null &&
+        echo "(rdma-staged: the runtime stages through pinned host memory - UCX without CUDA transports, as on the H200, or TESS_RDMA=staged - and so does the raw baseline: D2H, ucp_get of host memory, H2D, each stage timed alone)"
     if [ -s "$out/odf.csv" ]; then
         echo
         printf '%-12s %-9s %6s %4s %12s %12s %9s\n' path metric volume odf raw_us tessera_us tess/raw
