@@ -113,7 +113,10 @@ run() {
     rm -f "$out/.run.out"
     t1=$(date +%s)
     if [ $rc -ne 0 ]; then
-        [ $rc -eq 124 ] && why="timed out after ${tmo}s" || why="exit $rc"
+        case $rc in
+        124 | 137) why="timed out after ${tmo}s" ;;
+        *) why="exit $rc" ;;
+        esac
         echo "## $name: FAILED ($why)" | tee -a "$log"
         failed="$failed $name"
     else
