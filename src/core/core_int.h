@@ -150,6 +150,8 @@ unsigned      tess_reduce_progress(tess_pe_t *pe0);
 
 /* gpuq.c */
 unsigned tess_gpuq_poll(tess_pe_t *pe);
+/** Whether some continuation's event has completed (no callbacks run). */
+int      tess_gpuq_any_done(tess_pe_t *pe);
 void     tess_gpuq_fini(tess_pe_t *pe);
 
 /* Abort the job when a required MPI call fails on a path that cannot return an error. */

@@ -83,6 +83,14 @@ unsigned tess_gpuq_poll(tess_pe_t *pe)
     return (unsigned)nready;
 }
 
+int tess_gpuq_any_done(tess_pe_t *pe)
+{
+    for (size_t i = 0; i < pe->gq_count; i++)
+        if (tess_gpu->event_query(pe->gq[i].event) != TESS_INPROGRESS)
+            return 1;
+    return 0;
+}
+
 void tess_gpuq_fini(tess_pe_t *pe)
 {
     if (pe->gq_count)

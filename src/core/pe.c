@@ -91,6 +91,9 @@ static void pe_sleep(tess_pe_t *pe, int *handover_p)
         if (!pe_has_gpu_notify)
             return; /* a real device: keep polling its events */
         atomic_store_explicit(&pe->gpu_waiting, 1, memory_order_seq_cst);
+        /* A completion between the last poll and the store above notified nobody: look again. */
+        if (tess_gpuq_any_done(pe))
+            goto out_gpu;
         timeout_ns = 10 * 1000 * 1000;
     }
     if (pe->local == 0 && tess_agent_pending())

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# tools/device-run.sh STAGE OUTDIR — what runs on the GPU machine, from the repository root,
+# with build-cuda/ (tools/gpu-build.sh) carried along. Builds nothing there.
+#
+#   suite   the gpu and examples test lists on the CUDA backend (under MPS, so the multi-process
+#           entries share the GPU), then bench/gpu-bench.sh
+#   comm    bench/devcomm/run.sh, the Jacobi2D sweep, the load-balancing demonstration
+#
+# Everything lands in OUTDIR/STAGE.tar.gz (logs, CSVs) and OUTDIR/STAGE-summary.txt; the last
+# lines printed are the summary. Budgets keep each stage inside one 10-minute call.
+set -uo pipefail
+stage=${1:?usage: device-run.sh suite|comm OUTDIR}
+out=${2:?usage: device-run.sh suite|comm OUTDIR}
+top=$(pwd)
+b=$top/build-cuda
+work=$(mktemp -d)
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$b/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TESS_SRCDIR=$top TESS_BUILDDIR=$b
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# DEVICE_RUN_GPU=host and DEVICE_RUN_FILTER=RE try the script on a CPU machine.
+gpu=${DEVICE_RUN_GPU:-cuda}
+filter=(${DEVICE_RUN_FILTER:+--filter "$DEVICE_RUN_FILTER"})
+summary="$out/$stage-summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+{
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
+    git -C "$top" log -1 --format='commit %h %s' 2>/dev/null || true
+} >"$work/env.txt" 2>&1
+note "$(head -2 "$work/env.txt" | tail -1)"
+
+mps_on() { nvidia-cuda-mps-control -d 2>/dev/null && sleep 1; }
+mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; }
+
+case "$stage" in
+suite)
+    mps_on
+    t0=$SECONDS
+    TESS_GPU=$gpu timeout 330 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" gpu examples \
+        >"$work/tests.log" 2>&1
+    mps_off
+    note "tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
+    grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
+    grep -hE '^(devmsg|migrate|lb \(|ring)' "$b"/test/logs/gpu_test_devmsg_np=2_TEST* 2>/dev/null | head -3 >>"$summary"
+    cp -r "$b/test/logs" "$work/testlogs" 2>/dev/null
+    TESS_GPU=$gpu GPU_BENCH_BUDGET=230 timeout 260 bench/gpu-bench.sh "$work/gpubench" \
+        >"$work/gpubench.log" 2>&1
+    note "gpu-bench exit $?"
+    sed -n '/[Ss]ummary/,$p' "$work/gpubench.log" | tail -40 >>"$summary"
+    ;;
+comm)
+    t0=$SECONDS
+    if [ -x bench/devcomm/run.sh ]; then
+        TESS_GPU=$gpu timeout 240 bench/devcomm/run.sh "$work/devcomm" "$b" >"$work/devcomm.log" 2>&1
+        note "devcomm bench exit $? ($((SECONDS - t0)) s)"
+        tail -30 "$work/devcomm.log" >>"$summary"
+    fi
+    t0=$SECONDS
+    SWEEP_BUDGET=200 timeout 280 examples/jacobi2d/sweep.sh "$work/sweep" "$b" >"$work/sweep.log" 2>&1
+    note "sweep exit $? ($((SECONDS - t0)) s)"
+    tail -12 "$work/sweep.log" >>"$summary"
+    t0=$SECONDS
+    mps_on
+    # Two processes share the one GPU: balance across processes.
+    TESS_LB_TARGET=process NP=2 REPS=3 LB_X=8192 LB_Y=8192 LB_ITERS=200 timeout 90 \
+        bench/lb/run.sh "$work/lb" "$b" >"$work/lb.log" 2>&1
+    mps_off
+    note "lb demo exit $? ($((SECONDS - t0)) s)"
+    tail -8 "$work/lb.log" >>"$summary"
+    ;;
+*)
+    echo "device-run.sh: unknown stage $stage" >&2
+    exit 2
+    ;;
+esac
+cp "$summary" "$work/"
+tar -C "$work" -czf "$out/$stage.tar.gz" . 2>/dev/null
+rm -rf "$work"
+echo "==== $stage summary ===="
+cat "$summary"
