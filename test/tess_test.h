@@ -53,7 +53,8 @@ static inline void test_fini(void)
 }
 
 /* How much work a test does, as a factor of its full size: TESS_TEST_SCALE when set (e.g. 0.1),
- * else 1, or 0.25 in a ThreadSanitizer build (which runs ~5-10x slower). */
+ * else 1 — or 0.25 in a ThreadSanitizer build (~5-10x slower), 0.5 in an AddressSanitizer
+ * build (the harness unwinds every allocation's stack there). */
 static inline double test_scale(void)
 {
     const char *s = getenv("TESS_TEST_SCALE");
@@ -64,6 +65,8 @@ static inline double test_scale(void)
     }
 #if defined(__SANITIZE_THREAD__)
     return 0.25;
+#elif defined(__SANITIZE_ADDRESS__)
+    return 0.5;
 #else
     return 1.0;
 #endif
