@@ -53,18 +53,19 @@ suite)
 comm)
     t0=$SECONDS
     if [ -x bench/devcomm/run.sh ]; then
-        TESS_GPU=$gpu timeout 240 bench/devcomm/run.sh "$work/devcomm" "$b" >"$work/devcomm.log" 2>&1
+        DCB_TIMEOUT=55 TESS_GPU=$gpu timeout 235 bench/devcomm/run.sh "$work/devcomm" \
+            >"$work/devcomm.log" 2>&1
         note "devcomm bench exit $? ($((SECONDS - t0)) s)"
         tail -30 "$work/devcomm.log" >>"$summary"
     fi
     t0=$SECONDS
-    SWEEP_BUDGET=200 timeout 280 examples/jacobi2d/sweep.sh "$work/sweep" "$b" >"$work/sweep.log" 2>&1
+    SWEEP_BUDGET=170 timeout 220 examples/jacobi2d/sweep.sh "$work/sweep" "$b" >"$work/sweep.log" 2>&1
     note "sweep exit $? ($((SECONDS - t0)) s)"
     tail -12 "$work/sweep.log" >>"$summary"
     t0=$SECONDS
     mps_on
     # Two processes share the one GPU: balance across processes.
-    TESS_LB_TARGET=process NP=2 REPS=3 LB_X=8192 LB_Y=8192 LB_ITERS=200 timeout 90 \
+    TESS_LB_TARGET=process NP=2 REPS=2 LB_X=8192 LB_Y=8192 LB_ITERS=200 timeout 80 \
         bench/lb/run.sh "$work/lb" "$b" >"$work/lb.log" 2>&1
     mps_off
     note "lb demo exit $? ($((SECONDS - t0)) s)"
