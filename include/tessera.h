@@ -428,7 +428,8 @@ tess_status_t tess_set_load(tess_ctx_h ctx, double load);
  * table is updated on every rank by one collective, and the array's resume entry
  * (tess_array_params_t.resume) runs on every element. An element calls it with no GPU
  * continuation or device message pending, and sends nothing to the array's elements until its
- * resume entry runs.
+ * resume entry runs. Elements resume process by process: an element may receive messages from
+ * elements that resumed before its own resume entry runs.
  */
 #define tess_at_sync(ctx) tess_at_sync_loc((ctx), __FILE__, __LINE__)
 tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line);

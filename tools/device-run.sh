@@ -71,6 +71,16 @@ comm)
     note "lb demo exit $? ($((SECONDS - t0)) s)"
     tail -8 "$work/lb.log" >>"$summary"
     ;;
+jacobi)
+    t0=$SECONDS
+    TESS_GPU=$gpu timeout 120 "$b/test/runtests" "${filter[@]}" examples >"$work/tests.log" 2>&1
+    note "Jacobi2D checks on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
+    grep -E '^FAIL' "$work/tests.log" | head -10 | tee -a "$summary"
+    t0=$SECONDS
+    SWEEP_BUDGET=${SWEEP_BUDGET:-250} timeout 320 examples/jacobi2d/sweep.sh "$work/sweep" "$b" >"$work/sweep.log" 2>&1
+    note "sweep exit $? ($((SECONDS - t0)) s)"
+    cat "$work/sweep.log" >>"$summary"
+    ;;
 *)
     echo "device-run.sh: unknown stage $stage" >&2
     exit 2

@@ -23,10 +23,28 @@ extern "C" {
 
 /* ---- math (one source for every backend) --------------------------------------------------- */
 
-static inline TESS_HD double jac_point(const double *t, int64_t ld, int64_t i, int64_t j)
+static inline TESS_HD double jac_stencil(double c, double n, double s, double w, double e)
 {
-    return 0.2 * (t[i * ld + j] + t[(i - 1) * ld + j] + t[(i + 1) * ld + j] + t[i * ld + j - 1] +
-                  t[i * ld + j + 1]);
+    return 0.2 * (c + n + s + w + e);
+}
+
+/* One point of the update. The west and east neighbours of the first and last interior column
+ * come from win/ein when given (received halos, instead of the ghost column), and those columns'
+ * new values also go to wout/eout when given (the halos to send): packing and unpacking are
+ * part of the update instead of kernels of their own. */
+static inline TESS_HD void jac_update_point(const double *in, double *out, int64_t ld, int64_t by,
+                                            int64_t i, int64_t j, const double *win,
+                                            const double *ein, double *wout, double *eout)
+{
+    const double *r = in + i * ld;
+    double w = (j == 1 && win) ? win[i - 1] : r[j - 1];
+    double e = (j == by && ein) ? ein[i - 1] : r[j + 1];
+    double v = jac_stencil(r[j], r[j - ld], r[j + ld], w, e);
+    out[i * ld + j] = v;
+    if (j == 1 && wout)
+        wout[i - 1] = v;
+    if (j == by && eout)
+        eout[i - 1] = v;
 }
 
 /* ---- decomposition ------------------------------------------------------------------------ */
@@ -79,8 +97,10 @@ extern void (*jac_host_launch)(void *stream, jac_host_fn_t fn, const void *args,
  *  south, west, east flags), and 0 elsewhere. */
 void jac_init_block(void *stream, double *t, int64_t bx, int64_t by, int north, int south,
                     int west, int east, double ghost);
-/** out interior ← update of in, `repeat` times (the same result: extra work for imbalance). */
-void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t by, int repeat);
+/** out interior ← update of in, `repeat` times (the same result: extra work for imbalance);
+ *  win/ein/wout/eout as in jac_update_point (each may be NULL). */
+void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t by, int repeat,
+                const double *win, const double *ein, double *wout, double *eout);
 /** buf[i] ← t[(i+1)*ld + col] for i < bx (pack a column), and the reverse. */
 void jac_pack_col(void *stream, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
 void jac_unpack_col(void *stream, double *t, const double *buf, int64_t bx, int64_t by, int64_t col);
@@ -91,7 +111,8 @@ void jac_row_sums(void *stream, const double *t, double *rows, int64_t bx, int64
 /* CUDA launchers (kernels_cuda.cu); the C launchers above call them when jac_backend says so. */
 void jac_cuda_init_block(void *s, double *t, int64_t bx, int64_t by, int n, int so, int w, int e,
                          double ghost);
-void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t by, int repeat);
+void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t by, int repeat,
+                     const double *win, const double *ein, double *wout, double *eout);
 void jac_cuda_pack_col(void *s, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
 void jac_cuda_unpack_col(void *s, double *t, const double *buf, int64_t bx, int64_t by, int64_t col);
 void jac_cuda_row_sums(void *s, const double *t, double *rows, int64_t bx, int64_t by);

@@ -218,7 +218,7 @@ int main(int argc, char **argv)
             jac_unpack_col(stream, a, dcol[1][0], bx, by, 0);
         if (nbr[DIR_E] >= 0)
             jac_unpack_col(stream, a, dcol[1][1], bx, by, by + 1);
-        jac_update(stream, a, t[1 - k % 2], bx, by, work);
+        jac_update(stream, a, t[1 - k % 2], bx, by, work, NULL, NULL, NULL, NULL);
     }
     jac_row_sums(stream, t[(opt.warmup + opt.iters) % 2], rows, bx, by);
     copy(hrows, rows, sizeof(double) * (size_t)bx);

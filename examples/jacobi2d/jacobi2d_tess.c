@@ -34,6 +34,7 @@ typedef struct block {
     int      iter, target;
     int      got[2];       /* halos of iteration k counted in got[k % 2] */
     int      finished;
+    int      balancing; /* in a load-balancing step: halos are counted, not acted on */
     double   sum;
 } block_t;
 
@@ -143,7 +144,9 @@ static void block_dtor(tess_ctx_h ctx, void *e, void *arg)
 
 /* ---- the iteration ------------------------------------------------------------------------- */
 
-static void send_halos(tess_ctx_h ctx, block_t *b, int k)
+/* Halos of iteration k: the rows straight from the array, the columns from the buffers the
+ * update filled (packed here for iteration 0 and after a migration). */
+static void send_halos(tess_ctx_h ctx, block_t *b, int k, int pack)
 {
     tess_stream_t s  = tess_ctx_stream(ctx);
     int64_t       ld = b->by + 2;
@@ -162,7 +165,8 @@ static void send_halos(tess_ctx_h ctx, block_t *b, int k)
     }
     if (b->nbr[DIR_W]) {
         double *col = b->colbuf[0][k % 2][0];
-        jac_pack_col(s, a, col, b->bx, b->by, 1);
+        if (pack)
+            jac_pack_col(s, a, col, b->bx, b->by, 1);
         halo_hdr_t     h   = {k, DIR_E};
         tess_dev_buf_t buf = {col, (size_t)b->bx * sizeof(double)};
         tess_send_device(grid, tess_idx2(b->ci, b->cj - 1), E_HALO, &h, sizeof(h), &buf, 1, s,
@@ -170,7 +174,8 @@ static void send_halos(tess_ctx_h ctx, block_t *b, int k)
     }
     if (b->nbr[DIR_E]) {
         double *col = b->colbuf[0][k % 2][1];
-        jac_pack_col(s, a, col, b->bx, b->by, b->by);
+        if (pack)
+            jac_pack_col(s, a, col, b->bx, b->by, b->by);
         halo_hdr_t     h   = {k, DIR_W};
         tess_dev_buf_t buf = {col, (size_t)b->bx * sizeof(double)};
         tess_send_device(grid, tess_idx2(b->ci, b->cj + 1), E_HALO, &h, sizeof(h), &buf, 1, s,
@@ -189,24 +194,26 @@ static void finish(tess_ctx_h ctx, block_t *b)
 /* Run every iteration whose halos are all in; then send the next halos. */
 static void advance(tess_ctx_h ctx, block_t *b)
 {
-    while (b->iter < b->target && b->got[b->iter % 2] == b->nnbrs) {
+    while (!b->balancing && b->iter < b->target && b->got[b->iter % 2] == b->nnbrs) {
         int           k = b->iter, p = k % 2;
         tess_stream_t s = tess_ctx_stream(ctx);
         b->got[p]       = 0;
-        if (b->nbr[DIR_W])
-            jac_unpack_col(s, b->t[p], b->colbuf[1][p][0], b->bx, b->by, 0);
-        if (b->nbr[DIR_E])
-            jac_unpack_col(s, b->t[p], b->colbuf[1][p][1], b->bx, b->by, b->by + 1);
-        jac_update(s, b->t[p], b->t[1 - p], b->bx, b->by, b->work);
+        /* The received columns are read, and the next columns to send written, by the update. */
+        jac_update(s, b->t[p], b->t[1 - p], b->bx, b->by, b->work,
+                   b->nbr[DIR_W] ? b->colbuf[1][p][0] : NULL,
+                   b->nbr[DIR_E] ? b->colbuf[1][p][1] : NULL,
+                   b->nbr[DIR_W] ? b->colbuf[0][1 - p][0] : NULL,
+                   b->nbr[DIR_E] ? b->colbuf[0][1 - p][1] : NULL);
         b->iter++;
         if (opt.lb_period && b->iter % opt.lb_period == 0 && b->iter < opt.warmup + opt.iters) {
             /* Balance before the next halos go out; the step resumes in on_balanced. */
             tess_set_load(ctx, (double)(b->bx * b->by) * b->work);
+            b->balancing = 1;
             tess_at_sync(ctx);
             return;
         }
         if (b->iter < opt.warmup + opt.iters)
-            send_halos(ctx, b, b->iter);
+            send_halos(ctx, b, b->iter, 0);
     }
     if (b->iter == opt.warmup + opt.iters && !b->finished) {
         b->finished = 1;
@@ -248,7 +255,10 @@ static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)msg;
     (void)size;
     block_t *b = e;
-    send_halos(ctx, b, b->iter);
+    /* Neighbours that resumed first may have sent this iteration's halos already: they were
+     * counted, and are used now. */
+    b->balancing = 0;
+    send_halos(ctx, b, b->iter, 1); /* the column buffers were made anew if it moved */
     advance(ctx, b);
 }
 
@@ -258,7 +268,7 @@ static void on_resume(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     block_t *b = e;
     b->target  = *(const int *)msg;
     if (b->iter == 0 && b->target > 0)
-        send_halos(ctx, b, 0);
+        send_halos(ctx, b, 0, 1);
     advance(ctx, b);
 }
 

@@ -64,6 +64,8 @@ typedef struct update_args {
     double       *out;
     int64_t       bx, by;
     int           repeat;
+    const double *win, *ein;
+    double       *wout, *eout;
 } update_args_t;
 
 static void host_update(void *p)
@@ -73,18 +75,19 @@ static void host_update(void *p)
     for (int r = 0; r < a->repeat; r++)
         for (int64_t i = 1; i <= a->bx; i++)
             for (int64_t j = 1; j <= a->by; j++)
-                a->out[i * ld + j] = jac_point(a->in, ld, i, j);
+                jac_update_point(a->in, a->out, ld, a->by, i, j, a->win, a->ein, a->wout, a->eout);
 }
 
-void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t by, int repeat)
+void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t by, int repeat,
+                const double *win, const double *ein, double *wout, double *eout)
 {
 #ifdef JACOBI_CUDA
     if (jac_backend == JAC_CUDA) {
-        jac_cuda_update(stream, in, out, bx, by, repeat);
+        jac_cuda_update(stream, in, out, bx, by, repeat, win, ein, wout, eout);
         return;
     }
 #endif
-    update_args_t a = {in, out, bx, by, repeat};
+    update_args_t a = {in, out, bx, by, repeat, win, ein, wout, eout};
     launch(stream, host_update, &a, sizeof(a));
 }
 
@@ -181,7 +184,7 @@ double jac_serial_checksum(int64_t nx, int64_t ny, int iters)
     ia.t = b;
     host_init(&ia);
     for (int it = 0; it < iters; it++) {
-        update_args_t ua = {a, b, nx, ny, 1};
+        update_args_t ua = {a, b, nx, ny, 1, NULL, NULL, NULL, NULL};
         host_update(&ua);
         double *t = a;
         a         = b;

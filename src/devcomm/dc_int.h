@@ -43,6 +43,7 @@ typedef struct dc_rec_staged { uint64_t offset; } dc_rec_staged_t;
 typedef struct dc_rec_direct {
     tess_gpu_ipc_handle_t handle;
     uint64_t              alloc_id, offset;
+    uint64_t              sbase, ssize; /* the allocation as the sender sees it */
 } dc_rec_direct_t;
 typedef struct dc_rec_rdma   { uint64_t raddr; uint32_t rkey_off, rkey_len; } dc_rec_rdma_t;
 

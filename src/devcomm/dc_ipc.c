@@ -22,6 +22,8 @@ typedef struct dc_map {
     void    *base;
     size_t   size;
     int      refs;
+    int      proc;
+    uint64_t sbase, ssize; /* the allocation at the sender */
     uint64_t last_use;
 } dc_map_t;
 
@@ -255,29 +257,30 @@ static dc_map_t *map_get(int src, const dc_rec_direct_t *rec)
     if (mp) {
         dc.stats.map_hits++;
     } else {
-        if (dc.maps.count >= DC_MAP_CACHE) {
-            /* Close the least recently used mapping that no copy is using. */
-            size_t    it = 0, best_key = 0;
-            uint64_t  k;
-            void     *v;
-            dc_map_t *best = NULL;
-            while (tess_hmap_next(&dc.maps, &it, &k, &v)) {
-                dc_map_t *c = v;
-                if (!c->refs && (!best || c->last_use < best->last_use)) {
-                    best     = c;
-                    best_key = k;
-                }
-            }
-            if (best) {
-                tess_hmap_remove(&dc.maps, best_key);
-                tess_gpu->ipc_mem_close(best->base);
-                free(best);
-            }
+        /* A new allocation of src where an old one was: the old one was freed, so its mapping
+         * goes (the host backend would map the same addresses again; CUDA keeps freed memory
+         * alive while it is mapped). Past the cache's size, any idle mapping goes. */
+        size_t   it = 0;
+        uint64_t k;
+        void    *v;
+        while (tess_hmap_next(&dc.maps, &it, &k, &v)) {
+            dc_map_t *c       = v;
+            int       overlap = c->proc == src && c->sbase < rec->sbase + rec->ssize &&
+                                rec->sbase < c->sbase + c->ssize;
+            if (c->refs || (!overlap && dc.maps.count < DC_MAP_CACHE))
+                continue;
+            tess_hmap_remove(&dc.maps, k);
+            tess_gpu->ipc_mem_close(c->base);
+            free(c);
+            it = 0; /* removal moves entries: scan again */
         }
         mp = tess_calloc(1, sizeof(*mp), "an IPC mapping");
         if (!mp || tess_gpu->ipc_mem_open(&rec->handle, &mp->base) != TESS_OK)
             tess_fatal("devcomm: cannot open an allocation of process %d: %s", src,
                        tess_error_detail());
+        mp->proc  = src;
+        mp->sbase = rec->sbase;
+        mp->ssize = rec->ssize;
         tess_gpu_ptr_info_t info;
         if (tess_gpu->ptr_query(mp->base, &info) == TESS_OK)
             mp->size = info.size;
@@ -376,6 +379,8 @@ static void issue_direct(int dst_pe, uint64_t a0, uint64_t a1, const void *heade
         rec[i].handle   = *export_handle(&info[i]);
         rec[i].alloc_id = info[i].alloc_id;
         rec[i].offset   = (uint64_t)((char *)bufs[i].ptr - (char *)info[i].base);
+        rec[i].sbase    = (uint64_t)(uintptr_t)info[i].base;
+        rec[i].ssize    = info[i].size;
     }
     pthread_mutex_unlock(&dc.lock);
     if (tess_gpu->event_record(dc.ipc_events[ev], stream) != TESS_OK)

@@ -64,6 +64,10 @@ static void dc_event_put_cb(void *arg)
  * is pending is a hazard on backends that track only the latest record. */
 void dc_event_put_when_done(tess_gpu_event_h e)
 {
+    if (tess_gpu->wait_captures_record) {
+        dc_event_put(e);
+        return;
+    }
     if (tess_core_gpu_when(e, dc_event_put_cb, e) != TESS_OK)
         tess_fatal("cannot watch an event: %s", tess_error_detail());
 }

@@ -73,6 +73,11 @@ typedef void (*tess_gpu_notify_fn_t)(void);
 typedef struct tess_gpu_ops {
     const char          *name;
     tess_gpu_backend_t   kind;
+    /** 1 when stream_wait_event waits for the record current at the call even if the event is
+     *  recorded again before that record completed (CUDA, HIP); 0 when a later record may
+     *  release it early (the host backend tracks the latest record only): then an event is
+     *  reused only after its record completed. */
+    int                  wait_captures_record;
     /** Set up the backend. TESS_ERR_UNSUPPORTED (quietly) when no device is usable. */
     tess_status_t (*init)(const tess_gpu_init_params_t *params);
     void (*fini)(void);

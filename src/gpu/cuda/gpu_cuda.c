@@ -620,6 +620,7 @@ static void *cuda_native_stream(tess_gpu_stream_h s) { return (void *)s; }
 const tess_gpu_ops_t tess_gpu_cuda_ops = {
     .name              = "cuda",
     .kind              = TESS_GPU_CUDA,
+    .wait_captures_record = 1,
     .init              = cuda_init,
     .fini              = cuda_fini,
     .device_count      = cuda_device_count,

@@ -666,6 +666,7 @@ static void *hip_native_stream(tess_gpu_stream_h s) { return (void *)s; }
 const tess_gpu_ops_t tess_gpu_hip_ops = {
     .name              = "hip",
     .kind              = TESS_GPU_HIP,
+    .wait_captures_record = 1,
     .init              = hip_init,
     .fini              = hip_fini,
     .device_count      = hip_device_count,

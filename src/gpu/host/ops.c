@@ -155,6 +155,7 @@ static void *host_native_stream(tess_gpu_stream_h s)
 const tess_gpu_ops_t tess_gpu_host_ops = {
     .name              = "host",
     .kind              = TESS_GPU_HOST,
+    .wait_captures_record = 0,
     .init              = host_init,
     .fini              = host_fini,
     .device_count      = host_device_count,
