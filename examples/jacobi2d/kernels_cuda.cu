@@ -18,14 +18,14 @@ static __global__ void k_init(double *t, int64_t bx, int64_t by, int n, int s, i
     }
 }
 
-/* A 2-D grid of 32 x 8 blocks, striding over rows and columns: no index division. */
+/* One row per block row (blockIdx.y, striding when there are more rows than the grid has),
+ * 256 consecutive columns per block: coalesced, and no index division. */
 static __global__ void k_update(const double *__restrict__ in, double *__restrict__ out,
                                 int64_t bx, int64_t by, const double *win, const double *ein,
                                 double *wout, double *eout)
 {
     int64_t ld = by + 2;
-    for (int64_t i = (int64_t)blockIdx.y * blockDim.y + threadIdx.y + 1; i <= bx;
-         i += (int64_t)blockDim.y * gridDim.y)
+    for (int64_t i = (int64_t)blockIdx.y + 1; i <= bx; i += gridDim.y)
         for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x + 1; j <= by;
              j += (int64_t)blockDim.x * gridDim.x)
             jac_update_point(in, out, ld, by, i, j, win, ein, wout, eout);
@@ -73,9 +73,8 @@ void jac_cuda_init_block(void *s, double *t, int64_t bx, int64_t by, int n, int 
 void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t by, int repeat,
                      const double *win, const double *ein, double *wout, double *eout)
 {
-    dim3 block(32, 8);
-    dim3 grid((unsigned)((by + 31) / 32 < 65535 ? (by + 31) / 32 : 65535),
-              (unsigned)((bx + 7) / 8 < 65535 ? (bx + 7) / 8 : 65535));
+    dim3 block(256);
+    dim3 grid((unsigned)((by + 255) / 256), (unsigned)(bx < 65535 ? bx : 65535));
     for (int r = 0; r < repeat; r++)
         k_update<<<grid, block, 0, (cudaStream_t)s>>>(in, out, bx, by, win, ein, wout, eout);
 }
