@@ -80,6 +80,13 @@ jacobi)
     SWEEP_BUDGET=${SWEEP_BUDGET:-250} timeout 320 examples/jacobi2d/sweep.sh "$work/sweep" "$b" >"$work/sweep.log" 2>&1
     note "sweep exit $? ($((SECONDS - t0)) s)"
     cat "$work/sweep.log" >>"$summary"
+    t0=$SECONDS
+    mps_on
+    TESS_LB_TARGET=process NP=2 REPS=2 LB_X=8192 LB_Y=8192 LB_ITERS=200 timeout 80 \
+        bench/lb/run.sh "$work/lb" "$b" >"$work/lb.log" 2>&1
+    mps_off
+    note "lb demo exit $? ($((SECONDS - t0)) s)"
+    tail -8 "$work/lb.log" >>"$summary"
     ;;
 *)
     echo "device-run.sh: unknown stage $stage" >&2
