@@ -32,11 +32,13 @@ static inline TESS_HD double jac_stencil(double c, double n, double s, double w,
  * come from win/ein when given (received halos, instead of the ghost column), and those columns'
  * new values also go to wout/eout when given (the halos to send): packing and unpacking are
  * part of the update instead of kernels of their own. */
-static inline TESS_HD void jac_update_point(const double *in, double *out, int64_t ld, int64_t by,
-                                            int64_t i, int64_t j, const double *win,
-                                            const double *ein, double *wout, double *eout)
+static inline TESS_HD void jac_update_point(const double *TESS_RESTRICT in,
+                                            double *TESS_RESTRICT out, int64_t ld, int64_t by,
+                                            int64_t i, int64_t j, const double *TESS_RESTRICT win,
+                                            const double *TESS_RESTRICT ein,
+                                            double *TESS_RESTRICT wout, double *TESS_RESTRICT eout)
 {
-    const double *r = in + i * ld;
+    const double *TESS_RESTRICT r = in + i * ld;
     double w = (j == 1 && win) ? win[i - 1] : r[j - 1];
     double e = (j == by && ein) ? ein[i - 1] : r[j + 1];
     double v = jac_stencil(r[j], r[j - ld], r[j + ld], w, e);

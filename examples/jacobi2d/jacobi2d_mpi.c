@@ -209,7 +209,8 @@ int main(int argc, char **argv)
             MPI_Isend(direct ? (void *)src[d] : hsend[d], (int)len[d], MPI_DOUBLE, nbr[d], d ^ 1,
                       MPI_COMM_WORLD, &req[nreq++]);
         }
-        MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+        MPI_Status st[8];
+        MPI_Waitall(nreq, req, st);
         if (!direct)
             for (int d = 0; d < 4; d++)
                 if (nbr[d] >= 0)

@@ -21,8 +21,9 @@ static __global__ void k_init(double *t, int64_t bx, int64_t by, int n, int s, i
 /* One row per block row (blockIdx.y, striding when there are more rows than the grid has),
  * 256 consecutive columns per block: coalesced, and no index division. */
 static __global__ void k_update(const double *__restrict__ in, double *__restrict__ out,
-                                int64_t bx, int64_t by, const double *win, const double *ein,
-                                double *wout, double *eout)
+                                int64_t bx, int64_t by, const double *__restrict__ win,
+                                const double *__restrict__ ein, double *__restrict__ wout,
+                                double *__restrict__ eout)
 {
     int64_t ld = by + 2;
     for (int64_t i = (int64_t)blockIdx.y + 1; i <= bx; i += gridDim.y)

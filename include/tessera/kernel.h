@@ -16,6 +16,10 @@
 
 #include <stdint.h>
 
+/* TESS_RESTRICT: the pointer is the only way to its data (lets device code use the read-only
+ * cache for inputs). */
+#define TESS_RESTRICT __restrict__
+
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define TESS_HD     __host__ __device__
 #define TESS_DEVICE_CODE 1

@@ -342,16 +342,36 @@ void tess_net_fini(void)
 {
     if (!net.worker)
         return;
-    /* Close every endpoint with a flush, progressing until each close completes. */
-    for (int i = 0; i < net.size; i++) {
-        ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                  .flags        = UCP_EP_CLOSE_FLAG_FORCE};
+    /* Close every endpoint with a flush (the peers are closing theirs too, after the same
+     * barrier), progressing until the closes complete; what has not after 5 s is forced. */
+    void **reqs = tess_calloc((size_t)net.size, sizeof(void *), "endpoint closes");
+    for (int i = 0; reqs && i < net.size; i++) {
+        ucp_request_param_t rp = {.op_attr_mask = 0};
         void *req = ucp_ep_close_nbx(net.peers[i].ep, &rp);
-        if (UCS_PTR_IS_PTR(req)) {
-            while (ucp_request_check_status(req) == UCS_INPROGRESS)
-                ucp_worker_progress(net.worker);
-            ucp_request_free(req);
+        reqs[i]   = UCS_PTR_IS_PTR(req) ? req : NULL;
+    }
+    uint64_t deadline = tess_time_ns() + 5000000000ull;
+    for (int pending = 1; reqs && pending;) {
+        pending = 0;
+        ucp_worker_progress(net.worker);
+        for (int i = 0; i < net.size; i++) {
+            if (!reqs[i])
+                continue;
+            if (ucp_request_check_status(reqs[i]) != UCS_INPROGRESS) {
+                ucp_request_free(reqs[i]);
+                reqs[i] = NULL;
+            } else if (tess_time_ns() > deadline) {
+                ucp_request_cancel(net.worker, reqs[i]);
+                pending = 1;
+            } else {
+                pending = 1;
+            }
         }
+        if (pending && tess_time_ns() > deadline + 1000000000ull)
+            break; /* cancelled closes that still do not finish: leave them to the worker */
+    }
+    free(reqs);
+    for (int i = 0; i < net.size; i++) {
         while (net.peers[i].held) {
             net_held_t *h      = net.peers[i].held;
             net.peers[i].held  = h->next;
