@@ -60,6 +60,7 @@ typedef struct lb_pe {
 } lb_pe_t;
 
 static struct {
+    _Atomic int           active; /* steps under way on this process: quiescence waits */
     pthread_mutex_t       lock; /* lazy creation of per-array state */
     uint16_t              h_notice, h_report, h_migrate;
     tess_lb_strategy_fn_t strategy;
@@ -194,6 +195,7 @@ static void lb_start(tess_array_t *a, int notify)
 {
     lb_array_t *la = a->lb;
     la->started    = 1;
+    atomic_fetch_add(&lb.active, 1);
     if (notify)
         for (int p = 0; p < tess_rt.size; p++)
             if (p != tess_rt.rank)
@@ -503,6 +505,7 @@ static void lb_resume(void *arg, MPI_Status *st)
     la->moves_known = 0;
     la->started     = 0;
     la->step++;
+    atomic_fetch_sub(&lb.active, 1);
     pthread_mutex_lock(&la->lock);
     la->arrived = 0;
     pthread_mutex_unlock(&la->lock);
@@ -561,6 +564,12 @@ tess_status_t tess_lb_get_stats(tess_array_h a, tess_lb_stats_t *stats_p)
         return TESS_ERR_NOT_FOUND;
     *stats_p = ((lb_array_t *)a->lb)->stats;
     return TESS_OK;
+}
+
+/* A step's collectives and migrations are work in flight: the phase does not end meanwhile. */
+static int lb_busy(void)
+{
+    return atomic_load(&lb.active) > 0;
 }
 
 static void lb_pe_init(tess_pe_t *pe)
@@ -625,7 +634,8 @@ tess_status_t tess_lb_init(void)
         (st = tess_core_handler_register("lb-migrate", lb_migrate_handler, &lb.h_migrate)) != TESS_OK)
         return st;
     static const tess_core_layer_t layer = {.name = "lb", .pe_init = lb_pe_init,
-                                            .pe_fini = lb_pe_fini, .progress = lb_progress};
+                                            .pe_fini = lb_pe_fini, .progress = lb_progress,
+                                            .busy = lb_busy};
     st = tess_core_layer_add(&layer);
     if (st != TESS_OK)
         return st;

@@ -53,6 +53,7 @@ struct tess_net_mem {
 static struct {
     ucp_context_h   context;
     ucp_worker_h    worker;
+    MPI_Comm        comm;   /* the runtime's, for the closing barrier */
     pthread_mutex_t lock;
     int             rank, size;
     net_peer_t     *peers;
@@ -235,6 +236,7 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
     ucs_status_t  us;
     MPI_Comm_rank(params->comm, &net.rank);
     MPI_Comm_size(params->comm, &net.size);
+    net.comm = params->comm;
     pthread_mutex_init(&net.lock, NULL);
     net.delivering_peer = -1;
 
@@ -342,33 +344,50 @@ void tess_net_fini(void)
 {
     if (!net.worker)
         return;
-    /* Close every endpoint with a flush (the peers are closing theirs too, after the same
-     * barrier), progressing until the closes complete; what has not after 5 s is forced. */
+    /* Close every endpoint with a flush. A peer's close completes only while this process
+     * keeps progressing, so everyone progresses until all closes everywhere are done (a
+     * barrier entered once this process's own closes completed); past 5 s they are cancelled. */
     void **reqs = tess_calloc((size_t)net.size, sizeof(void *), "endpoint closes");
     for (int i = 0; reqs && i < net.size; i++) {
         ucp_request_param_t rp = {.op_attr_mask = 0};
         void *req = ucp_ep_close_nbx(net.peers[i].ep, &rp);
         reqs[i]   = UCS_PTR_IS_PTR(req) ? req : NULL;
     }
-    uint64_t deadline = tess_time_ns() + 5000000000ull;
-    for (int pending = 1; reqs && pending;) {
-        pending = 0;
+    uint64_t    deadline = tess_time_ns() + 5000000000ull;
+    MPI_Request barrier  = MPI_REQUEST_NULL;
+    for (;;) {
         ucp_worker_progress(net.worker);
-        for (int i = 0; i < net.size; i++) {
+        int pending = 0;
+        for (int i = 0; reqs && i < net.size; i++) {
             if (!reqs[i])
                 continue;
             if (ucp_request_check_status(reqs[i]) != UCS_INPROGRESS) {
                 ucp_request_free(reqs[i]);
                 reqs[i] = NULL;
-            } else if (tess_time_ns() > deadline) {
-                ucp_request_cancel(net.worker, reqs[i]);
-                pending = 1;
             } else {
                 pending = 1;
             }
         }
-        if (pending && tess_time_ns() > deadline + 1000000000ull)
-            break; /* cancelled closes that still do not finish: leave them to the worker */
+        if (!pending && barrier == MPI_REQUEST_NULL)
+            MPI_Ibarrier(net.comm, &barrier);
+        if (barrier != MPI_REQUEST_NULL) {
+            int done = 0;
+            MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+            if (done)
+                break;
+        }
+        if (tess_time_ns() > deadline) {
+            tess_warn("closing UCX endpoints: peers did not answer within 5 s");
+            for (int i = 0; reqs && i < net.size; i++)
+                if (reqs[i]) {
+                    ucp_request_cancel(net.worker, reqs[i]);
+                    ucp_request_free(reqs[i]);
+                    reqs[i] = NULL;
+                }
+            if (barrier != MPI_REQUEST_NULL)
+                MPI_Request_free(&barrier);
+            break;
+        }
     }
     free(reqs);
     for (int i = 0; i < net.size; i++) {
