@@ -71,6 +71,20 @@ comm)
     note "lb demo exit $? ($((SECONDS - t0)) s)"
     tail -8 "$work/lb.log" >>"$summary"
     ;;
+final)
+    mps_on
+    t0=$SECONDS
+    TESS_GPU=$gpu timeout 200 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" gpu examples \
+        >"$work/tests.log" 2>&1
+    mps_off
+    note "tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
+    grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
+    t0=$SECONDS
+    SWEEP_P1_ONLY=1 SWEEP_BUDGET=120 timeout 150 examples/jacobi2d/sweep.sh "$work/sweep" "$b" \
+        >"$work/sweep.log" 2>&1
+    note "sweep exit $? ($((SECONDS - t0)) s)"
+    cat "$work/sweep.log" >>"$summary"
+    ;;
 jacobi)
     t0=$SECONDS
     TESS_GPU=$gpu timeout 120 "$b/test/runtests" "${filter[@]}" examples >"$work/tests.log" 2>&1

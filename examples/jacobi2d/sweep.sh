@@ -71,6 +71,8 @@ run_tess() { # grid procs ppn odf
 
 echo "Jacobi2D sweep ($(date -u +%FT%TZ)), results in $csv"
 for g in "${grids[@]}"; do for odf in "${odfs[@]}"; do run_tess "$g" 1 1 "$odf"; done; done
+# SWEEP_P1_ONLY=1: only the one process x one PE sweep.
+[ "${SWEEP_P1_ONLY:-0}" = 1 ] && pmat_grids=()
 for g in "${pmat_grids[@]}"; do
     for p in "${procs[@]}"; do for t in "${ppns[@]}"; do
         [ "$p" = 1 ] && [ "$t" = 1 ] && continue
