@@ -297,6 +297,13 @@ static void on_result(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     tess_exit_with(&r, sizeof(r));
 }
 
+static void sync_block(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)e;
+    (void)arg;
+    tess_gpu_stream_sync(tess_ctx_stream(ctx));
+}
+
 static int phase_target;
 static void start_phase(void *arg)
 {
@@ -382,6 +389,9 @@ int main(int argc, char **argv)
     phase_target = opt.warmup;
     if (opt.warmup && tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
         MPI_Abort(MPI_COMM_WORLD, 1);
+    /* The phase ended when no message was left, but the warm-up kernels may still be running:
+     * wait for them, as the MPI program does before its clock starts. */
+    tess_array_foreach(grid, sync_block, NULL);
     MPI_Barrier(MPI_COMM_WORLD);
     phase_target = opt.warmup + opt.iters;
     double t0    = tess_wtime();
