@@ -64,10 +64,13 @@ typedef struct dc_ack_msg {
 } dc_ack_msg_t;
 
 /* What the sender keeps of a send until its acknowledgement or copy completion: control
- * messages name it by id, so nothing that arrives is followed as a pointer. */
+ * messages name it by id, so nothing that arrives is followed as a pointer. `pe` is the PE that
+ * called the send: its callback runs there, whichever PE of the process learns of the
+ * completion (a waiting send may be issued, and so acknowledged, on another PE). */
 typedef struct dc_sent {
     tess_dev_done_fn_t done;
     void              *done_arg;
+    int                pe;
     struct dc_reg     *regs[TESS_DEV_MAX_BUFS];
 } dc_sent_t;
 
@@ -184,7 +187,6 @@ void          dc_ctl_fill(dc_ctl_t *c, uint64_t a0, uint64_t a1, const tess_dev_
 /** Keep a record of a send (any PE); returns its id, never 0. */
 uint64_t      dc_sent_add(tess_dev_done_fn_t done, void *done_arg, struct dc_reg **regs);
 /** Take the record back (NULL if there is none: a corrupt id). */
-dc_sent_t    *dc_sent_take(uint64_t id);
 void          dc_send_ctl(tess_msg_t *m, unsigned kind, int dst_pe);
 void          dc_send_ack(int src_pe, const dc_ack_msg_t *ack);
 /** Complete send record `id` (run its done callback) on PE src_pe; 0 does nothing. */

@@ -144,6 +144,7 @@ uint64_t dc_sent_add(tess_dev_done_fn_t done, void *done_arg, struct dc_reg **re
         tess_fatal("out of memory recording a device message");
     rec->done     = done;
     rec->done_arg = done_arg;
+    rec->pe       = tess_pe();
     if (regs)
         memcpy(rec->regs, regs, sizeof(rec->regs));
     pthread_mutex_lock(&dc.lock);
@@ -155,21 +156,31 @@ uint64_t dc_sent_add(tess_dev_done_fn_t done, void *done_arg, struct dc_reg **re
     return id;
 }
 
-dc_sent_t *dc_sent_take(uint64_t id)
+static void dc_send_done(int pe, uint64_t id)
 {
-    pthread_mutex_lock(&dc.lock);
-    dc_sent_t *rec = id ? tess_hmap_remove(&dc.sent, id) : NULL;
-    pthread_mutex_unlock(&dc.lock);
-    return rec;
+    tess_msg_t *m = tess_core_msg_alloc(sizeof(uint64_t));
+    if (!m)
+        tess_fatal("out of memory sending a source-done notice");
+    *(uint64_t *)tess_msg_payload(m) = id;
+    dc_send_ctl(m, DC_K_DONE, pe);
 }
 
-/* Complete a send record on this PE: release what it holds, run its callback. */
+/* Complete a send record: on its sender's PE, or by a source-done notice to that PE. */
 static void dc_complete(uint64_t id, const char *from)
 {
-    dc_sent_t *rec = dc_sent_take(id);
+    pthread_mutex_lock(&dc.lock);
+    dc_sent_t *rec = id ? tess_hmap_get(&dc.sent, id) : NULL;
+    int        pe  = rec ? rec->pe : -1;
+    if (rec && pe == tess_pe())
+        tess_hmap_remove(&dc.sent, id);
+    pthread_mutex_unlock(&dc.lock);
     if (!rec)
         tess_fatal("devcomm: %s names send %llu, which is not outstanding", from,
                    (unsigned long long)id);
+    if (pe != tess_pe()) {
+        dc_send_done(pe, id);
+        return;
+    }
     dc_rdma_release_regs(rec);
     if (rec->done)
         rec->done(rec->done_arg);
@@ -180,15 +191,10 @@ void dc_run_done(int src_pe, uint64_t id)
 {
     if (!id)
         return;
-    if (src_pe == tess_pe()) {
+    if (src_pe == tess_pe())
         dc_complete(id, "a local completion");
-        return;
-    }
-    tess_msg_t *m = tess_core_msg_alloc(sizeof(uint64_t));
-    if (!m)
-        tess_fatal("out of memory sending a source-done notice");
-    *(uint64_t *)tess_msg_payload(m) = id;
-    dc_send_ctl(m, DC_K_DONE, src_pe);
+    else
+        dc_send_done(src_pe, id);
 }
 
 /* ---- validation -------------------------------------------------------------------------- */

@@ -43,6 +43,7 @@ typedef struct elem {
     int64_t  sent, received, checked, done, expected;
     posted_t *posted;
     int      errors;
+    int      pe;       /* where go ran: every done callback must run there too */
     /* Host copies the sender keeps until its device copy ran (freed at the end). */
     void   *(*host_src)[MAX_BUFS];
     void   *(*dev_src)[MAX_BUFS];
@@ -111,7 +112,12 @@ static void ctor(tess_ctx_h ctx, void *e, void *arg)
 
 static void done_cb(void *arg)
 {
-    ((elem_t *)arg)->done++;
+    elem_t *el = arg;
+    if (tess_pe() != el->pe) {
+        fprintf(stderr, "done callback on PE %d, the sender is on PE %d\n", tess_pe(), el->pe);
+        el->errors++;
+    }
+    el->done++;
 }
 
 static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -121,6 +127,7 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     elem_t       *el = e;
     int64_t       me = tess_ctx_linear(ctx);
     tess_stream_t st = tess_ctx_stream(ctx);
+    el->pe           = tess_pe();
     for (int s = 0; s < MSGS; s++) {
         int64_t        dst;
         hdr_t          h;
