@@ -25,7 +25,7 @@
 #include <time.h>
 #include <ucp/api/ucp.h>
 
-static int         rank, nprocs, reps = 7;
+static int         rank, nprocs, reps = 7, rate_only;
 static const char *csv_path;
 static FILE       *csv;
 
@@ -461,6 +461,8 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv_path = argv[++i];
+        else if (!strcmp(argv[i], "--rate-only")) /* for profiling the rate alone */
+            rate_only = 1;
     }
     if (reps < 1 || reps > 64)
         reps = 7;
@@ -501,7 +503,7 @@ int main(int argc, char **argv)
 
     static const size_t sizes[] = {0, 8, 1024, 65536};
     double base[64], tess[64];
-    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+    for (size_t s = 0; !rate_only && s < sizeof(sizes) / sizeof(sizes[0]); s++) {
         int iters = sizes[s] >= 65536 ? 2000 : 20000;
         /* Warm up both. */
         tess_latency_ns(sizes[s], iters / 10);
@@ -526,7 +528,9 @@ int main(int argc, char **argv)
     tess_rate(2);
     for (int r = 0; r < reps; r++) {
         uint64_t total = 2000000;
-        if (xproc)
+        if (rate_only)
+            base[r] = 1;
+        else if (xproc)
             base[r] = raw_am_rate(total) * 1e-6;
         else
             base[r] = ring_rate(total) * 1e-6;

@@ -88,6 +88,14 @@ static const opt_t opts[] = {
     {{"mpi_poll_us", "TESS_MPI_POLL_US", NULL, "1000",
       "longest sleep of an idle PE 0 between MPI polls"},
      OPT_INT, CFG(mpi_poll_us), 10, 1000000, NULL},
+    {{"coalesce", "TESS_COALESCE", "+tess-coalesce", "8k",
+      "bytes of one batch of small messages (<= 1 KiB) to a process whose network is backed "
+      "up; 0 turns coalescing off (512 to 64k)"},
+     OPT_SIZE, CFG(coalesce), 512, 65536, NULL},
+    {{"coalesce_force", "TESS_COALESCE_FORCE", NULL, "0",
+      "coalesce small messages even when the network is not backed up (for tests: a message "
+      "then waits for the end of the scheduler pass)"},
+     OPT_BOOL, CFG(coalesce_force), 0, 1, NULL},
 };
 
 static const opt_t *opt_by_name(const char *name)
@@ -126,6 +134,9 @@ static tess_status_t opt_set(const opt_t *o, const char *value, const char *sour
         return TESS_OK;
     case OPT_SIZE:
         if (tess_parse_size(value, &sz) != TESS_OK)
+            goto err_bad;
+        /* A size option with a range takes 0 (off) or a value inside it. */
+        if (o->hi && sz != 0 && (sz < (size_t)o->lo || sz > (size_t)o->hi))
             goto err_bad;
         *(size_t *)field = sz;
         return TESS_OK;

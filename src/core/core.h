@@ -47,6 +47,8 @@ typedef struct tess_config {
     char   lb_target[8];     /* pe|process|gpu */
     int    lb_gpu_time;
     int    mpi_poll_us;      /* longest wait between MPI polls of an idle PE 0 */
+    size_t coalesce;         /* bytes of a batch of small messages to one process; 0: off */
+    int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */
 } tess_config_t;
 
 extern tess_config_t tess_cfg;
@@ -133,7 +135,7 @@ void tess_core_msg_done(void);
 typedef struct tess_pe tess_pe_t;
 
 /** The PE of the calling thread, or NULL. */
-extern _Thread_local tess_pe_t *tess_pe_self_;
+extern _Thread_local tess_pe_t *tess_pe_self_ TESS_TLS_FAST;
 static inline tess_pe_t *tess_core_pe_self(void) { return tess_pe_self_; }
 
 int  tess_core_pe_global(const tess_pe_t *pe);

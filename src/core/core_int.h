@@ -12,6 +12,8 @@
 #define TESS_HANDLER_MAX   32
 #define TESS_LAYER_MAX     8
 #define TESS_AM_CORE       0     /* net AM id of core messages */
+#define TESS_AM_BATCH      1     /* net AM id of a batch of coalesced core messages */
+#define TESS_COALESCE_MAX  1024  /* largest payload that is coalesced */
 
 typedef struct msg_chain {
     tess_msg_t *head, *tail;
@@ -51,6 +53,13 @@ struct tess_pe {
     TESS_ALIGNED tess_msg_t *pool[TESS_MSG_NCLS];
     unsigned                 npool[TESS_MSG_NCLS];
     struct msg_chain        *ret;  /* [ppn] buffers of other PEs waiting to go home */
+
+    /* Coalescing (msg.c): per process the batch being filled (or NULL), and the processes
+     * that have had one since the last flush, each listed once. */
+    tess_msg_t **batch;        /* [size] */
+    int         *batch_list;   /* [size] */
+    uint8_t     *batch_listed; /* [size] */
+    int          nbatch;
 
     gpuq_item_t      *gq;
     size_t            gq_count, gq_cap;
@@ -117,6 +126,13 @@ tess_status_t tess_msg_net_init(void);
 tess_status_t tess_msg_pool_init(tess_pe_t *pe);
 void          tess_msg_pool_fini(tess_pe_t *pe);
 unsigned      tess_msg_dispatch(tess_pe_t *pe, unsigned max);
+unsigned      tess_msg_flush_batches(tess_pe_t *pe);
+/** Send this PE's coalesced messages: at the end of every scheduler pass, so that none waits
+ *  longer than it would have in UCX's queue. */
+static inline unsigned tess_msg_flush(tess_pe_t *pe)
+{
+    return tess_unlikely(pe->nbatch) ? tess_msg_flush_batches(pe) : 0;
+}
 
 static inline void tess_count_sent(tess_pe_t *pe, uint64_t n)
 {

@@ -1,5 +1,6 @@
 /* msg.c — message buffers (per-PE pools by size class), routing to a PE of this process or
- * through UCX to another process, arrival from the network, and dispatch to handlers. */
+ * through UCX to another process, coalescing of small messages while the network to a process
+ * is backed up, arrival from the network, and dispatch to handlers. */
 #include "core_int.h"
 
 #include <stdlib.h>
@@ -115,8 +116,14 @@ void tess_core_msg_free(tess_msg_t *m)
 
 tess_status_t tess_msg_pool_init(tess_pe_t *pe)
 {
-    pe->ret = tess_calloc((size_t)tess_rt.ppn, sizeof(*pe->ret), "message return chains");
-    return pe->ret ? TESS_OK : TESS_ERR_NO_MEMORY;
+    size_t n = (size_t)tess_rt.size;
+    pe->ret          = tess_calloc((size_t)tess_rt.ppn, sizeof(*pe->ret), "message return chains");
+    pe->batch        = tess_calloc(n, sizeof(*pe->batch), "message batches");
+    pe->batch_list   = tess_calloc(n, sizeof(*pe->batch_list), "message batches");
+    pe->batch_listed = tess_calloc(n, sizeof(*pe->batch_listed), "message batches");
+    pe->nbatch       = 0;
+    return pe->ret && pe->batch && pe->batch_list && pe->batch_listed ? TESS_OK
+                                                                        : TESS_ERR_NO_MEMORY;
 }
 
 static void msg_free_list(tess_msg_t *m)
@@ -141,6 +148,17 @@ void tess_msg_pool_fini(tess_pe_t *pe)
             msg_free_list(pe->ret[h].head);
     free(pe->ret);
     pe->ret = NULL;
+    if (pe->batch)
+        for (int p = 0; p < tess_rt.size; p++)
+            if (pe->batch[p])
+                tess_fatal("internal: PE %d kept a batch of messages to process %d unsent",
+                           pe->global, p);
+    free(pe->batch);
+    free(pe->batch_list);
+    free(pe->batch_listed);
+    pe->batch        = NULL;
+    pe->batch_list   = NULL;
+    pe->batch_listed = NULL;
 }
 
 void tess_msg_deliver_local(tess_msg_t *m)
@@ -160,6 +178,76 @@ static void msg_sent(void *arg, tess_status_t status)
     tess_core_msg_free(m);
 }
 
+static void msg_net_send(int proc, unsigned am, tess_msg_t *m)
+{
+    tess_status_t st = tess_net_am_send(proc, am, &m->hdr.net, sizeof(m->hdr),
+                                        tess_msg_payload(m), m->hdr.size, msg_sent, m);
+    if (st == TESS_OK)
+        tess_core_msg_free(m);
+    else if (st != TESS_INPROGRESS) /* nothing may be dropped silently: a failed send ends the job */
+        tess_fatal("sending a message to process %d failed: %s", proc, tess_error_detail());
+}
+
+/* ---- coalescing ---------------------------------------------------------------------------
+ * While UCX still queues earlier sends to a process (its shared-memory FIFO or network queue is
+ * full), a small message to it is copied into this PE's batch for that process instead of
+ * joining the queue alone; the batch leaves as one active message when it is full, when a
+ * message that is not coalesced goes to the same process, and at the end of the scheduler
+ * pass. Each message of a batch is a record: its core header, then its payload padded to 8
+ * bytes. Order per (PE, process) is kept, and nothing waits longer than it would have waited in
+ * UCX's queue, which also moves only when this PE progresses the network. */
+
+static void msg_batch_send(tess_pe_t *pe, int proc)
+{
+    tess_msg_t *b    = pe->batch[proc];
+    pe->batch[proc] = NULL;
+    msg_net_send(proc, TESS_AM_BATCH, b);
+}
+
+unsigned tess_msg_flush_batches(tess_pe_t *pe)
+{
+    unsigned n = 0;
+    for (int i = 0; i < pe->nbatch; i++) {
+        int proc               = pe->batch_list[i];
+        pe->batch_listed[proc] = 0;
+        if (pe->batch[proc]) {
+            msg_batch_send(pe, proc);
+            n++;
+        }
+    }
+    pe->nbatch = 0;
+    return n;
+}
+
+static void msg_coalesce(tess_pe_t *pe, int proc, tess_msg_t *m)
+{
+    size_t      rec = sizeof(m->hdr) + TESS_ALIGN_UP(m->hdr.size, 8);
+    tess_msg_t *b   = pe->batch[proc];
+    if (b && b->hdr.size + rec > tess_cfg.coalesce) {
+        msg_batch_send(pe, proc);
+        b = NULL;
+    }
+    if (!b) {
+        b = tess_core_msg_alloc(tess_cfg.coalesce);
+        if (!b)
+            tess_fatal("out of memory coalescing messages to process %d", proc);
+        b->hdr.size   = 0;
+        b->hdr.dst_pe = proc * tess_rt.ppn;
+        b->hdr.src_pe = pe->global;
+        pe->batch[proc] = b;
+        if (!pe->batch_listed[proc]) {
+            pe->batch_listed[proc]       = 1;
+            pe->batch_list[pe->nbatch++] = proc;
+        }
+    }
+    char *p = (char *)tess_msg_payload(b) + b->hdr.size;
+    memcpy(p, &m->hdr, sizeof(m->hdr));
+    memcpy(p + sizeof(m->hdr), tess_msg_payload(m), m->hdr.size);
+    b->hdr.size += rec;
+    b->hdr.a0++; /* records, checked on arrival */
+    tess_core_msg_free(m);
+}
+
 tess_status_t tess_core_send(tess_msg_t *m)
 {
     tess_pe_t *self = tess_pe_self_;
@@ -176,16 +264,18 @@ tess_status_t tess_core_send(tess_msg_t *m)
         tess_msg_deliver_local(m);
         return TESS_OK;
     }
-    tess_status_t st = tess_net_am_send(proc, TESS_AM_CORE, &m->hdr.net, sizeof(m->hdr),
-                                        tess_msg_payload(m), m->hdr.size, msg_sent, m);
-    if (st == TESS_OK) {
-        tess_core_msg_free(m);
-        return TESS_OK;
+    /* Coalesced: payloads up to TESS_COALESCE_MAX whose record fits a batch (none when off). */
+    if (m->hdr.size <= TESS_COALESCE_MAX &&
+        sizeof(m->hdr) + TESS_ALIGN_UP(m->hdr.size, 8) <= tess_cfg.coalesce) {
+        if (self->batch[proc] || tess_net_backlog(proc) > 0 || tess_cfg.coalesce_force) {
+            msg_coalesce(self, proc, m);
+            return TESS_OK;
+        }
+    } else if (self->batch[proc]) {
+        msg_batch_send(self, proc); /* before this one, to keep the order */
     }
-    if (st == TESS_INPROGRESS)
-        return TESS_OK;
-    /* Nothing may be dropped silently: a failed send ends the job. */
-    tess_fatal("sending a message to process %d failed: %s", proc, tess_error_detail());
+    msg_net_send(proc, TESS_AM_CORE, m);
+    return TESS_OK;
 }
 
 /* ---- arrival from the network ------------------------------------------------------------ */
@@ -226,9 +316,79 @@ static void msg_am_recv(void *arg, const void *hdr, size_t hdr_len, const void *
     tess_msg_deliver_local(m);
 }
 
+/* Deliver the records of a batch from process `src`, each checked against the batch's bounds
+ * before it is followed. */
+static void msg_batch_unpack(uint32_t src, const char *p, size_t len, uint64_t records)
+{
+    int      first = tess_rt.rank * tess_rt.ppn;
+    size_t   off   = 0;
+    uint64_t n     = 0;
+    while (off < len) {
+        tess_msg_hdr_t h;
+        if (tess_unlikely(len - off < sizeof(h)))
+            tess_fatal("corrupt batch from process %u: %zu stray bytes at offset %zu", src,
+                       len - off, off);
+        memcpy(&h, p + off, sizeof(h));
+        if (tess_unlikely(h.size > TESS_COALESCE_MAX ||
+                          TESS_ALIGN_UP(h.size, 8) > len - off - sizeof(h) ||
+                          h.handler >= tess_core.nhandlers || h.dst_pe < first ||
+                          h.dst_pe >= first + tess_rt.ppn))
+            tess_fatal("corrupt batch from process %u: record %llu at offset %zu has size %llu, "
+                       "handler %u, PE %d", src, (unsigned long long)n, off,
+                       (unsigned long long)h.size, h.handler, h.dst_pe);
+        tess_msg_t *m = tess_core_msg_alloc(h.size);
+        if (!m)
+            tess_fatal("out of memory receiving a %llu-byte message", (unsigned long long)h.size);
+        memcpy(&m->hdr, &h, sizeof(h));
+        memcpy(tess_msg_payload(m), p + off + sizeof(h), h.size);
+        tess_msg_deliver_local(m);
+        off += sizeof(h) + TESS_ALIGN_UP(h.size, 8);
+        n++;
+    }
+    if (tess_unlikely(n != records))
+        tess_fatal("corrupt batch from process %u: %llu records where the header says %llu", src,
+                   (unsigned long long)n, (unsigned long long)records);
+}
+
+static void msg_batch_rndv_done(void *arg, tess_status_t status)
+{
+    tess_msg_t *b = arg;
+    if (status != TESS_OK)
+        tess_fatal("receiving a batch of messages from PE %d failed: %s", b->hdr.src_pe,
+                   tess_error_detail());
+    msg_batch_unpack(b->hdr.net.src, tess_msg_payload(b), b->hdr.size, b->hdr.a0);
+    tess_core_msg_free(b);
+}
+
+static void msg_batch_recv(void *arg, const void *hdr, size_t hdr_len, const void *data,
+                           size_t len, void *desc)
+{
+    (void)arg;
+    const tess_msg_hdr_t *h   = hdr;
+    uint32_t              src = ((const tess_net_hdr_t *)hdr)->src;
+    if (tess_unlikely(hdr_len != sizeof(*h) || h->size != len || len > 65536))
+        tess_fatal("corrupt batch from process %u: header %zu bytes, %zu bytes of records", src,
+                   hdr_len, len);
+    if (!desc) {
+        msg_batch_unpack(src, data, len, h->a0);
+        return;
+    }
+    /* Larger than UCX sends eagerly: fetch it, then unpack. */
+    tess_msg_t *b = tess_core_msg_alloc(len);
+    if (!b)
+        tess_fatal("out of memory receiving a batch of %zu bytes", len);
+    memcpy(&b->hdr, h, sizeof(*h));
+    tess_status_t st = tess_net_am_recv_into(desc, tess_msg_payload(b), len, msg_batch_rndv_done, b);
+    if (st != TESS_OK && st != TESS_INPROGRESS)
+        tess_fatal("cannot receive a batch of %zu bytes: %s", len, tess_error_detail());
+}
+
 tess_status_t tess_msg_net_init(void)
 {
-    return tess_net_am_register(TESS_AM_CORE, msg_am_recv, NULL);
+    tess_status_t st = tess_net_am_register(TESS_AM_CORE, msg_am_recv, NULL);
+    if (st == TESS_OK)
+        st = tess_net_am_register(TESS_AM_BATCH, msg_batch_recv, NULL);
+    return st;
 }
 
 /* ---- dispatch ---------------------------------------------------------------------------- */

@@ -12,7 +12,7 @@
 #include <hwloc.h>
 #endif
 
-_Thread_local tess_pe_t *tess_pe_self_;
+_Thread_local tess_pe_t *tess_pe_self_ TESS_TLS_FAST;
 
 int    tess_core_pe_global(const tess_pe_t *pe) { return pe->global; }
 int    tess_core_pe_local(const tess_pe_t *pe) { return pe->local; }
@@ -167,6 +167,7 @@ void tess_pe_loop(tess_pe_t *pe)
         unsigned work = tess_msg_dispatch(pe, 64);
         if (pe->gq_count)
             work += tess_gpuq_poll(pe);
+        tess_msg_flush(pe);
         if (work == 0 || (++pass & 7) == 0)
             work += tess_net_progress();
         for (unsigned i = 0; i < tess_core.nlayers; i++)
@@ -174,6 +175,7 @@ void tess_pe_loop(tess_pe_t *pe)
                 work += tess_core.layers[i].progress(pe);
         if (pe->local == 0)
             work += tess_agent_progress(pe, work == 0);
+        work += tess_msg_flush(pe);
         if (work) {
             idle_from = 0;
             continue;
@@ -195,6 +197,7 @@ void tess_pe_loop(tess_pe_t *pe)
         pe_sleep(pe, &handover);
         idle_from = 0;
     }
+    tess_msg_flush(pe); /* none is kept past the phase */
 }
 
 /* ---- threads ----------------------------------------------------------------------------- */

@@ -28,6 +28,7 @@ typedef struct net_peer {
     uint32_t    recv_seq;     /* next sequence number to deliver from this peer */
     int         rndv_pending; /* a rendezvous receive from this peer is in flight */
     net_held_t *held;         /* sorted by seq */
+    _Atomic unsigned queued;  /* sends to this peer not yet completed (UCX queued them) */
 } net_peer_t;
 
 /* Completion record of an operation in flight. */
@@ -35,7 +36,7 @@ typedef struct net_op {
     struct net_op     *next;
     tess_net_done_fn_t done;
     void              *arg;
-    int                peer;   /* for rendezvous receives: the source to unblock; else -1 */
+    int                peer;   /* rendezvous receive: source to unblock; queued send: dest; or -1 */
     ucp_rkey_h         rkey;   /* for gets: destroyed at completion */
 } net_op_t;
 
@@ -434,6 +435,7 @@ static void net_send_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request);
     net_op_t *op = user_data;
     atomic_fetch_sub_explicit(&net.outstanding, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&net.peers[op->peer].queued, 1, memory_order_relaxed);
     tess_net_done_fn_t done = op->done;
     void              *arg  = op->arg;
     net_op_put(op);
@@ -473,6 +475,8 @@ tess_status_t tess_net_am_send(int dest, unsigned id, tess_net_hdr_t *hdr, size_
     if (req == NULL) {
         net_op_put(op);
     } else {
+        op->peer = dest;
+        atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&net.outstanding, 1, memory_order_relaxed);
         st = TESS_INPROGRESS; /* net_send_cb frees req */
     }
@@ -569,6 +573,11 @@ unsigned tess_net_progress_wait(void)
     unsigned n = net_progress_locked();
     pthread_mutex_unlock(&net.lock);
     return n;
+}
+
+unsigned tess_net_backlog(int dest)
+{
+    return atomic_load_explicit(&net.peers[dest].queued, memory_order_relaxed);
 }
 
 size_t tess_net_outstanding(void)

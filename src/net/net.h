@@ -64,6 +64,9 @@ tess_status_t tess_net_am_recv_into(void *desc, void *buf, size_t len, tess_net_
 unsigned tess_net_progress(void);
 /** Progress the worker, waiting for the lock. */
 unsigned tess_net_progress_wait(void);
+/** Sends to process `dest` that UCX has queued and not yet completed: a hint, read without the
+ *  lock, that the way to it is backed up (0 when every send so far went out at once). */
+unsigned tess_net_backlog(int dest);
 /** Operations started and not completed (sends, gets, rendezvous receives). */
 size_t   tess_net_outstanding(void);
 

@@ -34,6 +34,9 @@
 #define TESS_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define TESS_ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 #define TESS_PRINTF(f, a) __attribute__((format(printf, f, a)))
+/* Thread-local variables of the library read on hot paths: the library is linked into the
+ * program (not dlopen()ed late), so the initial-exec model avoids a __tls_get_addr call. */
+#define TESS_TLS_FAST __attribute__((tls_model("initial-exec")))
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
