@@ -4,38 +4,12 @@
 #define TESS_TEST_H
 
 #include <tessera.h>
+#include "check.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHECK(cond)                                                                         \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);      \
-            fflush(stderr);                                                                 \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
-
-#define CHECK_MSG(cond, ...)                                                                \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "CHECK failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                   \
-            fprintf(stderr, "\n");                                                          \
-            fflush(stderr);                                                                 \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
-
-#define CHECK_OK(call)                                                                      \
-    do {                                                                                    \
-        tess_status_t st_ = (call);                                                         \
-        CHECK_MSG(st_ == TESS_OK, "%s returned %d (%s): %s", #call, (int)st_,               \
-                  tess_status_string(st_), tess_error_detail());                            \
-    } while (0)
 
 /* MPI_Init_thread(FUNNELED) + tess_init on MPI_COMM_WORLD. */
 static inline void test_init(int *argc, char ***argv)

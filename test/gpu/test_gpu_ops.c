@@ -9,6 +9,7 @@
  * Exit 77 (skipped) when an explicitly requested backend is unsupported here.
  */
 #include "gpu/gpu.h"
+#include "check.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,23 +17,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-            exit(1);                                                                \
-        }                                                                           \
-    } while (0)
-#define CHECK_ST(x, want)                                                           \
-    do {                                                                            \
-        tess_status_t st_ = (x);                                                    \
-        if (st_ != (want)) {                                                        \
-            fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d\n", __FILE__,  \
-                    __LINE__, #x, st_, tess_status_string(st_), (want));            \
-            exit(1);                                                                \
-        }                                                                           \
-    } while (0)
-#define CHECK_OK(x) CHECK_ST(x, TESS_OK)
 
 static void params_from_env(tess_gpu_init_params_t *p)
 {

@@ -8,6 +8,7 @@
 
 #include "gpu/gpu.h"
 #include "gpu/host/host.h"
+#include "check.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,23 +22,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-            exit(1);                                                                \
-        }                                                                           \
-    } while (0)
-#define CHECK_ST(x, want)                                                           \
-    do {                                                                            \
-        tess_status_t st_ = (x);                                                    \
-        if (st_ != (want)) {                                                        \
-            fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d\n", __FILE__,  \
-                    __LINE__, #x, st_, tess_status_string(st_), (want));            \
-            exit(1);                                                                \
-        }                                                                           \
-    } while (0)
-#define CHECK_OK(x) CHECK_ST(x, TESS_OK)
 
 static uint64_t job_id;
 static int      env_jitter;
