@@ -11,7 +11,8 @@
  * from many sender elements to receivers on the other PE, many in flight; baselines a raw SPSC
  * ring between two threads (in-process) and raw streaming UCX active messages (cross-process).
  * Cross-core latency on the test VMs jumps between two states for seconds at a time, so every
- * repetition runs the baseline and Tessera back to back and the medians of REPS are reported.
+ * repetition runs the baseline and Tessera back to back; the medians of REPS are reported, and
+ * the ratio is the median of the REPS paired ratios.
  *
  * Output (rank 0): one CSV line per measurement to --csv FILE, and a table on stdout.
  */
@@ -435,18 +436,24 @@ static double tess_rate(int rounds)
 
 /* ---- driver ---------------------------------------------------------------------------------- */
 
+/* The ratio is the median of the ratios of each repetition's pair, measured back to back in one
+ * state of the machine; the values are the medians of each side. */
 static void report(const char *mode, const char *metric, size_t size, double *base, double *tess,
                    const char *unit, const char *base_name)
 {
+    int    lower_better = !strcmp(unit, "us");
+    double ratios[64];
+    for (int r = 0; r < reps; r++)
+        ratios[r] = lower_better ? tess[r] / base[r] : base[r] / tess[r];
+    double ratio = median(ratios, reps);
     double mb = median(base, reps), mt = median(tess, reps);
     if (rank != 0)
         return;
-    int lower_better = !strcmp(unit, "us");
     printf("%-8s %-8s %7zu  %-16s %10.3f  tessera %10.3f %-5s  ratio %6.2f\n", mode, metric,
-           size, base_name, mb, mt, unit, lower_better ? mt / mb : mb / mt);
+           size, base_name, mb, mt, unit, ratio);
     if (csv)
         fprintf(csv, "%s,%s,%zu,%s,%.4f,%.4f,%s,%.3f\n", mode, metric, size, base_name, mb, mt,
-                unit, mt / mb);
+                unit, lower_better ? ratio : 1.0 / ratio);
     fflush(stdout);
 }
 
