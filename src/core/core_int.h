@@ -27,6 +27,14 @@ typedef struct gpuq_item {
     int                pooled; /* the event came from the PE's pool */
 } gpuq_item_t;
 
+/* The continuations waiting on one stream, in the order their events were recorded there (a
+ * ring); or, for `stream` NULL, those whose events' streams are unknown, in request order. */
+typedef struct gpuq_fifo {
+    tess_gpu_stream_h stream;
+    gpuq_item_t      *items;
+    size_t            head, count, cap;
+} gpuq_fifo_t;
+
 struct tess_pe {
     int       local, global;
     pthread_t thread;
@@ -61,8 +69,11 @@ struct tess_pe {
     uint8_t     *batch_listed; /* [size] */
     int          nbatch;
 
-    gpuq_item_t      *gq;
-    size_t            gq_count, gq_cap;
+    /* GPU continuations (gpuq.c): fifos[0] holds those of unknown streams, fifos[1..nfifos)
+     * one stream each that has some waiting; slots up to fifos_cap keep their buffers. */
+    gpuq_fifo_t      *gq_fifos;
+    size_t            gq_nfifos, gq_fifos_cap;
+    size_t            gq_count; /* continuations waiting, in all fifos */
     tess_gpu_evpool_t evpool;
 
     void *slot[TESS_SLOT_MAX];

@@ -179,7 +179,7 @@ extern dc_state_t dc;
 /* devcomm.c */
 tess_status_t dc_event_get(tess_gpu_event_h *e_p);
 void          dc_event_put(tess_gpu_event_h e);
-void          dc_event_put_when_done(tess_gpu_event_h e);
+void          dc_event_put_when_done(tess_gpu_event_h e, tess_gpu_stream_h waiter);
 tess_msg_t   *dc_ctl_alloc(unsigned kind, int nbufs, size_t header_len, size_t extra_len,
                            dc_ctl_t **ctl_p);
 void          dc_ctl_fill(dc_ctl_t *c, uint64_t a0, uint64_t a1, const tess_dev_buf_t *bufs,

@@ -61,14 +61,16 @@ static void dc_event_put_cb(void *arg)
 }
 
 /* Back to the pool once its record completed: an event recorded again while an earlier record
- * is pending is a hazard on backends that track only the latest record. */
-void dc_event_put_when_done(tess_gpu_event_h e)
+ * is pending is a hazard on backends that track only the latest record. `waiter` waits on the
+ * event, so the record has completed once the work enqueued on it so far has: a continuation
+ * on that stream, which the scan of the continuation list checks in stream order. */
+void dc_event_put_when_done(tess_gpu_event_h e, tess_gpu_stream_h waiter)
 {
     if (tess_gpu->wait_captures_record) {
         dc_event_put(e);
         return;
     }
-    if (tess_core_gpu_when(e, dc_event_put_cb, e) != TESS_OK)
+    if (tess_core_gpu_then(waiter, dc_event_put_cb, e) != TESS_OK)
         tess_fatal("cannot watch an event: %s", tess_error_detail());
 }
 
@@ -399,7 +401,7 @@ static void dc_d2d_recv(tess_msg_t *m)
     tess_gpu_event_h ev = (tess_gpu_event_h)(uintptr_t)c->event_ptr;
     if (tess_gpu->stream_wait_event(r->stream, ev) != TESS_OK)
         tess_fatal("device message: stream wait failed: %s", tess_error_detail());
-    dc_event_put_when_done(ev);
+    dc_event_put_when_done(ev, r->stream);
     const dc_rec_d2d_t *rec = dc_recs((dc_ctl_t *)c);
     for (int i = 0; i < r->m.nbufs; i++)
         if (r->sizes[i] && tess_gpu->memcpy_async(r->dst[i], (void *)(uintptr_t)rec[i].src,
@@ -485,7 +487,7 @@ void dc_pump(void)
             pthread_mutex_unlock(&dc.lock);
             atomic_fetch_sub(&dc.busy, 1);
             if (p->ready)
-                dc_event_put_when_done(p->ready);
+                dc_event_put_when_done(p->ready, dc.stream);
             free(p->header);
             free(p);
         }
