@@ -355,6 +355,9 @@ void tess_pe_destroy_all(void)
     atomic_store(&tess_core.phase, PHASE_SHUTDOWN);
     pthread_cond_broadcast(&tess_core.park_cond);
     pthread_mutex_unlock(&tess_core.park_lock);
+    /* No completion notice may read the PEs while they are freed. */
+    if (tess_gpu && tess_gpu->set_notify)
+        tess_gpu->set_notify(NULL);
     for (int i = 1; i < tess_core.npes; i++)
         if (tess_core.pes[i] && tess_core.pes[i]->started)
             pthread_join(tess_core.pes[i]->thread, NULL);
@@ -370,8 +373,6 @@ void tess_pe_destroy_all(void)
     free(tess_core.pes);
     tess_core.pes  = NULL;
     tess_core.npes = 0;
-    if (tess_gpu && tess_gpu->set_notify)
-        tess_gpu->set_notify(NULL);
 #ifdef HAVE_HWLOC
     if (pe_topo) {
         hwloc_topology_destroy(pe_topo);

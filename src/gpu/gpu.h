@@ -123,7 +123,9 @@ typedef struct tess_gpu_ops {
     tess_status_t (*ptr_query)(const void *ptr, tess_gpu_ptr_info_t *info_p);
     /** The vendor handle (cudaStream_t) behind a stream; the stream itself for host. */
     void *(*native_stream)(tess_gpu_stream_h s);
-    /** Optional: ask to be told of event completions (NULL when the backend cannot). */
+    /** Optional: ask to be told of event completions (NULL when the backend cannot). Returns
+     *  once no call of the function set before is still running, so set_notify(NULL) ends
+     *  the calls before what they touch is freed. */
     void (*set_notify)(tess_gpu_notify_fn_t fn);
 } tess_gpu_ops_t;
 

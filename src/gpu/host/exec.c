@@ -18,6 +18,7 @@
 #include "host.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -70,6 +71,7 @@ static struct {
     int               nthreads;
     tess_gpu_stream_h default_stream;
     _Atomic(tess_gpu_notify_fn_t) notify;
+    int               notifying; /* executors inside a notify call (lock) */
 } exec = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void exec_deadline(struct timespec *ts, uint64_t ns)
@@ -335,9 +337,11 @@ static void *exec_main(void *arg)
             if (record) {
                 tess_gpu_notify_fn_t fn = atomic_load_explicit(&exec.notify, memory_order_acquire);
                 if (fn) {
+                    exec.notifying++;
                     pthread_mutex_unlock(&exec.lock);
                     fn();
                     pthread_mutex_lock(&exec.lock);
+                    exec.notifying--;
                 }
             }
             continue;
@@ -620,6 +624,14 @@ tess_status_t tess_gpu_host_stream_wait_event(tess_gpu_stream_h s, tess_gpu_even
 void tess_gpu_host_set_notify(tess_gpu_notify_fn_t fn)
 {
     atomic_store_explicit(&exec.notify, fn, memory_order_release);
+    /* Return only once no executor still runs the previous function (its data may go next). */
+    pthread_mutex_lock(&exec.lock);
+    while (exec.notifying) {
+        pthread_mutex_unlock(&exec.lock);
+        sched_yield();
+        pthread_mutex_lock(&exec.lock);
+    }
+    pthread_mutex_unlock(&exec.lock);
 }
 
 /* ---- events ------------------------------------------------------------------------------------ */
