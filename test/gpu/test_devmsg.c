@@ -15,6 +15,7 @@
 #include "devcomm/devcomm.h"
 
 #include <tessera/gpu.h>
+#include <time.h>
 
 #define MAX_BUFS 3
 
@@ -120,6 +121,18 @@ static void done_cb(void *arg)
     el->done++;
 }
 
+/* TEST_SRC_STREAM=busy: each sender's stream first runs this for longer than the sends take,
+ * so every send is ordered after pending work (the source copies); idle: the stream is synced
+ * before each send, so the runtime may skip ordering it. Either way the data is checked. */
+static int src_stream_mode; /* 0 as it comes, 1 busy, 2 idle */
+
+static void hold_stream(void *args)
+{
+    (void)args;
+    struct timespec t = {0, 50 * 1000 * 1000};
+    nanosleep(&t, NULL);
+}
+
 static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     (void)msg;
@@ -128,6 +141,8 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     int64_t       me = tess_ctx_linear(ctx);
     tess_stream_t st = tess_ctx_stream(ctx);
     el->pe           = tess_pe();
+    if (src_stream_mode == 1)
+        CHECK_OK(tess_gpu_launch_host(st, hold_stream, NULL, 0));
     for (int s = 0; s < MSGS; s++) {
         int64_t        dst;
         hdr_t          h;
@@ -146,6 +161,8 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
             el->host_src[s][b] = host;
             bufs[b].ptr        = el->dev_src[s][b];
         }
+        if (src_stream_mode == 2)
+            CHECK_OK(tess_gpu_stream_sync(st));
         CHECK_OK(tess_send_device(arr, tess_idx1((int32_t)dst), E_MSG, &h, sizeof(h), bufs,
                                   h.nbufs, NULL, done_cb, el));
         el->sent++;
@@ -287,6 +304,9 @@ int main(int argc, char **argv)
     if (getenv("TEST_MAX_SIZE"))
         max_size = (size_t)atol(getenv("TEST_MAX_SIZE"));
     CHECK(MSGS > 0);
+    const char *mode = getenv("TEST_SRC_STREAM");
+    src_stream_mode  = !mode ? 0 : !strcmp(mode, "busy") ? 1 : !strcmp(mode, "idle") ? 2 : -1;
+    CHECK_MSG(src_stream_mode >= 0, "TEST_SRC_STREAM=%s: busy or idle", mode);
     n = 3 * (int64_t)tess_num_pes() + 1;
     CHECK_OK(tess_entry_register("go", go, &E_GO));
     CHECK_OK(tess_entry_register_device("msg", post, on_msg, 0, &E_MSG));
@@ -308,10 +328,16 @@ int main(int argc, char **argv)
     /* Which paths carried the messages (summed over processes). */
     tess_dc_stats_t st;
     tess_dc_get_stats(&st);
-    uint64_t mine[6] = {st.sent[0], st.sent[1], st.sent[2], st.deferred, st.staged + st.rdma_staged,
-                        st.direct + st.rdma_direct};
-    uint64_t sum[6];
-    MPI_Allreduce(mine, sum, 6, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    uint64_t mine[7] = {st.sent[0], st.sent[1], st.sent[2], st.deferred, st.staged + st.rdma_staged,
+                        st.direct + st.rdma_direct, st.d2d_idle};
+    uint64_t sum[7];
+    MPI_Allreduce(mine, sum, 7, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (src_stream_mode == 1)
+        CHECK_MSG(sum[6] == 0, "%llu d2d sends from a busy stream were not ordered after it",
+                  (unsigned long long)sum[6]);
+    if (src_stream_mode == 2)
+        CHECK_MSG(sum[6] == sum[0], "only %llu of %llu d2d sends from an idle stream skipped "
+                  "the event", (unsigned long long)sum[6], (unsigned long long)sum[0]);
     const char *path = getenv("TEST_EXPECT_PATH");
     if (path) {
         int k = !strcmp(path, "d2d") ? 0 : !strcmp(path, "ipc") ? 1 : 2;
