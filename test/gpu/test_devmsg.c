@@ -122,7 +122,8 @@ static void done_cb(void *arg)
 }
 
 /* TEST_SRC_STREAM=busy: each sender's stream first runs this for longer than the sends take,
- * so every send is ordered after pending work (the source copies); idle: the stream is synced
+ * so every send is ordered after pending work (the hold, then the source copies from pinned
+ * memory); idle: the stream is synced
  * before each send, so the runtime may skip ordering it. Either way the data is checked. */
 static int src_stream_mode; /* 0 as it comes, 1 busy, 2 idle */
 
@@ -152,7 +153,13 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
             bufs[b] = (tess_dev_buf_t){NULL, h.sizes[b]};
             if (!h.sizes[b])
                 continue;
-            uint8_t *host = malloc(h.sizes[b]);
+            /* Pinned when the stream is held: CUDA may complete a copy from pageable memory
+             * before returning, which would wait out the hold. */
+            uint8_t *host = NULL;
+            if (src_stream_mode == 1)
+                CHECK_OK(tess_gpu_malloc_host((void **)&host, h.sizes[b]));
+            else
+                host = malloc(h.sizes[b]);
             CHECK(host);
             for (size_t i = 0; i < h.sizes[b]; i++)
                 host[i] = byte_of(me, s, b, i);
@@ -283,7 +290,10 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
     totals[1] += el->received;
     for (int s = 0; s < MSGS; s++)
         for (int b = 0; b < MAX_BUFS; b++) {
-            free(el->host_src[s][b]);
+            if (src_stream_mode == 1)
+                CHECK_OK(tess_gpu_free_host(el->host_src[s][b]));
+            else
+                free(el->host_src[s][b]);
             if (el->dev_src[s][b])
                 tess_gpu_free(el->dev_src[s][b]);
         }
