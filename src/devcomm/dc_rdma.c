@@ -72,6 +72,10 @@ typedef struct dc_got {
 } dc_got_t;
 
 static tess_hmap_t rrecvs; /* (process, msg_id) -> dc_rrecv_t, staged messages being received */
+/* (process, msg_id) -> list of dc_rchunk_t: chunk notices that came before their message's
+ * header. The sender announces a chunk from whichever of its PEs staged it, so the notice may
+ * overtake the header; it waits here and is checked once the header is in. */
+static tess_hmap_t early;
 
 static int dc_mem_type(void)
 {
@@ -137,6 +141,8 @@ out:
 tess_status_t dc_rdma_init(void)
 {
     tess_status_t st = tess_hmap_init(&rrecvs, 64);
+    if (st == TESS_OK)
+        st = tess_hmap_init(&early, 16);
     if (st != TESS_OK)
         return st;
     int want_staged = !strcmp(tess_cfg.rdma, "staged") ||
@@ -194,6 +200,17 @@ void dc_rdma_fini(void)
     while (tess_hmap_next(&rrecvs, &it, &key, &val))
         free(val);
     tess_hmap_fini(&rrecvs);
+    size_t stray = 0;
+    it           = 0;
+    while (tess_hmap_next(&early, &it, &key, &val))
+        for (dc_rchunk_t *ch = val, *next; ch; ch = next) {
+            next = ch->next;
+            free(ch);
+            stray++;
+        }
+    if (stray)
+        tess_warn("devcomm: %zu chunk notices never matched a staged RDMA message", stray);
+    tess_hmap_fini(&early);
     if (dc.bounce_mem)
         tess_net_mem_deregister(dc.bounce_mem);
     if (dc.bounce)
@@ -548,6 +565,8 @@ static void recv_direct_done(dc_rrecv_t *rr)
 
 static uint64_t rrecv_key(int src, uint64_t msg_id) { return ((uint64_t)src << 48) ^ msg_id; }
 
+static void chunk_accept(dc_rrecv_t *rr, dc_rchunk_t *ch);
+
 static void recv_staged_header(tess_msg_t *m)
 {
     const dc_ctl_t *c  = tess_msg_payload(m);
@@ -565,11 +584,17 @@ static void recv_staged_header(tess_msg_t *m)
         free(rr);
         return;
     }
+    uint64_t key = rrecv_key(rr->src, id);
     pthread_mutex_lock(&dc.lock);
-    tess_status_t st = tess_hmap_put(&rrecvs, rrecv_key(rr->src, id), rr);
+    tess_status_t st = tess_hmap_put(&rrecvs, key, rr);
+    dc_rchunk_t  *ch = tess_hmap_remove(&early, key);
     pthread_mutex_unlock(&dc.lock);
     if (st != TESS_OK)
         tess_fatal("out of memory tracking a staged RDMA message");
+    for (dc_rchunk_t *next; ch; ch = next) { /* notices that overtook this header */
+        next = ch->next;
+        chunk_accept(rr, ch);
+    }
 }
 
 static void chunk_get_done(void *arg, tess_status_t status)
@@ -612,25 +637,17 @@ void dc_rdma_pump_chunks(void)
     }
 }
 
-static void recv_chunk(tess_msg_t *m)
+/* A chunk notice matched to its message: checked against it, then fetched into a receive slot
+ * (or queued for one). */
+static void chunk_accept(dc_rrecv_t *rr, dc_rchunk_t *ch)
 {
-    const dc_chunk_msg_t *cm  = tess_msg_payload(m);
-    int                   src = tess_core_pe_process(m->hdr.src_pe);
-    pthread_mutex_lock(&dc.lock);
-    dc_rrecv_t *rr = tess_hmap_get(&rrecvs, rrecv_key(src, cm->msg_id));
-    pthread_mutex_unlock(&dc.lock);
-    if (!rr || cm->buf >= (uint32_t)rr->r->m.nbufs || cm->offset > rr->r->sizes[cm->buf] ||
+    const dc_chunk_msg_t *cm = &ch->msg;
+    if (cm->buf >= (uint32_t)rr->r->m.nbufs || cm->offset > rr->r->sizes[cm->buf] ||
         cm->len > rr->r->sizes[cm->buf] - cm->offset || cm->nchunks != rr->nchunks)
         tess_fatal("device-message chunk from PE %d does not fit its message (buffer %u, "
-                   "offset %llu, %llu bytes)", m->hdr.src_pe, cm->buf,
+                   "offset %llu, %llu bytes)", ch->sender_pe, cm->buf,
                    (unsigned long long)cm->offset, (unsigned long long)cm->len);
-    dc_rchunk_t *ch = tess_calloc(1, sizeof(*ch), "a chunk");
-    if (!ch)
-        tess_fatal("out of memory receiving a chunk");
-    ch->rr        = rr;
-    ch->msg       = *cm;
-    ch->sender_pe = m->hdr.src_pe;
-    tess_core_msg_free(m);
+    ch->rr = rr;
     pthread_mutex_lock(&dc.lock);
     int slot = !dc.chunk_wait && dc.brecv_nfree > 0 ? dc.brecv_free[--dc.brecv_nfree] : -1;
     if (slot < 0) {
@@ -647,6 +664,31 @@ static void recv_chunk(tess_msg_t *m)
         ch->slot = slot;
         chunk_start_get(ch);
     }
+}
+
+static void recv_chunk(tess_msg_t *m)
+{
+    const dc_chunk_msg_t *cm  = tess_msg_payload(m);
+    int                   src = tess_core_pe_process(m->hdr.src_pe);
+    dc_rchunk_t          *ch  = tess_calloc(1, sizeof(*ch), "a chunk");
+    if (!ch)
+        tess_fatal("out of memory receiving a chunk");
+    ch->msg       = *cm;
+    ch->sender_pe = m->hdr.src_pe;
+    tess_core_msg_free(m);
+    uint64_t key = rrecv_key(src, ch->msg.msg_id);
+    pthread_mutex_lock(&dc.lock);
+    dc_rrecv_t   *rr = tess_hmap_get(&rrecvs, key);
+    tess_status_t st = TESS_OK;
+    if (!rr) {
+        ch->next = tess_hmap_get(&early, key);
+        st       = tess_hmap_put(&early, key, ch);
+    }
+    pthread_mutex_unlock(&dc.lock);
+    if (st != TESS_OK)
+        tess_fatal("out of memory keeping an early chunk notice");
+    if (rr)
+        chunk_accept(rr, ch);
 }
 
 /* A chunk's host-to-device copy completed: its receive slot is free. */
