@@ -145,42 +145,39 @@ static void block_dtor(tess_ctx_h ctx, void *e, void *arg)
 /* ---- the iteration ------------------------------------------------------------------------- */
 
 /* Halos of iteration k: the rows straight from the array, the columns from the buffers the
- * update filled (packed here for iteration 0 and after a migration). */
+ * update filled (packed here for iteration 0 and after a migration). All four go out in one
+ * tess_send_device_many, ordered after the same point of the stream. */
 static void send_halos(tess_ctx_h ctx, block_t *b, int k, int pack)
 {
-    tess_stream_t s  = tess_ctx_stream(ctx);
-    int64_t       ld = b->by + 2;
-    double       *a  = b->t[k % 2];
-    if (b->nbr[DIR_N]) {
-        halo_hdr_t     h   = {k, DIR_S};
-        tess_dev_buf_t buf = {a + 1 * ld + 1, (size_t)b->by * sizeof(double)};
-        tess_send_device(grid, tess_idx2(b->ci - 1, b->cj), E_HALO, &h, sizeof(h), &buf, 1, s,
-                         NULL, NULL);
+    tess_stream_t   s  = tess_ctx_stream(ctx);
+    int64_t         ld = b->by + 2;
+    double         *a  = b->t[k % 2];
+    halo_hdr_t      h[4];
+    tess_dev_buf_t  buf[4];
+    tess_dev_send_t send[4];
+    int             n = 0;
+    if (pack && b->nbr[DIR_W])
+        jac_pack_col(s, a, b->colbuf[0][k % 2][0], b->bx, b->by, 1);
+    if (pack && b->nbr[DIR_E])
+        jac_pack_col(s, a, b->colbuf[0][k % 2][1], b->bx, b->by, b->by);
+    static const struct { int dir, opposite, di, dj; } side[4] = {
+        {DIR_N, DIR_S, -1, 0}, {DIR_S, DIR_N, 1, 0}, {DIR_W, DIR_E, 0, -1}, {DIR_E, DIR_W, 0, 1}
+    };
+    for (int i = 0; i < 4; i++) {
+        if (!b->nbr[side[i].dir])
+            continue;
+        int     d   = side[i].dir;
+        double *src = d == DIR_N   ? a + 1 * ld + 1
+                      : d == DIR_S ? a + b->bx * ld + 1
+                                   : b->colbuf[0][k % 2][d == DIR_W ? 0 : 1];
+        buf[n] = (tess_dev_buf_t){src, (size_t)(d == DIR_N || d == DIR_S ? b->by : b->bx) *
+                                           sizeof(double)};
+        h[n]    = (halo_hdr_t){k, side[i].opposite};
+        send[n] = (tess_dev_send_t){grid, tess_idx2(b->ci + side[i].di, b->cj + side[i].dj),
+                                    E_HALO, &h[n], sizeof(h[n]), &buf[n], 1, NULL, NULL};
+        n++;
     }
-    if (b->nbr[DIR_S]) {
-        halo_hdr_t     h   = {k, DIR_N};
-        tess_dev_buf_t buf = {a + b->bx * ld + 1, (size_t)b->by * sizeof(double)};
-        tess_send_device(grid, tess_idx2(b->ci + 1, b->cj), E_HALO, &h, sizeof(h), &buf, 1, s,
-                         NULL, NULL);
-    }
-    if (b->nbr[DIR_W]) {
-        double *col = b->colbuf[0][k % 2][0];
-        if (pack)
-            jac_pack_col(s, a, col, b->bx, b->by, 1);
-        halo_hdr_t     h   = {k, DIR_E};
-        tess_dev_buf_t buf = {col, (size_t)b->bx * sizeof(double)};
-        tess_send_device(grid, tess_idx2(b->ci, b->cj - 1), E_HALO, &h, sizeof(h), &buf, 1, s,
-                         NULL, NULL);
-    }
-    if (b->nbr[DIR_E]) {
-        double *col = b->colbuf[0][k % 2][1];
-        if (pack)
-            jac_pack_col(s, a, col, b->bx, b->by, b->by);
-        halo_hdr_t     h   = {k, DIR_W};
-        tess_dev_buf_t buf = {col, (size_t)b->bx * sizeof(double)};
-        tess_send_device(grid, tess_idx2(b->ci, b->cj + 1), E_HALO, &h, sizeof(h), &buf, 1, s,
-                         NULL, NULL);
-    }
+    tess_send_device_many(send, n, s);
 }
 
 static void finish(tess_ctx_h ctx, block_t *b)

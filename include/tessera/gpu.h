@@ -131,6 +131,30 @@ tess_status_t tess_send_device_loc(tess_array_h array, tess_index_t index, tess_
                                    tess_dev_done_fn_t done, void *done_arg, const char *file,
                                    int line);
 
+/** One send of tess_send_device_many: the arguments of tess_send_device but the stream. */
+typedef struct tess_dev_send {
+    tess_array_h          array;
+    tess_index_t          index;
+    tess_entry_t          entry;
+    const void           *header;
+    size_t                header_len;
+    const tess_dev_buf_t *bufs;
+    int                   nbufs;
+    tess_dev_done_fn_t    done;     /**< may be NULL */
+    void                 *done_arg;
+} tess_dev_send_t;
+
+/**
+ * Several device sends (entry), all ordered after the work already enqueued on `stream` (NULL:
+ * the sender's own stream), as n calls of tess_send_device would be with nothing enqueued on
+ * the stream between them. Cheaper: the sends within this process share one event on the
+ * stream (a chare's halos, say, after its update).
+ */
+#define tess_send_device_many(sends, n, stream) \
+    tess_send_device_many_loc((sends), (n), (stream), __FILE__, __LINE__)
+tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, int n,
+                                        tess_stream_t stream, const char *file, int line);
+
 #ifdef __cplusplus
 }
 #endif

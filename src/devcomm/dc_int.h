@@ -35,7 +35,7 @@ typedef struct dc_ctl {
     uint32_t nbufs, header_len;
     int32_t  event;             /* IPC event index, -1 none */
     uint32_t extra_len;         /* bytes after the header (RDMA keys) */
-    uint64_t event_ptr;         /* D2D: the event in this process */
+    uint64_t event_ptr;         /* D2D: the dc_sev_t in this process, 0 if none */
 } dc_ctl_t;
 
 typedef struct dc_rec_d2d    { uint64_t src; } dc_rec_d2d_t;
@@ -125,13 +125,25 @@ typedef struct dc_peer {
     size_t                 bounce_rkey_len;
 } dc_peer_t;
 
+/* A D2D ordering point: an event recorded once on the sender's stream and waited on by every
+ * receiver of the sends made from that point (one, or a batch). Back to the pool after the
+ * last reference: the batch's own and one per receiver, dropped once its wait was issued (or,
+ * where a wait does not capture the record, once the waiting stream passed it). */
+typedef struct dc_sev {
+    struct dc_sev   *next; /* in the pool */
+    tess_gpu_event_h ev;
+    _Atomic int      refs;
+} dc_sev_t;
+
 typedef struct dc_state {
     pthread_mutex_t   lock;
     tess_gpu_stream_h stream; /* for deferred staging copies */
 
-    /* Plain events for D2D and deferred sends (any PE takes, any PE returns). */
+    /* Plain events for deferred sends, and D2D ordering points (any PE takes, any PE
+     * returns). */
     tess_gpu_event_h *ev_free;
     size_t            ev_nfree, ev_cap;
+    dc_sev_t         *sev_free;
 
     /* IPC, staged: this process's comm buffer and its interprocess events. */
     void             *comm;

@@ -92,6 +92,101 @@ void dc_event_put(tess_gpu_event_h e)
     pthread_mutex_unlock(&dc.lock);
 }
 
+/* ---- D2D ordering points ----------------------------------------------------------------- */
+
+static dc_sev_t *dc_sev_get(void)
+{
+    pthread_mutex_lock(&dc.lock);
+    dc_sev_t *sv = dc.sev_free;
+    if (sv)
+        dc.sev_free = sv->next;
+    pthread_mutex_unlock(&dc.lock);
+    if (!sv) {
+        sv = tess_calloc(1, sizeof(*sv), "a device-message event");
+        if (!sv)
+            return NULL;
+        if (tess_gpu->event_create(0, &sv->ev) != TESS_OK) {
+            free(sv);
+            return NULL;
+        }
+    }
+    atomic_init(&sv->refs, 1);
+    return sv;
+}
+
+static void dc_sev_release(void *arg)
+{
+    dc_sev_t *sv = arg;
+    if (atomic_fetch_sub_explicit(&sv->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_mutex_lock(&dc.lock);
+    sv->next    = dc.sev_free;
+    dc.sev_free = sv;
+    pthread_mutex_unlock(&dc.lock);
+}
+
+/* The current batch of this thread (a PE). */
+static _Thread_local struct {
+    tess_gpu_stream_h stream; /* NULL: no batch */
+    int               decided;
+    dc_sev_t         *sev;    /* decided and NULL: the stream was idle */
+} dc_batch;
+
+void tess_dc_batch_begin(tess_gpu_stream_h stream)
+{
+    tess_assert(!dc_batch.stream);
+    dc_batch.stream  = stream;
+    dc_batch.decided = 0;
+    dc_batch.sev     = NULL;
+}
+
+void tess_dc_batch_end(void)
+{
+    if (dc_batch.sev)
+        dc_sev_release(dc_batch.sev);
+    dc_batch.stream = NULL;
+    dc_batch.sev    = NULL;
+}
+
+/* The ordering point for a D2D send from `stream`, with a reference for its receiver (NULL:
+ * the stream is idle and orders nothing). A stream with nothing left to run needs no event:
+ * the receiver may copy at once, which takes two calls off the small-message latency. */
+static tess_status_t dc_sev_for_send(tess_gpu_stream_h stream, dc_sev_t **sev_p)
+{
+    int batched = dc_batch.stream && dc_batch.stream == stream;
+    if (batched && dc_batch.decided) {
+        if (dc_batch.sev)
+            atomic_fetch_add_explicit(&dc_batch.sev->refs, 1, memory_order_relaxed);
+        *sev_p = dc_batch.sev;
+        return TESS_OK;
+    }
+    dc_sev_t     *sv = NULL;
+    tess_status_t st = tess_gpu->stream_query(stream);
+    if (st == TESS_INPROGRESS) {
+        sv = dc_sev_get();
+        if (!sv)
+            return tess_error(TESS_ERR_NO_MEMORY, "no event for a device message");
+        st = tess_gpu->event_record(sv->ev, stream);
+        if (st != TESS_OK) {
+            dc_sev_release(sv);
+            return st;
+        }
+        pthread_mutex_lock(&dc.lock);
+        dc.stats.d2d_events++;
+        pthread_mutex_unlock(&dc.lock);
+    } else if (st != TESS_OK) {
+        return st;
+    }
+    if (batched) {
+        dc_batch.decided = 1;
+        dc_batch.sev     = sv; /* the batch's reference */
+        if (sv)
+            atomic_fetch_add_explicit(&sv->refs, 1, memory_order_relaxed);
+    }
+    *sev_p = sv;
+    return TESS_OK;
+}
+
 /* ---- control messages -------------------------------------------------------------------- */
 
 tess_msg_t *dc_ctl_alloc(unsigned kind, int nbufs, size_t header_len, size_t extra_len,
@@ -349,22 +444,11 @@ static tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const voi
                                  tess_gpu_stream_h stream, tess_dev_done_fn_t done,
                                  void *done_arg)
 {
-    /* A stream with nothing left to run orders nothing: the receiver may copy at once, so no
-     * event is recorded here or waited on there (two calls off the small-message latency). */
-    tess_gpu_event_h ev = NULL;
-    tess_status_t    st = tess_gpu->stream_query(stream);
-    if (st == TESS_INPROGRESS) {
-        st = dc_event_get(&ev);
-        if (st != TESS_OK)
-            return st;
-        st = tess_gpu->event_record(ev, stream);
-        if (st != TESS_OK) {
-            dc_event_put(ev);
-            return st;
-        }
-    } else if (st != TESS_OK) {
+    dc_sev_t     *sv = NULL;
+    tess_status_t st = dc_sev_for_send(stream, &sv);
+    if (st != TESS_OK)
         return st;
-    } else {
+    if (!sv) {
         pthread_mutex_lock(&dc.lock);
         dc.stats.d2d_idle++;
         pthread_mutex_unlock(&dc.lock);
@@ -373,7 +457,7 @@ static tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const voi
     tess_msg_t *m = dc_ctl_alloc(DC_K_D2D, nbufs, header_len, 0, &c);
     dc_ctl_fill(c, a0, a1, bufs, nbufs, header, header_len, DC_K_D2D);
     c->msg_id         = done ? dc_sent_add(done, done_arg, NULL) : 0;
-    c->event_ptr      = (uint64_t)(uintptr_t)ev;
+    c->event_ptr      = (uint64_t)(uintptr_t)sv;
     dc_rec_d2d_t *rec = dc_recs(c);
     for (int i = 0; i < nbufs; i++)
         rec[i].src = (uint64_t)(uintptr_t)bufs[i].ptr;
@@ -409,11 +493,14 @@ static void dc_d2d_recv(tess_msg_t *m)
 {
     const dc_ctl_t *c   = tess_msg_payload(m);
     dc_recv_t      *r   = dc_recv_begin(m, DC_K_D2D);
-    tess_gpu_event_h ev = (tess_gpu_event_h)(uintptr_t)c->event_ptr;
-    if (ev) { /* NULL: the sender's stream was idle */
-        if (tess_gpu->stream_wait_event(r->stream, ev) != TESS_OK)
+    dc_sev_t        *sv = (dc_sev_t *)(uintptr_t)c->event_ptr;
+    if (sv) { /* NULL: the sender's stream was idle */
+        if (tess_gpu->stream_wait_event(r->stream, sv->ev) != TESS_OK)
             tess_fatal("device message: stream wait failed: %s", tess_error_detail());
-        dc_event_put_when_done(ev, r->stream);
+        if (tess_gpu->wait_captures_record)
+            dc_sev_release(sv);
+        else if (tess_core_gpu_then(r->stream, dc_sev_release, sv) != TESS_OK)
+            tess_fatal("cannot watch an event: %s", tess_error_detail());
     }
     const dc_rec_d2d_t *rec = dc_recs((dc_ctl_t *)c);
     for (int i = 0; i < r->m.nbufs; i++)
@@ -645,6 +732,12 @@ void tess_devcomm_fini(void)
     for (size_t i = 0; i < dc.ev_nfree; i++)
         tess_gpu->event_destroy(dc.ev_free[i]);
     free(dc.ev_free);
+    while (dc.sev_free) {
+        dc_sev_t *sv = dc.sev_free;
+        dc.sev_free  = sv->next;
+        tess_gpu->event_destroy(sv->ev);
+        free(sv);
+    }
     if (dc.sent.count)
         tess_warn("devcomm: %zu device messages were never acknowledged", dc.sent.count);
     size_t   it = 0;

@@ -77,6 +77,15 @@ tess_status_t tess_dc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *hea
                            size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
                            tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
 
+/**
+ * Batches (PE thread): the D2D sends made between tess_dc_batch_begin(stream) and
+ * tess_dc_batch_end() from `stream` share one event, recorded at the first of them: every one
+ * of them is ordered after the work enqueued on the stream before the batch began, so the
+ * caller enqueues nothing on it in between. Sends on other paths or streams go as usual.
+ */
+void tess_dc_batch_begin(tess_gpu_stream_h stream);
+void tess_dc_batch_end(void);
+
 /** The path a message from this process to process `dst` takes now. */
 int         tess_dc_path_to(int dst);
 const char *tess_dc_path_name(int path);
@@ -93,6 +102,7 @@ typedef struct tess_dc_stats {
     uint64_t reg_creates, reg_hits, reg_releases; /* RDMA registration cache */
     uint64_t forwarded;
     uint64_t d2d_idle;       /* d2d sends from an idle stream: no event recorded or waited on */
+    uint64_t d2d_events;     /* events recorded for d2d sends (one per batch) */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);
 

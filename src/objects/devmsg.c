@@ -99,34 +99,64 @@ void tess_obj_devmsg_init(void)
     tess_dc_set_ops(&devmsg_ops);
 }
 
+/* One send from the current PE; misuse stops the program with a message naming file:line. */
+static void obj_send_device(tess_array_h a, tess_index_t index, tess_entry_t entry,
+                            const void *header, size_t header_len, const tess_dev_buf_t *bufs,
+                            int nbufs, tess_gpu_stream_h s, tess_dev_done_fn_t done,
+                            void *done_arg, const char *what, const char *file, int line)
+{
+    tess_obj_check_send(a, what, file, line);
+    int64_t lin = tess_obj_linearize(a, index);
+    if (tess_unlikely(lin < 0)) {
+        char idx[48];
+        tess_obj_misuse(file, line, "%s to index %s of array '%s', out of range", what,
+                        tess_obj_index_text(a, index, idx, sizeof(idx)), a->name);
+    }
+    if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries || !tess_obj_entries[entry].post))
+        tess_obj_misuse(file, line, "%s to entry %d of array '%s', which is not a device entry "
+                        "(register it with tess_entry_register_device)", what, entry, a->name);
+    if (tess_unlikely(nbufs < 0 || nbufs > TESS_DEV_MAX_BUFS || (nbufs && !bufs)))
+        tess_obj_misuse(file, line, "%s with %d buffers (0 to %d)", what, nbufs,
+                        TESS_DEV_MAX_BUFS);
+    uint64_t a0   = ((uint64_t)a->id << 32) | (uint32_t)entry;
+    int      dest = atomic_load_explicit(&a->loc[lin], memory_order_relaxed);
+    tess_status_t st = tess_dc_send(dest, a0, (uint64_t)lin, header, header_len, bufs, nbufs, s,
+                                    done, done_arg);
+    if (tess_unlikely(st != TESS_OK))
+        tess_obj_misuse(file, line, "%s: %s", what, tess_error_detail());
+}
+
+static tess_gpu_stream_h obj_send_stream(tess_stream_t stream)
+{
+    obj_pe_t *op = tess_obj_pe();
+    return stream ? (tess_gpu_stream_h)stream
+                  : op->current ? op->current->stream : tess_gpu_pool_stream(0);
+}
+
 tess_status_t tess_send_device_loc(tess_array_h a, tess_index_t index, tess_entry_t entry,
                                    const void *header, size_t header_len,
                                    const tess_dev_buf_t *bufs, int nbufs, tess_stream_t stream,
                                    tess_dev_done_fn_t done, void *done_arg, const char *file,
                                    int line)
 {
-    tess_obj_check_send(a, "tess_send_device", file, line);
-    int64_t lin = tess_obj_linearize(a, index);
-    if (tess_unlikely(lin < 0)) {
-        char idx[48];
-        tess_obj_misuse(file, line, "tess_send_device to index %s of array '%s', out of range",
-                        tess_obj_index_text(a, index, idx, sizeof(idx)), a->name);
+    obj_send_device(a, index, entry, header, header_len, bufs, nbufs, obj_send_stream(stream),
+                    done, done_arg, "tess_send_device", file, line);
+    return TESS_OK;
+}
+
+tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, int n,
+                                        tess_stream_t stream, const char *file, int line)
+{
+    if (tess_unlikely(n < 0 || (n && !sends)))
+        tess_obj_misuse(file, line, "tess_send_device_many with %d sends at %p", n,
+                        (const void *)sends);
+    tess_gpu_stream_h s = obj_send_stream(stream);
+    tess_dc_batch_begin(s);
+    for (int i = 0; i < n; i++) {
+        const tess_dev_send_t *d = &sends[i];
+        obj_send_device(d->array, d->index, d->entry, d->header, d->header_len, d->bufs,
+                        d->nbufs, s, d->done, d->done_arg, "tess_send_device_many", file, line);
     }
-    if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries || !tess_obj_entries[entry].post))
-        tess_obj_misuse(file, line, "tess_send_device to entry %d of array '%s', which is not a "
-                        "device entry (register it with tess_entry_register_device)", entry,
-                        a->name);
-    if (tess_unlikely(nbufs < 0 || nbufs > TESS_DEV_MAX_BUFS || (nbufs && !bufs)))
-        tess_obj_misuse(file, line, "tess_send_device with %d buffers (0 to %d)", nbufs,
-                        TESS_DEV_MAX_BUFS);
-    obj_pe_t         *op = tess_obj_pe();
-    tess_gpu_stream_h s  = stream ? (tess_gpu_stream_h)stream
-                         : op->current ? op->current->stream : tess_gpu_pool_stream(0);
-    uint64_t a0   = ((uint64_t)a->id << 32) | (uint32_t)entry;
-    int      dest = atomic_load_explicit(&a->loc[lin], memory_order_relaxed);
-    tess_status_t st = tess_dc_send(dest, a0, (uint64_t)lin, header, header_len, bufs, nbufs, s,
-                                    done, done_arg);
-    if (tess_unlikely(st != TESS_OK))
-        tess_obj_misuse(file, line, "tess_send_device: %s", tess_error_detail());
+    tess_dc_batch_end();
     return TESS_OK;
 }

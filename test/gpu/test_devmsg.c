@@ -19,7 +19,8 @@
 
 #define MAX_BUFS 3
 
-/* TEST_MSGS: messages per element; TEST_MAX_SIZE: largest buffer; TEST_EXPECT_PATH: d2d, ipc
+/* TEST_MSGS: messages per element; TEST_MAX_SIZE: largest buffer; TEST_BATCH: messages per
+ * tess_send_device_many (1: tess_send_device); TEST_EXPECT_PATH: d2d, ipc
  * or rdma must have carried messages; TEST_EXPECT_DEFERRED=1: some sends must have waited for
  * a staging resource (the exhaustion runs). */
 static int    MSGS = 40;
@@ -126,6 +127,7 @@ static void done_cb(void *arg)
  * memory); idle: the stream is synced
  * before each send, so the runtime may skip ordering it. Either way the data is checked. */
 static int src_stream_mode; /* 0 as it comes, 1 busy, 2 idle */
+static int batch = 1;
 
 static void hold_stream(void *args)
 {
@@ -144,35 +146,48 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     el->pe           = tess_pe();
     if (src_stream_mode == 1)
         CHECK_OK(tess_gpu_launch_host(st, hold_stream, NULL, 0));
-    for (int s = 0; s < MSGS; s++) {
-        int64_t        dst;
-        hdr_t          h;
-        tess_dev_buf_t bufs[MAX_BUFS];
-        plan(me, s, &dst, &h);
-        for (int b = 0; b < h.nbufs; b++) {
-            bufs[b] = (tess_dev_buf_t){NULL, h.sizes[b]};
-            if (!h.sizes[b])
-                continue;
-            /* Pinned when the stream is held: CUDA may complete a copy from pageable memory
-             * before returning, which would wait out the hold. */
-            uint8_t *host = NULL;
-            if (src_stream_mode == 1)
-                CHECK_OK(tess_gpu_malloc_host((void **)&host, h.sizes[b]));
-            else
-                host = malloc(h.sizes[b]);
-            CHECK(host);
-            for (size_t i = 0; i < h.sizes[b]; i++)
-                host[i] = byte_of(me, s, b, i);
-            CHECK_OK(tess_gpu_malloc(&el->dev_src[s][b], h.sizes[b]));
-            CHECK_OK(tess_gpu_memcpy_async(el->dev_src[s][b], host, h.sizes[b], st));
-            el->host_src[s][b] = host;
-            bufs[b].ptr        = el->dev_src[s][b];
+    /* TEST_BATCH=k: groups of k messages go out through one tess_send_device_many. */
+    enum { GROUP_MAX = 8 };
+    for (int s0 = 0; s0 < MSGS; s0 += batch) {
+        int             k = TESS_MIN(batch, MSGS - s0);
+        hdr_t           hs[GROUP_MAX];
+        tess_dev_buf_t  bufs[GROUP_MAX][MAX_BUFS];
+        tess_dev_send_t sends[GROUP_MAX];
+        for (int g = 0; g < k; g++) {
+            int     s = s0 + g;
+            int64_t dst;
+            hdr_t  *h = &hs[g];
+            plan(me, s, &dst, h);
+            for (int b = 0; b < h->nbufs; b++) {
+                bufs[g][b] = (tess_dev_buf_t){NULL, h->sizes[b]};
+                if (!h->sizes[b])
+                    continue;
+                /* Pinned when the stream is held: CUDA may complete a copy from pageable
+                 * memory before returning, which would wait out the hold. */
+                uint8_t *host = NULL;
+                if (src_stream_mode == 1)
+                    CHECK_OK(tess_gpu_malloc_host((void **)&host, h->sizes[b]));
+                else
+                    host = malloc(h->sizes[b]);
+                CHECK(host);
+                for (size_t i = 0; i < h->sizes[b]; i++)
+                    host[i] = byte_of(me, s, b, i);
+                CHECK_OK(tess_gpu_malloc(&el->dev_src[s][b], h->sizes[b]));
+                CHECK_OK(tess_gpu_memcpy_async(el->dev_src[s][b], host, h->sizes[b], st));
+                el->host_src[s][b] = host;
+                bufs[g][b].ptr     = el->dev_src[s][b];
+            }
+            sends[g] = (tess_dev_send_t){arr, tess_idx1((int32_t)dst), E_MSG, h, sizeof(*h),
+                                         bufs[g], h->nbufs, done_cb, el};
         }
         if (src_stream_mode == 2)
             CHECK_OK(tess_gpu_stream_sync(st));
-        CHECK_OK(tess_send_device(arr, tess_idx1((int32_t)dst), E_MSG, &h, sizeof(h), bufs,
-                                  h.nbufs, NULL, done_cb, el));
-        el->sent++;
+        if (batch == 1)
+            CHECK_OK(tess_send_device(arr, sends[0].index, E_MSG, &hs[0], sizeof(hs[0]),
+                                      bufs[0], hs[0].nbufs, NULL, done_cb, el));
+        else
+            CHECK_OK(tess_send_device_many(sends, k, NULL));
+        el->sent += k;
     }
 }
 
@@ -314,6 +329,9 @@ int main(int argc, char **argv)
     if (getenv("TEST_MAX_SIZE"))
         max_size = (size_t)atol(getenv("TEST_MAX_SIZE"));
     CHECK(MSGS > 0);
+    if (getenv("TEST_BATCH"))
+        batch = atoi(getenv("TEST_BATCH"));
+    CHECK_MSG(batch >= 1 && batch <= 8, "TEST_BATCH=%d: 1 to 8", batch);
     const char *mode = getenv("TEST_SRC_STREAM");
     src_stream_mode  = !mode ? 0 : !strcmp(mode, "busy") ? 1 : !strcmp(mode, "idle") ? 2 : -1;
     CHECK_MSG(src_stream_mode >= 0, "TEST_SRC_STREAM=%s: busy or idle", mode);
@@ -338,10 +356,15 @@ int main(int argc, char **argv)
     /* Which paths carried the messages (summed over processes). */
     tess_dc_stats_t st;
     tess_dc_get_stats(&st);
-    uint64_t mine[7] = {st.sent[0], st.sent[1], st.sent[2], st.deferred, st.staged + st.rdma_staged,
-                        st.direct + st.rdma_direct, st.d2d_idle};
-    uint64_t sum[7];
-    MPI_Allreduce(mine, sum, 7, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    uint64_t mine[8] = {st.sent[0], st.sent[1], st.sent[2], st.deferred, st.staged + st.rdma_staged,
+                        st.direct + st.rdma_direct, st.d2d_idle, st.d2d_events};
+    uint64_t sum[8];
+    MPI_Allreduce(mine, sum, 8, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    uint64_t groups = (uint64_t)n * (uint64_t)((MSGS + batch - 1) / batch);
+    CHECK_MSG(sum[7] <= groups, "%llu events recorded for %llu batches of d2d sends",
+              (unsigned long long)sum[7], (unsigned long long)groups);
+    if (src_stream_mode == 1)
+        CHECK_MSG(sum[7] > 0, "no d2d send from a busy stream recorded an event");
     if (src_stream_mode == 1)
         CHECK_MSG(sum[6] == 0, "%llu d2d sends from a busy stream were not ordered after it",
                   (unsigned long long)sum[6]);
