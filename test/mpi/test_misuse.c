@@ -8,11 +8,14 @@
  *   outside    tess_send from main between phases (outside tess_run)
  *   twice      tess_contribute twice to one reduction tag, from an entry
  *   notmsg     tess_send_msg of a buffer that does not come from tess_msg_alloc, from an entry
+ *   devmany    tess_send_device_many to an entry that takes no device messages, from an entry
  *
  * The misuse calls sit at the end of the file under #line directives, so that the patterns
  * can name their exact line (test_misuse.c:9001 and so on). Without a valid mode the program
  * exits 2, which the harness does not accept as a misuse death (no pattern match). */
 #include "tess_test.h"
+
+#include <tessera/gpu.h>
 
 static tess_array_h arr, victim;
 static tess_entry_t E_KICK, E_NOOP;
@@ -24,6 +27,7 @@ static void misuse_destroyed(void);
 static void misuse_outside(void);
 static void misuse_twice(tess_ctx_h ctx);
 static void misuse_notmsg(void);
+static void misuse_devmany(void);
 
 static void noop(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
@@ -46,6 +50,8 @@ static void kick(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         misuse_twice(ctx);
     else if (!strcmp(mode, "notmsg"))
         misuse_notmsg();
+    else if (!strcmp(mode, "devmany"))
+        misuse_devmany();
 }
 
 static void start(void *arg)
@@ -60,8 +66,9 @@ int main(int argc, char **argv)
     test_init(&argc, &argv);
     mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "index") && strcmp(mode, "entry") && strcmp(mode, "destroyed") &&
-        strcmp(mode, "outside") && strcmp(mode, "twice") && strcmp(mode, "notmsg")) {
-        fprintf(stderr, "usage: test_misuse index|entry|destroyed|outside|twice|notmsg\n");
+        strcmp(mode, "outside") && strcmp(mode, "twice") && strcmp(mode, "notmsg") &&
+        strcmp(mode, "devmany")) {
+        fprintf(stderr, "usage: test_misuse index|entry|destroyed|outside|twice|notmsg|devmany\n");
         return 2;
     }
     CHECK_OK(tess_entry_register("kick", kick, &E_KICK));
@@ -112,3 +119,10 @@ static void misuse_twice(tess_ctx_h ctx)
 #line 9501
 static char not_a_message[4096]; /* the runtime looks before the pointer: stay inside */
 static void misuse_notmsg(void) { tess_send_msg(arr, tess_idx1(0), E_NOOP, not_a_message + 2048); }
+
+static void misuse_devmany(void)
+{
+    tess_dev_send_t send = {.array = arr, .index = tess_idx1(0), .entry = E_NOOP};
+#line 9601
+    tess_send_device_many(&send, 1, NULL);
+}
