@@ -1,6 +1,6 @@
 /*
- * exec.c — streams, the executor threads that run them, and events (slots in shared-memory
- * event segments, handed out from a free list).
+ * exec.c — streams, the executor threads that run them, and the stream side of events
+ * (record, wait, synchronise; the event slots themselves are in events.c).
  *
  * Scheduling. A stream is a FIFO of operations. A stream whose first operation can run sits on
  * the ready list; an executor takes it, runs that one operation outside the lock, and puts the
@@ -88,13 +88,6 @@ static tess_status_t exec_stream_check(tess_gpu_stream_h *s, const char *fn)
         *s = exec.default_stream;
     if (tess_unlikely((*s)->magic != TESS_GPU_HOST_STREAM_MAGIC || (*s)->destroying))
         return tess_error(TESS_ERR_INVALID, "%s: %p is not a live stream", fn, (void *)*s);
-    return TESS_OK;
-}
-
-tess_status_t tess_gpu_host_event_check(tess_gpu_event_h e, const char *fn)
-{
-    if (tess_unlikely(!e || e->magic != TESS_GPU_HOST_EVENT_MAGIC))
-        return tess_error(TESS_ERR_INVALID, "%s: %p is not a live event", fn, (void *)e);
     return TESS_OK;
 }
 
@@ -634,15 +627,7 @@ void tess_gpu_host_set_notify(tess_gpu_notify_fn_t fn)
     pthread_mutex_unlock(&exec.lock);
 }
 
-/* ---- events ------------------------------------------------------------------------------------ */
-
-tess_status_t tess_gpu_host_event_query(tess_gpu_event_h e)
-{
-    tess_status_t st = tess_gpu_host_event_check(e, "event_query");
-    if (st != TESS_OK)
-        return st;
-    return tess_gpu_host_slot_complete(e->slot) ? TESS_OK : TESS_INPROGRESS;
-}
+/* ---- waiting for events ------------------------------------------------------------------------ */
 
 tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e)
 {
@@ -671,33 +656,6 @@ tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e)
     }
     exec.nevsync--;
     pthread_mutex_unlock(&exec.lock);
-    return TESS_OK;
-}
-
-tess_status_t tess_gpu_host_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_event_h end,
-                                             float *ms_p)
-{
-    tess_status_t st;
-    if ((st = tess_gpu_host_event_check(start, "event_elapsed_ms")) != TESS_OK ||
-        (st = tess_gpu_host_event_check(end, "event_elapsed_ms")) != TESS_OK)
-        return st;
-    if (!ms_p)
-        return tess_error(TESS_ERR_INVALID, "event_elapsed_ms: ms_p is NULL");
-    tess_gpu_event_h ev[2] = {start, end};
-    uint64_t         t[2];
-    for (int i = 0; i < 2; i++) {
-        if (!(ev[i]->flags & TESS_GPU_EVENT_TIMING))
-            return tess_error(TESS_ERR_INVALID, "event_elapsed_ms: the %s event was created "
-                              "without TESS_GPU_EVENT_TIMING", i ? "end" : "start");
-        if (atomic_load_explicit(&ev[i]->slot->recorded, memory_order_acquire) == 0 ||
-            !tess_gpu_host_slot_complete(ev[i]->slot))
-            return tess_error(TESS_ERR_INVALID, "event_elapsed_ms: the %s event has %s",
-                              i ? "end" : "start",
-                              atomic_load(&ev[i]->slot->recorded) ? "not completed yet"
-                                                                  : "never been recorded");
-        t[i] = atomic_load_explicit(&ev[i]->slot->t_ns, memory_order_relaxed);
-    }
-    *ms_p = (float)(((double)t[1] - (double)t[0]) / 1e6);
     return TESS_OK;
 }
 

@@ -1,7 +1,8 @@
 /*
  * host.h — private header of the host GPU backend (tess_gpu_host_ops): device memory in POSIX
- * shared memory and event slots (arena.c), streams, executor threads and events (exec.c), IPC
- * export/open (ipc.c), and the ops table with init/fini (ops.c).
+ * shared memory (arena.c), event slots in shared-memory segments (events.c), streams, executor
+ * threads and the stream side of events (exec.c), IPC export/open (ipc.c), and the ops table
+ * with init/fini (ops.c).
  *
  * The model is asynchronous, not a mock: streams are in-order queues that `host_threads`
  * executor threads run while the caller goes on, so the ordering bugs a CUDA program could have
@@ -91,7 +92,7 @@ tess_status_t tess_gpu_host_mem_free(void *ptr);
 /** Look up [ptr, ptr+len) in the own arena (len 0: the byte at ptr). Logs nothing. */
 int           tess_gpu_host_arena_find(const void *ptr, size_t len, tess_gpu_host_alloc_t *a_p);
 
-/* ---- streams, executors, events (exec.c) ---------------------------------------------------- */
+/* ---- events (events.c), streams and executors (exec.c) --------------------------------------- */
 
 /** An event's state, in a shared-memory event segment so other processes can map it. */
 typedef struct tess_gpu_host_evslot {
@@ -131,7 +132,7 @@ static inline int tess_gpu_host_slot_complete(tess_gpu_host_evslot_t *slot)
     return atomic_load_explicit(&slot->completed, memory_order_acquire) >= rec;
 }
 
-/** Own events (arena.c): slots come from a free list over the event segments. */
+/** Own events (events.c): slots come from a free list over the event segments. */
 tess_status_t tess_gpu_host_event_create(unsigned flags, tess_gpu_event_h *e_p);
 tess_status_t tess_gpu_host_event_destroy(tess_gpu_event_h e);
 /** Free every own event and destroy the event segments (fini). */
