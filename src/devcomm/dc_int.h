@@ -99,7 +99,7 @@ static inline const void *dc_extra(const dc_ctl_t *c, unsigned kind)
 typedef struct dc_pending {
     struct dc_pending *next;
     int                kind;    /* DC_K_STAGED, DC_K_DIRECT, DC_K_CHUNK */
-    int                dst_pe, src_pe;
+    int                dst_pe;
     uint64_t           a0, a1;
     tess_dev_buf_t     bufs[TESS_DEV_MAX_BUFS];
     int                nbufs;
@@ -201,10 +201,11 @@ uint64_t      dc_sent_add(tess_dev_done_fn_t done, void *done_arg, struct dc_reg
 /** Take the record back (NULL if there is none: a corrupt id). */
 void          dc_send_ctl(tess_msg_t *m, unsigned kind, int dst_pe);
 void          dc_send_ack(int src_pe, const dc_ack_msg_t *ack);
-/** Complete send record `id` (run its done callback) on PE src_pe; 0 does nothing. */
-void          dc_run_done(int src_pe, uint64_t id);
+/** Complete send record `id` of this process: its done callback runs on the record's PE (here,
+ *  or after a source-done notice to it); 0 does nothing. */
+void          dc_run_done(uint64_t id);
 /** dc_run_done once the work enqueued on `stream` so far has completed. */
-void          dc_done_after(tess_gpu_stream_h stream, int src_pe, uint64_t id);
+void          dc_done_after(tess_gpu_stream_h stream, uint64_t id);
 void          dc_pending_push(dc_pending_t *p);
 void          dc_pump(void);
 /* Receiver side: post (or temporaries when the target moved) and the final delivery. */

@@ -317,7 +317,7 @@ static size_t staged_total(const tess_dev_buf_t *bufs, int nbufs)
     return total;
 }
 
-static void issue_staged(int dst_pe, int src_pe, uint64_t a0, uint64_t a1, const void *header,
+static void issue_staged(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
                          size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
                          tess_gpu_stream_h stream, uint64_t sent_id, size_t off, int ev)
 {
@@ -336,7 +336,7 @@ static void issue_staged(int dst_pe, int src_pe, uint64_t a0, uint64_t a1, const
     if (tess_gpu->event_record(dc.ipc_events[ev], stream) != TESS_OK)
         tess_fatal("devcomm: recording an IPC event failed: %s", tess_error_detail());
     /* The source may be reused once it has been copied into the slot. */
-    dc_done_after(stream, src_pe, sent_id);
+    dc_done_after(stream, sent_id);
     dc_send_ctl(m, DC_K_STAGED, dst_pe);
 }
 
@@ -406,9 +406,8 @@ static void defer(int kind, int dst_pe, uint64_t a0, uint64_t a1, const void *he
     dc_pending_t *p = tess_calloc(1, sizeof(*p), "a waiting device message");
     if (!p || (header_len && !(p->header = tess_malloc(header_len, "a waiting header"))))
         tess_fatal("out of memory queueing a device message");
-    *p = (dc_pending_t){.kind = kind, .dst_pe = dst_pe, .src_pe = tess_pe(), .a0 = a0,
-                        .a1 = a1, .nbufs = nbufs, .sent_id = sent_id,
-                        .header = p->header, .header_len = header_len};
+    *p = (dc_pending_t){.kind = kind, .dst_pe = dst_pe, .a0 = a0, .a1 = a1, .nbufs = nbufs,
+                        .sent_id = sent_id, .header = p->header, .header_len = header_len};
     memcpy(p->bufs, bufs, (size_t)nbufs * sizeof(*bufs));
     if (header_len)
         memcpy(p->header, header, header_len);
@@ -453,7 +452,7 @@ tess_status_t dc_ipc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *head
     if (direct)
         issue_direct(dst_pe, a0, a1, header, header_len, bufs, nbufs, info, stream, sent_id, ev);
     else
-        issue_staged(dst_pe, tess_pe(), a0, a1, header, header_len, bufs, nbufs, stream,
+        issue_staged(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream,
                      sent_id, off, ev);
     return TESS_OK;
 }
@@ -481,7 +480,7 @@ int dc_ipc_issue_pending(dc_pending_t *p)
     if (tess_gpu->stream_wait_event(dc.stream, p->ready) != TESS_OK)
         tess_fatal("devcomm: stream wait failed: %s", tess_error_detail());
     if (staged)
-        issue_staged(p->dst_pe, p->src_pe, p->a0, p->a1, p->header, p->header_len, p->bufs,
+        issue_staged(p->dst_pe, p->a0, p->a1, p->header, p->header_len, p->bufs,
                      p->nbufs, dc.stream, p->sent_id, off, ev);
     else
         issue_direct(p->dst_pe, p->a0, p->a1, p->header, p->header_len, p->bufs, p->nbufs,

@@ -31,7 +31,7 @@ typedef struct dc_chunk {
 
 /* Sender state of a staged message. */
 typedef struct dc_rsend {
-    int                dst_pe, src_pe;
+    int                dst_pe;
     uint64_t           msg_id;
     tess_dev_buf_t     bufs[TESS_DEV_MAX_BUFS];
     dc_chunk_t        *chunks;
@@ -361,7 +361,7 @@ static void chunk_staged(void *arg)
     free(k);
     /* Every chunk is out of the source: its buffers may be reused. */
     if (++rs->staged == rs->nchunks) {
-        dc_run_done(rs->src_pe, rs->sent_id);
+        dc_run_done(rs->sent_id);
         dc_event_put(rs->ready);
         free(rs->chunks);
         free(rs);
@@ -435,7 +435,6 @@ static tess_status_t rdma_send_staged(int dst_pe, uint64_t a0, uint64_t a1, cons
     if (!rs || !(rs->chunks = tess_malloc(nchunks * sizeof(dc_chunk_t), "chunks")))
         tess_fatal("out of memory staging a device message");
     rs->dst_pe   = dst_pe;
-    rs->src_pe   = tess_pe();
     rs->msg_id   = msg_id;
     rs->nchunks  = nchunks;
     rs->sent_id  = done ? dc_sent_add(done, done_arg, NULL) : 0;

@@ -284,14 +284,10 @@ static void dc_complete(uint64_t id, const char *from)
     free(rec);
 }
 
-void dc_run_done(int src_pe, uint64_t id)
+void dc_run_done(uint64_t id)
 {
-    if (!id)
-        return;
-    if (src_pe == tess_pe())
+    if (id)
         dc_complete(id, "a local completion");
-    else
-        dc_send_done(src_pe, id);
 }
 
 /* ---- validation -------------------------------------------------------------------------- */
@@ -465,26 +461,21 @@ static tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const voi
     return TESS_OK;
 }
 
-typedef struct dc_done_cont {
-    int      src_pe;
-    uint64_t id;
-} dc_done_cont_t;
-
 static void dc_done_after_copy(void *arg)
 {
-    dc_done_cont_t *d = arg;
-    dc_run_done(d->src_pe, d->id);
-    free(d);
+    uint64_t *id = arg;
+    dc_run_done(*id);
+    free(id);
 }
 
-void dc_done_after(tess_gpu_stream_h stream, int src_pe, uint64_t id)
+void dc_done_after(tess_gpu_stream_h stream, uint64_t id)
 {
     if (!id)
         return;
-    dc_done_cont_t *d = tess_malloc(sizeof(*d), "a done continuation");
+    uint64_t *d = tess_malloc(sizeof(*d), "a done continuation");
     if (!d)
         tess_fatal("out of memory waiting for a device copy");
-    *d = (dc_done_cont_t){src_pe, id};
+    *d = id;
     if (tess_core_gpu_then(stream, dc_done_after_copy, d) != TESS_OK)
         tess_fatal("cannot wait for a device copy: %s", tess_error_detail());
 }
@@ -507,7 +498,7 @@ static void dc_d2d_recv(tess_msg_t *m)
         if (r->sizes[i] && tess_gpu->memcpy_async(r->dst[i], (void *)(uintptr_t)rec[i].src,
                                                   r->sizes[i], r->stream) != TESS_OK)
             tess_fatal("device message: copy failed: %s", tess_error_detail());
-    dc_done_after(r->stream, m->hdr.src_pe, c->msg_id);
+    dc_done_after(r->stream, c->msg_id);
     dc_recv_finish(r);
 }
 
