@@ -185,9 +185,11 @@ void tess_pe_loop(tess_pe_t *pe)
             idle_from = now;
             continue;
         }
-        /* Waiting only for a device that notifies completions (the host backend, whose
-         * executors need the cores): block at once instead of spinning. */
-        int spin = !handover && !(pe->gq_count && pe_has_gpu_notify);
+        /* Waiting for a device that notifies completions, or while a device that shares the
+         * cores has work (the host backend, whose executors need them): block at once instead
+         * of spinning. */
+        int spin = !handover && !(pe->gq_count && pe_has_gpu_notify) &&
+                   !(tess_gpu->busy && tess_gpu->busy());
         if (now - idle_from < spin_ns && spin) {
             tess_cpu_relax();
             continue;

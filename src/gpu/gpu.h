@@ -127,6 +127,10 @@ typedef struct tess_gpu_ops {
      *  once no call of the function set before is still running, so set_notify(NULL) ends
      *  the calls before what they touch is freed. */
     void (*set_notify)(tess_gpu_notify_fn_t fn);
+    /** Nonzero while operations are queued or running on any stream (any thread). NULL where
+     *  the device does not share the host's cores; the host backend's executors do, so a PE
+     *  that would spin blocks at once while they have work. */
+    int (*busy)(void);
 } tess_gpu_ops_t;
 
 #define TESS_GPU_HOST_ARGS_MAX 256

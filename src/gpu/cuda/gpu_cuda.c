@@ -653,4 +653,5 @@ const tess_gpu_ops_t tess_gpu_cuda_ops = {
     .ptr_query         = cuda_ptr_query,
     .native_stream     = cuda_native_stream,
     .set_notify        = NULL, /* the runtime polls events */
+    .busy              = NULL, /* the device has cores of its own */
 };

@@ -699,4 +699,5 @@ const tess_gpu_ops_t tess_gpu_hip_ops = {
     .ptr_query         = hip_ptr_query,
     .native_stream     = hip_native_stream,
     .set_notify        = NULL, /* the runtime polls events */
+    .busy              = NULL, /* the device has cores of its own */
 };

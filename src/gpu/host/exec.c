@@ -66,6 +66,7 @@ static struct {
     tess_gpu_stream_h all;
     exec_op_t        *free_ops;
     size_t            nfree_ops, pending;
+    _Atomic int       busy;     /* pending != 0, for lock-free readers */
     int               nidle, polling, shutdown, nevsync;
     exec_thread_t    *threads;
     int               nthreads;
@@ -138,7 +139,8 @@ static void stream_retire(tess_gpu_stream_h s, exec_op_t *op)
 {
     atomic_store_explicit(&s->done, atomic_load_explicit(&s->done, memory_order_relaxed) + 1,
                           memory_order_release);
-    exec.pending--;
+    if (--exec.pending == 0)
+        atomic_store_explicit(&exec.busy, 0, memory_order_relaxed);
     if (s->nsyncers)
         pthread_cond_broadcast(&s->cv);
     op_put(op);
@@ -245,7 +247,8 @@ static void stream_push(tess_gpu_stream_h s, exec_op_t *op)
     s->tail = op;
     atomic_store_explicit(&s->enq, atomic_load_explicit(&s->enq, memory_order_relaxed) + 1,
                           memory_order_relaxed);
-    exec.pending++;
+    if (exec.pending++ == 0)
+        atomic_store_explicit(&exec.busy, 1, memory_order_relaxed);
     if (!s->running && !s->ready && !s->blocked)
         stream_advance(s);
 }
@@ -441,6 +444,11 @@ tess_status_t tess_gpu_host_stream_query(tess_gpu_stream_h s)
     uint64_t enq = atomic_load_explicit(&s->enq, memory_order_acquire);
     return atomic_load_explicit(&s->done, memory_order_acquire) >= enq ? TESS_OK
                                                                        : TESS_INPROGRESS;
+}
+
+int tess_gpu_host_busy(void)
+{
+    return atomic_load_explicit(&exec.busy, memory_order_relaxed);
 }
 
 tess_status_t tess_gpu_host_exec_drain(void)
@@ -754,6 +762,7 @@ void tess_gpu_host_exec_fini(void)
     tess_vec_fini(&exec.blocked);
     exec.ready_head = exec.ready_tail = NULL;
     exec.nfree_ops = exec.pending = exec.nblocked_ipc = 0;
+    atomic_store(&exec.busy, 0);
     exec.nidle = exec.polling = exec.nevsync = 0;
     exec.default_stream = NULL;
     atomic_store(&exec.notify, NULL);

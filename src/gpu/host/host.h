@@ -162,6 +162,7 @@ tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e);
 tess_status_t tess_gpu_host_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_event_h end,
                                              float *ms_p);
 void          tess_gpu_host_set_notify(tess_gpu_notify_fn_t fn);
+int           tess_gpu_host_busy(void);
 
 /* ---- IPC (ipc.c) ------------------------------------------------------------------------------ */
 

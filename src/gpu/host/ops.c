@@ -188,4 +188,5 @@ const tess_gpu_ops_t tess_gpu_host_ops = {
     .ptr_query         = host_ptr_query,
     .native_stream     = host_native_stream,
     .set_notify        = tess_gpu_host_set_notify,
+    .busy              = tess_gpu_host_busy,
 };
