@@ -7,17 +7,19 @@
 # max/average load before and after, and the goals (after LB: max/avg <= 1.10 and time at least
 # 25% lower); writes OUTDIR/lb.csv and OUTDIR/lb.png.
 # Environment: NP, REPS (5), LB_X/LB_Y (1024), LB_ITERS (600), LB_PERIOD (100), LB_K (9),
-# LB_ODF (8), LB_STRATEGY (greedyrefine). The default grid's two arrays fit the 32 MiB L3 of the
-# test VMs, so each host "device" is bound by its core, as a GPU by its SMs; at 1536 x 1536 both
-# stream from DRAM, share its bandwidth, and moving work between them gains little.
+# LB_ODF (4), LB_STRATEGY (greedyrefine), LB_BIND (core: mpirun --bind-to). The default grid's
+# two arrays fit the 32 MiB L3 of the test VMs, and each process is bound to a core (Open MPI's
+# default for two ranks), so each host "device" has the fixed capacity of its core, as a GPU of
+# its SMs. Unbound (LB_BIND=none) the heavy process's PE thread runs on the light process's core
+# and balancing gains little; at 1536 x 1536 both devices stream from DRAM and share it.
 set -uo pipefail
 out=${1:?usage: run.sh OUTDIR [BUILDDIR]}
 build=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 prog="$build/examples/jacobi2d/jacobi2d_tess"
 mkdir -p "$out"
 np=${NP:-2}; reps=${REPS:-5}; x=${LB_X:-1024}; y=${LB_Y:-1024}; iters=${LB_ITERS:-600}
-period=${LB_PERIOD:-100}; k=${LB_K:-9}; odf=${LB_ODF:-8}; strategy=${LB_STRATEGY:-greedyrefine}
-launch=(mpirun --bind-to none --oversubscribe)
+period=${LB_PERIOD:-100}; k=${LB_K:-9}; odf=${LB_ODF:-4}; strategy=${LB_STRATEGY:-greedyrefine}
+launch=(mpirun --bind-to "${LB_BIND:-core}" --oversubscribe)
 [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || export TESS_HOST_DEVICES=$np
@@ -42,15 +44,16 @@ done
 o=$(TESS_LOG=info timeout 300 "${launch[@]}" -np "$np" "$prog" +tess-lb "$strategy" -x "$x" -y "$y" \
     -i "$iters" -w 5 -odf "$odf" -imbalance "$k" -lb "$period" 2>&1)
 first=$(echo "$o" | grep 'info lb.c' | head -1 | sed -nE 's/.*imbalance ([0-9.]+) -> ([0-9.]+).*/\1 \2/p')
-/usr/bin/env python3 - "$csv" "$out" "$first" "$np" "$k" "$x" "$y" <<'PY'
+/usr/bin/env python3 - "$csv" "$out" "$first" "$np" "$k" "$x" "$y" "${LB_BIND:-core}" "$odf" <<'PY'
 import csv, statistics, sys, os
-path, out, first, np, k, x, y = sys.argv[1:8]
+path, out, first, np, k, x, y, bind, odf = sys.argv[1:10]
 rows = list(csv.DictReader(open(path)))
 no = statistics.median(float(r["ms_per_iter"]) for r in rows if r["lb"] == "0")
 yes = statistics.median(float(r["ms_per_iter"]) for r in rows if r["lb"] != "0")
 before, after = (first.split() + ["nan", "nan"])[:2]
 gain = 1 - yes / no
-print(f"\nJacobi2D {x} x {y}, a quarter of the rows {k}x the work, {np} processes")
+print(f"\nJacobi2D {x} x {y}, a quarter of the rows {k}x the work, {np} processes "
+      f"(mpirun --bind-to {bind}), ODF {odf}")
 print(f"  {'':<22}{'ms/iteration':>14}")
 print(f"  {'without LB':<22}{no:>14.3f}")
 print(f"  {'with LB':<22}{yes:>14.3f}   ({gain*100:.1f}% lower; goal >= 25%: {'PASS' if gain >= 0.25 else 'MISS'})")
