@@ -14,6 +14,8 @@
 #include "tess_test.h"
 #include "devcomm/devcomm.h"
 
+#include <stdatomic.h>
+#include <string.h>
 #include <tessera/gpu.h>
 #include <time.h>
 
@@ -49,6 +51,7 @@ typedef struct elem {
     /* Host copies the sender keeps until its device copy ran (freed at the end). */
     void   *(*host_src)[MAX_BUFS];
     void   *(*dev_src)[MAX_BUFS];
+    _Atomic int hold_open; /* TEST_SRC_STREAM=busy: the stream's hold may end */
 } elem_t;
 
 typedef struct check {
@@ -122,18 +125,26 @@ static void done_cb(void *arg)
     el->done++;
 }
 
-/* TEST_SRC_STREAM=busy: each sender's stream first runs this for longer than the sends take,
- * so every send is ordered after pending work (the hold, then the source copies from pinned
- * memory); idle: the stream is synced
- * before each send, so the runtime may skip ordering it. Either way the data is checked. */
+/* TEST_SRC_STREAM=busy: each sender's stream first runs a hold that lasts until its element
+ * has made all its sends, so every send is ordered after pending work (the hold, then the
+ * source copies from pinned memory); idle: the stream is synced before each send, so the
+ * runtime may skip ordering it. Either way the data is checked. */
 static int src_stream_mode; /* 0 as it comes, 1 busy, 2 idle */
 static int batch = 1;
+static _Atomic int hold_timeouts;
 
 static void hold_stream(void *args)
 {
-    (void)args;
-    struct timespec t = {0, 50 * 1000 * 1000};
-    nanosleep(&t, NULL);
+    _Atomic int *open;
+    memcpy(&open, args, sizeof(open));
+    struct timespec nap = {0, 100 * 1000};
+    for (int i = 0; !atomic_load(open); i++) {
+        if (i == 100000) { /* 10 s: the element never finished its sends */
+            atomic_fetch_add(&hold_timeouts, 1);
+            return;
+        }
+        nanosleep(&nap, NULL);
+    }
 }
 
 static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -144,8 +155,11 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     int64_t       me = tess_ctx_linear(ctx);
     tess_stream_t st = tess_ctx_stream(ctx);
     el->pe           = tess_pe();
-    if (src_stream_mode == 1)
-        CHECK_OK(tess_gpu_launch_host(st, hold_stream, NULL, 0));
+    if (src_stream_mode == 1) {
+        _Atomic int *open = &el->hold_open;
+        atomic_store(open, 0);
+        CHECK_OK(tess_gpu_launch_host(st, hold_stream, &open, sizeof(open)));
+    }
     /* TEST_BATCH=k: groups of k messages go out through one tess_send_device_many. */
     enum { GROUP_MAX = 8 };
     for (int s0 = 0; s0 < MSGS; s0 += batch) {
@@ -189,6 +203,7 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
             CHECK_OK(tess_send_device_many(sends, k, NULL));
         el->sent += k;
     }
+    atomic_store(&el->hold_open, 1);
 }
 
 /* Where each buffer goes: fresh device memory per message. */
@@ -365,6 +380,8 @@ int main(int argc, char **argv)
               (unsigned long long)sum[7], (unsigned long long)groups);
     if (src_stream_mode == 1)
         CHECK_MSG(sum[7] > 0, "no d2d send from a busy stream recorded an event");
+    CHECK_MSG(atomic_load(&hold_timeouts) == 0, "%d stream holds timed out",
+              atomic_load(&hold_timeouts));
     if (src_stream_mode == 1)
         CHECK_MSG(sum[6] == 0, "%llu d2d sends from a busy stream were not ordered after it",
                   (unsigned long long)sum[6]);
