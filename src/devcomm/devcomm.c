@@ -26,6 +26,8 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     pthread_mutex_lock(&dc.lock);
     *stats_p = dc.stats;
     pthread_mutex_unlock(&dc.lock);
+    stats_p->d2d_idle   = atomic_load_explicit(&dc.d2d_idle, memory_order_relaxed);
+    stats_p->d2d_events = atomic_load_explicit(&dc.d2d_events, memory_order_relaxed);
 }
 
 int tess_dc_path_to(int dst)
@@ -171,9 +173,7 @@ static tess_status_t dc_sev_for_send(tess_gpu_stream_h stream, dc_sev_t **sev_p)
             dc_sev_release(sv);
             return st;
         }
-        pthread_mutex_lock(&dc.lock);
-        dc.stats.d2d_events++;
-        pthread_mutex_unlock(&dc.lock);
+        atomic_fetch_add_explicit(&dc.d2d_events, 1, memory_order_relaxed);
     } else if (st != TESS_OK) {
         return st;
     }
@@ -444,11 +444,8 @@ static tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const voi
     tess_status_t st = dc_sev_for_send(stream, &sv);
     if (st != TESS_OK)
         return st;
-    if (!sv) {
-        pthread_mutex_lock(&dc.lock);
-        dc.stats.d2d_idle++;
-        pthread_mutex_unlock(&dc.lock);
-    }
+    if (!sv)
+        atomic_fetch_add_explicit(&dc.d2d_idle, 1, memory_order_relaxed);
     dc_ctl_t   *c;
     tess_msg_t *m = dc_ctl_alloc(DC_K_D2D, nbufs, header_len, 0, &c);
     dc_ctl_fill(c, a0, a1, bufs, nbufs, header, header_len, DC_K_D2D);
