@@ -62,18 +62,22 @@ static void dc_event_put_cb(void *arg)
     dc_event_put(arg);
 }
 
-/* Back to the pool once its record completed: an event recorded again while an earlier record
- * is pending is a hazard on backends that track only the latest record. `waiter` waits on the
- * event, so the record has completed once the work enqueued on it so far has: a continuation
- * on that stream, which the scan of the continuation list checks in stream order. */
+/* fn(arg) once `waiter` is past the event waits enqueued on it so far, so that the event may
+ * be recorded again: at once where a wait captures the record it waits for; elsewhere an event
+ * recorded again while an earlier record is pending is a hazard (backends that track only the
+ * latest record), so a continuation on the waiting stream, which the scan of the continuation
+ * list checks in stream order. */
+static void dc_after_wait(tess_gpu_stream_h waiter, tess_gpu_cont_fn_t fn, void *arg)
+{
+    if (tess_gpu->wait_captures_record)
+        fn(arg);
+    else if (tess_core_gpu_then(waiter, fn, arg) != TESS_OK)
+        tess_fatal("cannot watch an event: %s", tess_error_detail());
+}
+
 void dc_event_put_when_done(tess_gpu_event_h e, tess_gpu_stream_h waiter)
 {
-    if (tess_gpu->wait_captures_record) {
-        dc_event_put(e);
-        return;
-    }
-    if (tess_core_gpu_then(waiter, dc_event_put_cb, e) != TESS_OK)
-        tess_fatal("cannot watch an event: %s", tess_error_detail());
+    dc_after_wait(waiter, dc_event_put_cb, e);
 }
 
 void dc_event_put(tess_gpu_event_h e)
@@ -485,10 +489,7 @@ static void dc_d2d_recv(tess_msg_t *m)
     if (sv) { /* NULL: the sender's stream was idle */
         if (tess_gpu->stream_wait_event(r->stream, sv->ev) != TESS_OK)
             tess_fatal("device message: stream wait failed: %s", tess_error_detail());
-        if (tess_gpu->wait_captures_record)
-            dc_sev_release(sv);
-        else if (tess_core_gpu_then(r->stream, dc_sev_release, sv) != TESS_OK)
-            tess_fatal("cannot watch an event: %s", tess_error_detail());
+        dc_after_wait(r->stream, dc_sev_release, sv);
     }
     const dc_rec_d2d_t *rec = dc_recs((dc_ctl_t *)c);
     for (int i = 0; i < r->m.nbufs; i++)
