@@ -155,6 +155,29 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     int64_t       me = tess_ctx_linear(ctx);
     tess_stream_t st = tess_ctx_stream(ctx);
     el->pe           = tess_pe();
+    /* Every buffer is made first: an allocation may wait for the device, which the hold
+     * keeps busy until the sends are made (CUDA: a deadlock until the hold times out). */
+    for (int s = 0; s < MSGS; s++) {
+        int64_t dst;
+        hdr_t   h;
+        plan(me, s, &dst, &h);
+        for (int b = 0; b < h.nbufs; b++) {
+            if (!h.sizes[b])
+                continue;
+            /* Pinned when the stream is held: CUDA may complete a copy from pageable memory
+             * before returning, which would wait out the hold. */
+            uint8_t *host = NULL;
+            if (src_stream_mode == 1)
+                CHECK_OK(tess_gpu_malloc_host((void **)&host, h.sizes[b]));
+            else
+                host = malloc(h.sizes[b]);
+            CHECK(host);
+            for (size_t i = 0; i < h.sizes[b]; i++)
+                host[i] = byte_of(me, s, b, i);
+            CHECK_OK(tess_gpu_malloc(&el->dev_src[s][b], h.sizes[b]));
+            el->host_src[s][b] = host;
+        }
+    }
     if (src_stream_mode == 1) {
         _Atomic int *open = &el->hold_open;
         atomic_store(open, 0);
@@ -173,23 +196,10 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
             hdr_t  *h = &hs[g];
             plan(me, s, &dst, h);
             for (int b = 0; b < h->nbufs; b++) {
-                bufs[g][b] = (tess_dev_buf_t){NULL, h->sizes[b]};
-                if (!h->sizes[b])
-                    continue;
-                /* Pinned when the stream is held: CUDA may complete a copy from pageable
-                 * memory before returning, which would wait out the hold. */
-                uint8_t *host = NULL;
-                if (src_stream_mode == 1)
-                    CHECK_OK(tess_gpu_malloc_host((void **)&host, h->sizes[b]));
-                else
-                    host = malloc(h->sizes[b]);
-                CHECK(host);
-                for (size_t i = 0; i < h->sizes[b]; i++)
-                    host[i] = byte_of(me, s, b, i);
-                CHECK_OK(tess_gpu_malloc(&el->dev_src[s][b], h->sizes[b]));
-                CHECK_OK(tess_gpu_memcpy_async(el->dev_src[s][b], host, h->sizes[b], st));
-                el->host_src[s][b] = host;
-                bufs[g][b].ptr     = el->dev_src[s][b];
+                bufs[g][b] = (tess_dev_buf_t){el->dev_src[s][b], h->sizes[b]};
+                if (h->sizes[b])
+                    CHECK_OK(tess_gpu_memcpy_async(el->dev_src[s][b], el->host_src[s][b],
+                                                   h->sizes[b], st));
             }
             sends[g] = (tess_dev_send_t){arr, tess_idx1((int32_t)dst), E_MSG, h, sizeof(*h),
                                          bufs[g], h->nbufs, done_cb, el};
