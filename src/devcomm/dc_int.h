@@ -23,6 +23,8 @@ enum dc_kind {
     DC_K_GOT,         /* (local) a get of a chunk or of RDMA buffers completed */
     DC_K_ACK,         /* to the sender: release staging resources, maybe run done */
     DC_K_DONE,        /* to the sender's PE: run the done callback */
+    DC_K_PHEAD,       /* IPC staged in parts: the message's header */
+    DC_K_PPART,       /* IPC staged in parts: one part, in a slot of the sender's buffer */
     DC_K_MAX
 };
 
@@ -54,6 +56,15 @@ typedef struct dc_chunk_msg {
     uint64_t offset, len;
     uint32_t nchunks, pad;
 } dc_chunk_msg_t;
+
+/* IPC staged in parts: one part. */
+typedef struct dc_part_msg {
+    uint64_t msg_id;
+    uint64_t offset, len;   /* where in the receiver's buffer `buf` */
+    uint64_t slot;          /* offset of the part in the sender's comm buffer */
+    int32_t  event;         /* the sender's IPC event recorded after the part's copy-in */
+    uint32_t buf, nparts, pad;
+} dc_part_msg_t;
 
 /* Acknowledgement to the sender. */
 typedef struct dc_ack_msg {
@@ -98,7 +109,7 @@ static inline const void *dc_extra(const dc_ctl_t *c, unsigned kind)
 /* A send waiting for a staging resource. */
 typedef struct dc_pending {
     struct dc_pending *next;
-    int                kind;    /* DC_K_STAGED, DC_K_DIRECT, DC_K_CHUNK */
+    int                kind;    /* DC_K_STAGED, DC_K_DIRECT, DC_K_CHUNK, DC_K_PPART */
     int                dst_pe;
     uint64_t           a0, a1;
     tess_dev_buf_t     bufs[TESS_DEV_MAX_BUFS];
@@ -109,6 +120,7 @@ typedef struct dc_pending {
     size_t             header_len;
     struct dc_rsend   *rs;      /* DC_K_CHUNK: the message */
     uint32_t           chunk;   /* DC_K_CHUNK: index */
+    struct dc_psend   *ps;      /* DC_K_PPART: the message */
 } dc_pending_t;
 
 /* A peer process of the node as this one sees it. */
@@ -149,6 +161,7 @@ typedef struct dc_state {
     void             *comm;
     size_t            comm_size;
     struct dc_range  *comm_free;   /* free ranges, sorted by offset */
+    size_t            part;        /* larger staged messages move in parts of this size */
     tess_gpu_event_h *ipc_events;
     int               nipc;
     int              *ipc_free;

@@ -329,6 +329,19 @@ tess_status_t tess_dc_validate(const tess_msg_t *m)
             return dc_corrupt(m, "chunk fields out of range");
         return TESS_OK;
     }
+    case DC_K_PPART: {
+        if (size != sizeof(dc_part_msg_t))
+            return dc_corrupt(m, "part size");
+        const dc_peer_t     *p  = &dc.peers[src];
+        const dc_part_msg_t *pt = tess_msg_payload((tess_msg_t *)m);
+        if (p->node_index < 0)
+            return dc_corrupt(m, "an IPC message from a process of another node");
+        if (pt->event < 0 || pt->event >= p->nipc || pt->buf >= TESS_DEV_MAX_BUFS ||
+            pt->len == 0 || pt->nparts == 0 || pt->slot % DC_ALIGN || pt->slot > p->comm_size ||
+            pt->len > p->comm_size - pt->slot)
+            return dc_corrupt(m, "part fields out of range");
+        return TESS_OK;
+    }
     default:
         break;
     }
@@ -341,6 +354,8 @@ tess_status_t tess_dc_validate(const tess_msg_t *m)
         return dc_corrupt(m, "sizes do not add up");
     if (kind == DC_K_D2D && src != tess_rt.rank)
         return dc_corrupt(m, "a same-process message from another process");
+    if (kind == DC_K_PHEAD && dc.peers[src].node_index < 0)
+        return dc_corrupt(m, "an IPC message from a process of another node");
     if (kind == DC_K_STAGED || kind == DC_K_DIRECT) {
         const dc_peer_t *p = &dc.peers[src];
         if (p->node_index < 0)
@@ -601,6 +616,8 @@ static bool dc_ctl_handler(tess_msg_t *m)
         break;
     case DC_K_STAGED:
     case DC_K_DIRECT:
+    case DC_K_PHEAD:
+    case DC_K_PPART:
         dc_ipc_recv(m, kind);
         break;
     case DC_K_RDMA:

@@ -24,7 +24,8 @@
 /* TEST_MSGS: messages per element; TEST_MAX_SIZE: largest buffer; TEST_BATCH: messages per
  * tess_send_device_many (1: tess_send_device); TEST_EXPECT_PATH: d2d, ipc
  * or rdma must have carried messages; TEST_EXPECT_DEFERRED=1: some sends must have waited for
- * a staging resource (the exhaustion runs). */
+ * a staging resource (the exhaustion runs); TEST_EXPECT_PARTS=1: some staged IPC messages must
+ * have moved in parts (larger than a quarter of the comm buffer). */
 static int    MSGS = 40;
 static size_t max_size = SIZE_MAX;
 
@@ -381,10 +382,10 @@ int main(int argc, char **argv)
     /* Which paths carried the messages (summed over processes). */
     tess_dc_stats_t st;
     tess_dc_get_stats(&st);
-    uint64_t mine[8] = {st.sent[0], st.sent[1], st.sent[2], st.deferred, st.staged + st.rdma_staged,
-                        st.direct + st.rdma_direct, st.d2d_idle, st.d2d_events};
-    uint64_t sum[8];
-    MPI_Allreduce(mine, sum, 8, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    uint64_t mine[9] = {st.sent[0], st.sent[1], st.sent[2], st.deferred, st.staged + st.rdma_staged,
+                        st.direct + st.rdma_direct, st.d2d_idle, st.d2d_events, st.staged_parted};
+    uint64_t sum[9];
+    MPI_Allreduce(mine, sum, 9, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     uint64_t groups = (uint64_t)n * (uint64_t)((MSGS + batch - 1) / batch);
     CHECK_MSG(sum[7] <= groups, "%llu events recorded for %llu batches of d2d sends",
               (unsigned long long)sum[7], (unsigned long long)groups);
@@ -403,14 +404,18 @@ int main(int argc, char **argv)
         int k = !strcmp(path, "d2d") ? 0 : !strcmp(path, "ipc") ? 1 : 2;
         CHECK_MSG(sum[k] > 0, "no message took the %s path", path);
     }
+    if (getenv("TEST_EXPECT_PARTS"))
+        CHECK_MSG(sum[8] > 0, "no staged IPC message moved in parts");
     if (getenv("TEST_EXPECT_DEFERRED"))
         CHECK_MSG(sum[3] > 0, "no send had to wait for a staging resource");
     if (tess_process() == 0)
         printf("devmsg: %lld messages among %lld elements on %d PEs (%s backend) in %.2f s: "
-               "d2d %llu, ipc %llu, rdma %llu (staged %llu, direct %llu), waited %llu: ok\n",
+               "d2d %llu, ipc %llu, rdma %llu (staged %llu, direct %llu, in parts %llu), waited %llu: "
+               "ok\n",
                (long long)all[0], (long long)n, tess_num_pes(), tess_gpu_backend_name(), t1 - t0,
                (unsigned long long)sum[0], (unsigned long long)sum[1], (unsigned long long)sum[2],
-               (unsigned long long)sum[4], (unsigned long long)sum[5], (unsigned long long)sum[3]);
+               (unsigned long long)sum[4], (unsigned long long)sum[5], (unsigned long long)sum[8],
+               (unsigned long long)sum[3]);
     test_fini();
     return 0;
 }
