@@ -145,6 +145,25 @@ int main(void)
     copy_back(hdst, da, N, s1);
     CHECK(memcmp(hdst, ma, N) == 0);
 
+    /* ---- device-to-device copies of every alignment and size around the backend's
+     * choices (CUDA: a copy kernel of 16-, 8-, 4- or 1-byte elements up to 1 MiB, the copy
+     * engines above); the bytes around each copy stay as they were ---- */
+    static const size_t sizes[] = {1, 3, 8, 12, 16, 24, 4104, 65536, 1u << 20, (1u << 20) + 16};
+    static const size_t offs[][2] = {{0, 0}, {8, 0}, {0, 4}, {1, 3}, {16, 16}, {6, 2}};
+    for (size_t k = 0; k < TESS_ARRAY_LEN(sizes); k++)
+        for (size_t o = 0; o < TESS_ARRAY_LEN(offs); o++) {
+            size_t n = sizes[k], dst_off = offs[o][0], src_off = offs[o][1];
+            if (dst_off + n > N || src_off + n > N)
+                continue;
+            CHECK_OK(tess_gpu->memset_async(db, (int)(k * 16 + o), N, s0));
+            CHECK_OK(tess_gpu->memcpy_async(db + dst_off, da + src_off, n, s0));
+            memset(mb, (int)(k * 16 + o), N);
+            memcpy(mb + dst_off, ma + src_off, n);
+            copy_back(hdst, db, N, s0);
+            CHECK_MSG(memcmp(hdst, mb, N) == 0, "a %zu-byte device copy from offset %zu to %zu",
+                      n, src_off, dst_off);
+        }
+
     /* ---- pointer queries ---- */
     tess_gpu_ptr_info_t ia, ib, ih;
     CHECK_OK(tess_gpu->ptr_query(da + 1000, &ia));

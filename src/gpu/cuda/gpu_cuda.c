@@ -4,6 +4,9 @@
  * Handles are the vendor's: a tess_gpu_stream_h is a cudaStream_t, a tess_gpu_event_h a
  * cudaEvent_t. Errors are translated once, here (cuda_error), naming the call that failed.
  *
+ * Small copies between allocations of the process's device go through the backend's one kernel
+ * (copy_kernel.cu) rather than cudaMemcpyAsync, which costs the host more to enqueue.
+ *
  * Nothing links libcuda, so a build with CUDA loads and falls back to the host backend on a
  * machine without a driver: init() answers TESS_ERR_UNSUPPORTED quietly when the runtime sees
  * no device, and the few driver-API functions needed (allocation ranges, buffer ids, device
@@ -65,7 +68,13 @@ static struct {
     PFN_cuDeviceGet_v2000           device_get;
     PFN_cuDeviceGetAttribute_v2000  device_get_attribute;
     PFN_cuGetErrorName_v6000        get_error_name;
+    PFN_cuPointerGetAttributes_v7000 pointer_get_attributes;
+    PFN_cuLaunchKernel_v4000        launch_kernel;
+    CUfunction                      copy_fn; /* tess_cuda_copy_kernel on cuda.device, or NULL */
 } cuda = {.device = -1};
+
+/* copy_kernel.cu */
+extern const void *tess_cuda_copy_kernel_symbol(void);
 
 /* cuda.gen when this thread last made cuda.device current (0: never needed). */
 static _Thread_local unsigned cuda_bound_gen;
@@ -143,7 +152,8 @@ static tess_status_t cuda_init(const tess_gpu_init_params_t *params)
 
     static const char *const symbols[] = {"cuPointerGetAttribute", "cuMemGetAddressRange",
                                           "cuDeviceGet", "cuDeviceGetAttribute",
-                                          "cuGetErrorName"};
+                                          "cuGetErrorName", "cuPointerGetAttributes",
+                                          "cuLaunchKernel"};
     void *fn[TESS_ARRAY_LEN(symbols)];
     for (size_t i = 0; i < TESS_ARRAY_LEN(symbols); i++) {
         tess_status_t st = cuda_entry(symbols[i], &fn[i]);
@@ -155,6 +165,8 @@ static tess_status_t cuda_init(const tess_gpu_init_params_t *params)
     cuda.device_get            = (PFN_cuDeviceGet_v2000)fn[2];
     cuda.device_get_attribute  = (PFN_cuDeviceGetAttribute_v2000)fn[3];
     cuda.get_error_name        = (PFN_cuGetErrorName_v6000)fn[4];
+    cuda.pointer_get_attributes = (PFN_cuPointerGetAttributes_v7000)fn[5];
+    cuda.launch_kernel         = (PFN_cuLaunchKernel_v4000)fn[6];
     cuda.ndev                  = ndev;
     cuda.device                = -1;
     return TESS_OK;
@@ -170,6 +182,9 @@ static void cuda_fini(void)
     cuda.device_get            = NULL;
     cuda.device_get_attribute  = NULL;
     cuda.get_error_name        = NULL;
+    cuda.pointer_get_attributes = NULL;
+    cuda.launch_kernel         = NULL;
+    cuda.copy_fn               = NULL;
 }
 
 static int cuda_device_count(void) { return cuda.ndev; }
@@ -182,6 +197,14 @@ static tess_status_t cuda_set_device(int device)
     cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess)
         return cuda_error(e, "cudaSetDevice");
+    /* The copy kernel's handle in this device's context; without it every copy is a memcpy. */
+    cudaFunction_t fn = NULL;
+    if (cudaGetFuncBySymbol(&fn, tess_cuda_copy_kernel_symbol()) != cudaSuccess) {
+        (void)cudaGetLastError();
+        fn = NULL;
+        tess_debug("cuda: no copy kernel for device %d: copies use cudaMemcpyAsync", device);
+    }
+    cuda.copy_fn = (CUfunction)fn;
     cuda.device  = device;
     unsigned gen = atomic_fetch_add_explicit(&cuda.gen, 1, memory_order_acq_rel) + 1;
     cuda_bound_gen = gen;
@@ -277,12 +300,47 @@ static tess_status_t cuda_host_free(void *ptr)
     return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaFreeHost");
 }
 
+/* Copies up to this size between allocations of the process's device run as a kernel: 4.4 µs
+ * to enqueue on the H200 against 5.9 for cudaMemcpyAsync (any size), and no slower on the
+ * device. Larger ones keep to the copy engines, off the SMs that kernels are using. */
+#define CUDA_KCOPY_MAX ((size_t)1 << 20)
+
+/* Memory of the process's device (its own, or another process's opened through IPC), which a
+ * kernel on it may read and write. An address CUDA does not know answers type 0. */
+static int cuda_on_device(const void *p)
+{
+    CUpointer_attribute attr[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    unsigned            type    = 0;
+    int                 ordinal = -1;
+    void               *data[2] = {&type, &ordinal};
+    return cuda.pointer_get_attributes(2, attr, data, (CUdeviceptr)(uintptr_t)p) ==
+               CUDA_SUCCESS &&
+           type == CU_MEMORYTYPE_DEVICE && ordinal == cuda.device;
+}
+
+static tess_status_t cuda_copy_kernel(void *dst, const void *src, size_t size, cudaStream_t s)
+{
+    uintptr_t bits    = (uintptr_t)dst | (uintptr_t)src | (uintptr_t)size;
+    unsigned  width   = bits % 16 == 0 ? 16 : bits % 8 == 0 ? 8 : bits % 4 == 0 ? 4 : 1;
+    size_t    elems   = size / width;
+    unsigned  threads = 256;
+    unsigned  blocks  = (unsigned)TESS_MIN((elems + threads - 1) / threads, (size_t)1024);
+    void     *args[]  = {&dst, (void *)&src, &size, &width};
+    CUresult  r = cuda.launch_kernel(cuda.copy_fn, blocks, 1, 1, threads, 1, 1, 0, (CUstream)s,
+                                     args, NULL);
+    return r == CUDA_SUCCESS ? TESS_OK : cu_error(r, "cuLaunchKernel (the copy kernel)");
+}
+
 static tess_status_t cuda_memcpy_async(void *dst, const void *src, size_t size,
                                        tess_gpu_stream_h s)
 {
     tess_status_t st = cuda_bind();
     if (st != TESS_OK)
         return st;
+    if (size && size <= CUDA_KCOPY_MAX && cuda.copy_fn && cuda_on_device(dst) &&
+        cuda_on_device(src))
+        return cuda_copy_kernel(dst, src, size, (cudaStream_t)s);
     cudaError_t e = cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, (cudaStream_t)s);
     return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaMemcpyAsync");
 }
