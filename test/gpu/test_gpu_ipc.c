@@ -10,6 +10,8 @@
  *      token without synchronising. Each increment checks the value it saw.
  *   3. corrupted handles are rejected (host backend, whose layout the test knows), then
  *      everything is closed and freed.
+ *   4. an allocation freed while the peer has it open and made again, larger, where it was:
+ *      the peer opens the new one as well, at an address of its own, and reads its bytes.
  *
  * Environment: TESS_GPU (default auto); TESS_HOST_THREADS, TESS_HOST_JITTER_US, TESS_HOST_ARENA.
  * Exit 77 when the requested backend is unsupported or has no IPC.
@@ -268,6 +270,45 @@ int main(int argc, char **argv)
     CHECK_OK(tess_gpu->event_destroy(mine_ev));
     if (rank == 0)
         CHECK_OK(tess_gpu->mem_free(dev));
+    /* ---- 4. rank 0 frees an allocation rank 1 still has open and makes a larger one where
+     * it was: rank 1 opens that too (an address of its own) and sees the new bytes ---- */
+    {
+        void                 *a = NULL, *b = NULL, *pa = NULL, *pb = NULL;
+        tess_gpu_ipc_handle_t ha, hb;
+        if (rank == 0) {
+            CHECK_OK(tess_gpu->mem_alloc(4096, &a));
+            CHECK_OK(tess_gpu->memset_async(a, 1, 4096, s));
+            CHECK_OK(tess_gpu->stream_sync(s));
+            CHECK_OK(tess_gpu->ipc_mem_export(a, &ha));
+            MPI_Send(&ha, (int)sizeof(ha), MPI_BYTE, 1, TAG_HANDLES, MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD); /* rank 1 has it open */
+            CHECK_OK(tess_gpu->mem_free(a));
+            CHECK_OK(tess_gpu->mem_alloc(8192, &b));
+            CHECK_OK(tess_gpu->memset_async(b, 2, 8192, s));
+            CHECK_OK(tess_gpu->stream_sync(s));
+            CHECK_OK(tess_gpu->ipc_mem_export(b, &hb));
+            MPI_Send(&hb, (int)sizeof(hb), MPI_BYTE, 1, TAG_HANDLES, MPI_COMM_WORLD);
+            printf("test_gpu_ipc: reopened %s address\n", a == b ? "the same" : "another");
+        } else {
+            MPI_Recv(&ha, (int)sizeof(ha), MPI_BYTE, 0, TAG_HANDLES, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+            CHECK_OK(tess_gpu->ipc_mem_open(&ha, &pa));
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Recv(&hb, (int)sizeof(hb), MPI_BYTE, 0, TAG_HANDLES, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+            CHECK_OK(tess_gpu->ipc_mem_open(&hb, &pb));
+            CHECK(pb != pa);
+            *staging = 0;
+            CHECK_OK(tess_gpu->memcpy_async(staging, (char *)pb + 4096, sizeof(*staging), s));
+            CHECK_OK(tess_gpu->stream_sync(s));
+            CHECK(*staging == 0x0202020202020202ull);
+            CHECK_OK(tess_gpu->ipc_mem_close(pb));
+            CHECK_OK(tess_gpu->ipc_mem_close(pa));
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0)
+            CHECK_OK(tess_gpu->mem_free(b));
+    }
     CHECK_OK(tess_gpu->host_free(host));
     tess_gpu_fini();
     MPI_Barrier(MPI_COMM_WORLD);

@@ -1,7 +1,10 @@
 /*
  * ipc.c — IPC for the host backend: exporting own allocations and events as (segment name,
  * offset) handles, and opening other processes' handles. Opened segments are mapped once per
- * name and reference counted, so opening many allocations of one segment maps it once.
+ * name and reference counted, so opening many allocations of one segment maps it once. As with
+ * CUDA, an allocation opened while an overlapping one is still open (the exporter freed the
+ * first and made the second where it was) gets an address of its own: the segment is mapped
+ * once more, a second view, and the two never alias in the open table.
  *
  * A handle comes from another process and is checked as untrusted input: magic, version, a
  * name of our form, and offset + size inside the segment as fstat reports it, before any byte
@@ -39,7 +42,7 @@ typedef struct ipc_open {
 static struct {
     pthread_mutex_t  lock;
     ipc_map_t       *maps;
-    ipc_open_t     **opens; /* sorted by ptr; their ranges never overlap */
+    ipc_open_t     **opens; /* sorted by ptr; their ranges never overlap (views differ) */
     size_t           nopens, cap;
     tess_gpu_event_h events; /* opened events */
 } ipc = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -90,16 +93,10 @@ static tess_status_t ipc_handle_parse(const tess_gpu_ipc_handle_t *h_in, uint32_
 
 /* ---- mappings (ipc.lock held) --------------------------------------------------------------- */
 
-static tess_status_t ipc_map_get(const char *name, const char *fn, ipc_map_t **map_p)
+/* Map segment `name` once more (a new view), with one reference. */
+static tess_status_t ipc_map_new(const char *name, const char *fn, ipc_map_t **map_p)
 {
     tess_status_t st;
-    for (ipc_map_t *m = ipc.maps; m; m = m->next) {
-        if (!strcmp(m->name, name)) {
-            m->refs++;
-            *map_p = m;
-            return TESS_OK;
-        }
-    }
     ipc_map_t *m = tess_calloc(1, sizeof(*m), "an IPC mapping");
     if (!m)
         return TESS_ERR_NO_MEMORY;
@@ -139,6 +136,19 @@ err_close:
 err_free:
     free(m);
     return st;
+}
+
+/* A view of segment `name` (the first one mapped), with one more reference. */
+static tess_status_t ipc_map_get(const char *name, const char *fn, ipc_map_t **map_p)
+{
+    for (ipc_map_t *m = ipc.maps; m; m = m->next) {
+        if (!strcmp(m->name, name)) {
+            m->refs++;
+            *map_p = m;
+            return TESS_OK;
+        }
+    }
+    return ipc_map_new(name, fn, map_p);
 }
 
 static void ipc_map_put(ipc_map_t *map)
@@ -194,32 +204,42 @@ tess_status_t tess_gpu_host_ipc_mem_open(const tess_gpu_ipc_handle_t *h_in, void
         return tess_error(TESS_ERR_INVALID, "ipc_mem_open: ptr_p is NULL");
 
     pthread_mutex_lock(&ipc.lock);
-    if ((st = ipc_map_get(h.name, "ipc_mem_open", &map)) != TESS_OK)
-        goto out_unlock;
-    if (h.offset + h.size > map->size) {
-        st = tess_error(TESS_ERR_CORRUPT, "ipc_mem_open: [%" PRIu64 ", +%" PRIu64 ") is outside "
-                        "%s (%zu bytes)", h.offset, h.size, h.name, map->size);
-        goto err_put_map;
+    /* The first view of the segment where the range is open already (share it) or overlaps
+     * nothing open; else a new view. */
+    char  *ptr = NULL;
+    size_t i   = 0;
+    map        = NULL;
+    for (ipc_map_t *m = ipc.maps; m && !map; m = m->next) {
+        if (strcmp(m->name, h.name))
+            continue;
+        if (h.offset + h.size > m->size) {
+            st = tess_error(TESS_ERR_CORRUPT, "ipc_mem_open: [%" PRIu64 ", +%" PRIu64 ") is "
+                            "outside %s (%zu bytes)", h.offset, h.size, h.name, m->size);
+            goto out_unlock;
+        }
+        ptr = (char *)m->base + h.offset;
+        i   = ipc_open_upper(ptr);
+        if (i > 0 && ipc.opens[i - 1]->ptr == ptr && ipc.opens[i - 1]->size == h.size) {
+            ipc.opens[i - 1]->refs++;
+            *ptr_p = ptr;
+            goto out_unlock;
+        }
+        if ((i > 0 && ipc.opens[i - 1]->ptr + ipc.opens[i - 1]->size > ptr) ||
+            (i < ipc.nopens && ptr + h.size > ipc.opens[i]->ptr))
+            continue;
+        map = m;
+        map->refs++;
     }
-    char  *ptr = (char *)map->base + h.offset;
-    size_t i   = ipc_open_upper(ptr);
-    if (i > 0 && ipc.opens[i - 1]->ptr == ptr) {
-        ipc_open_t *o = ipc.opens[i - 1];
-        if (o->size != h.size) {
-            st = tess_error(TESS_ERR_CORRUPT, "ipc_mem_open: %s+%" PRIu64 " is open with %zu "
-                            "bytes, the handle says %" PRIu64, h.name, h.offset, o->size, h.size);
+    if (!map) {
+        if ((st = ipc_map_new(h.name, "ipc_mem_open", &map)) != TESS_OK)
+            goto out_unlock;
+        if (h.offset + h.size > map->size) {
+            st = tess_error(TESS_ERR_CORRUPT, "ipc_mem_open: [%" PRIu64 ", +%" PRIu64 ") is "
+                            "outside %s (%zu bytes)", h.offset, h.size, h.name, map->size);
             goto err_put_map;
         }
-        o->refs++;
-        ipc_map_put(map); /* the open already holds the mapping */
-        *ptr_p = ptr;
-        goto out_unlock;
-    }
-    if ((i > 0 && ipc.opens[i - 1]->ptr + ipc.opens[i - 1]->size > ptr) ||
-        (i < ipc.nopens && ptr + h.size > ipc.opens[i]->ptr)) {
-        st = tess_error(TESS_ERR_CORRUPT, "ipc_mem_open: %s+%" PRIu64 " overlaps memory "
-                        "opened before", h.name, h.offset);
-        goto err_put_map;
+        ptr = (char *)map->base + h.offset;
+        i   = ipc_open_upper(ptr);
     }
     if (ipc.nopens == ipc.cap) {
         size_t       cap   = ipc.cap ? ipc.cap * 2 : 16;
