@@ -145,9 +145,8 @@ int main(void)
     copy_back(hdst, da, N, s1);
     CHECK(memcmp(hdst, ma, N) == 0);
 
-    /* ---- device-to-device copies of every alignment and size around the backend's
-     * choices (CUDA: a copy kernel of 16-, 8-, 4- or 1-byte elements up to 1 MiB, the copy
-     * engines above); the bytes around each copy stay as they were ---- */
+    /* ---- device-to-device copies of every alignment (CUDA: a copy kernel of 16-, 8-, 4- or
+     * 1-byte elements); the bytes around each copy stay as they were ---- */
     static const size_t sizes[] = {1, 3, 8, 12, 16, 24, 4104, 65536, 1u << 20, (1u << 20) + 16};
     static const size_t offs[][2] = {{0, 0}, {8, 0}, {0, 4}, {1, 3}, {16, 16}, {6, 2}};
     for (size_t k = 0; k < TESS_ARRAY_LEN(sizes); k++)
