@@ -1,6 +1,7 @@
 /* agent.c — the MPI agent on PE 0: work handed over by other PEs, MPI requests it watches with
  * MPI_Testsome, and the polling rate of MPI (every pass when idle, at most every
- * AGENT_BUSY_POLL_NS while busy so that MPI progress does not slow message handling). */
+ * AGENT_BUSY_POLL_NS while busy or waiting on the GPU, so that MPI progress does not slow
+ * message handling or the polling of device events). */
 #include "core_int.h"
 
 #include <stdlib.h>

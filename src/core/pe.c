@@ -173,8 +173,10 @@ void tess_pe_loop(tess_pe_t *pe)
         for (unsigned i = 0; i < tess_core.nlayers; i++)
             if (tess_core.layers[i].progress)
                 work += tess_core.layers[i].progress(pe);
+        /* Waiting on GPU work is not idle for MPI's sake: polled every pass, MPI would slow
+         * the polling of the device's events (and the launches that follow them). */
         if (pe->local == 0)
-            work += tess_agent_progress(pe, work == 0);
+            work += tess_agent_progress(pe, work == 0 && pe->gq_count == 0);
         work += tess_msg_flush(pe);
         if (work) {
             idle_from = 0;
