@@ -2,7 +2,7 @@
  * copy_kernel.cu — the CUDA backend's one kernel: a device-to-device copy. Enqueuing a kernel
  * costs the host about a microsecond and a half less than cudaMemcpyAsync on the H200
  * (4.4 against 5.9 µs), which is most of a small device message, so gpu_cuda.c copies buffers
- * up to 64 MiB between device allocations with it (see cuda_memcpy_async).
+ * up to 1 MiB between device allocations with it (see cuda_memcpy_async).
  *
  * Each thread moves elements of `width` bytes (16, 8, 4 or 1: the largest that divides both
  * addresses and the size), striding over the grid.
