@@ -433,19 +433,21 @@ static void issue_direct(int dst_pe, uint64_t a0, uint64_t a1, const void *heade
         rec[i].ssize    = info[i].size;
     }
     pthread_mutex_unlock(&dc.lock);
-    if (tess_gpu->event_record(dc.ipc_events[ev], stream) != TESS_OK)
+    if (ev >= 0 && tess_gpu->event_record(dc.ipc_events[ev], stream) != TESS_OK)
         tess_fatal("devcomm: recording an IPC event failed: %s", tess_error_detail());
     dc_send_ctl(m, DC_K_DIRECT, dst_pe);
 }
 
-/* Take an event, and for staged a slot, if nothing waits before us. Lock held. */
+/* Take an event (unless ev_p is NULL: none needed), and for staged a slot, if nothing waits
+ * before us. Lock held. */
 static int take_resources(int staged, size_t total, size_t *off_p, int *ev_p, int fifo)
 {
-    if ((fifo && dc.pending) || dc.ipc_nfree == 0)
+    if ((fifo && dc.pending) || (ev_p && dc.ipc_nfree == 0))
         return 0;
     if (staged && !range_alloc(total, off_p))
         return 0;
-    *ev_p = dc.ipc_free[--dc.ipc_nfree];
+    if (ev_p)
+        *ev_p = dc.ipc_free[--dc.ipc_nfree];
     return 1;
 }
 
@@ -574,15 +576,26 @@ tess_status_t dc_ipc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *head
     if (!direct && total > dc.part)
         return send_parts(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
                           done_arg);
+    /* Direct from a stream with nothing left to run: the data is there already, so no event
+     * orders the receiver's copy (one wait on an interprocess event less on its stream). */
+    int idle = 0;
+    if (direct) {
+        tess_status_t q = tess_gpu->stream_query(stream);
+        if (q != TESS_OK && q != TESS_INPROGRESS)
+            return q;
+        idle = q == TESS_OK;
+    }
     size_t off = 0;
     int    ev  = -1;
     pthread_mutex_lock(&dc.lock);
-    int ok = take_resources(!direct, total, &off, &ev, 1);
+    int ok = take_resources(!direct, total, &off, idle ? NULL : &ev, 1);
     if (ok) {
         if (direct)
             dc.stats.direct++;
         else
             dc.stats.staged++;
+        if (idle)
+            dc.stats.direct_idle++;
     }
     pthread_mutex_unlock(&dc.lock);
     uint64_t sent_id = done ? dc_sent_add(done, done_arg, NULL) : 0;
@@ -772,7 +785,7 @@ void dc_ipc_recv(tess_msg_t *m, unsigned kind)
     const void *srcs[TESS_DEV_MAX_BUFS] = {0};
 
     pthread_mutex_lock(&dc.lock);
-    tess_gpu_event_h ev = peer_event(src, c->event);
+    tess_gpu_event_h ev = c->event >= 0 ? peer_event(src, c->event) : NULL; /* NULL: idle */
     if (kind == DC_K_STAGED) {
         const dc_rec_staged_t *rec  = dc_recs((dc_ctl_t *)c);
         char                  *base = peer_comm(src);
@@ -801,7 +814,7 @@ void dc_ipc_recv(tess_msg_t *m, unsigned kind)
     pthread_mutex_unlock(&dc.lock);
 
     dc_recv_t *r = dc_recv_begin(m, kind);
-    if (tess_gpu->stream_wait_event(r->stream, ev) != TESS_OK)
+    if (ev && tess_gpu->stream_wait_event(r->stream, ev) != TESS_OK)
         tess_fatal("devcomm: stream wait failed: %s", tess_error_detail());
     for (int i = 0; i < r->m.nbufs; i++)
         if (r->sizes[i] &&
@@ -817,6 +830,10 @@ void dc_ipc_release(const dc_ack_msg_t *ack)
     pthread_mutex_lock(&dc.lock);
     if (ack->kind == DC_K_STAGED && ack->size)
         range_free(ack->offset, ack->size);
+    if (ack->kind == DC_K_DIRECT && ack->event == -1) { /* sent from an idle stream */
+        pthread_mutex_unlock(&dc.lock);
+        return;
+    }
     if (ack->event < 0 || ack->event >= dc.nipc || dc.ipc_nfree >= dc.nipc) {
         pthread_mutex_unlock(&dc.lock);
         tess_fatal("devcomm: an acknowledgement for IPC event %d, which is not in use",

@@ -360,7 +360,7 @@ tess_status_t tess_dc_validate(const tess_msg_t *m)
         const dc_peer_t *p = &dc.peers[src];
         if (p->node_index < 0)
             return dc_corrupt(m, "an IPC message from a process of another node");
-        if (c->event < 0 || c->event >= p->nipc)
+        if (c->event < (kind == DC_K_DIRECT ? -1 : 0) || c->event >= p->nipc)
             return dc_corrupt(m, "event index out of range");
     }
     if (kind == DC_K_STAGED) {

@@ -97,6 +97,7 @@ typedef struct tess_dc_stats {
     uint64_t sent[3];        /* messages per path */
     uint64_t staged, direct; /* IPC messages by mode */
     uint64_t staged_parted;  /* staged IPC messages that moved in parts */
+    uint64_t direct_idle;    /* direct IPC sends from an idle stream: no event */
     uint64_t rdma_direct, rdma_staged;
     uint64_t deferred;       /* sends that waited for a staging resource */
     uint64_t map_opens, map_hits; /* direct IPC mapping cache */
