@@ -6,7 +6,7 @@
 # without LB alternate; medians of REPS. Prints the time per iteration, the gain, the balancer's
 # max/average load before and after, and the goals (after LB: max/avg <= 1.10 and time at least
 # 25% lower); writes OUTDIR/lb.csv and OUTDIR/lb.png.
-# Environment: NP, REPS (5), LB_X/LB_Y (1024), LB_ITERS (600), LB_PERIOD (100), LB_K (9),
+# Environment: NP, REPS (5), LB_X/LB_Y (1024), LB_ITERS (600), LB_PERIOD (50), LB_K (9),
 # LB_ODF (4), LB_STRATEGY (greedyrefine), LB_BIND (core: mpirun --bind-to). The default grid's
 # two arrays fit the 32 MiB L3 of the test VMs, and each process is bound to a core (Open MPI's
 # default for two ranks), so each host "device" has the fixed capacity of its core, as a GPU of
@@ -18,7 +18,7 @@ build=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 prog="$build/examples/jacobi2d/jacobi2d_tess"
 mkdir -p "$out"
 np=${NP:-2}; reps=${REPS:-5}; x=${LB_X:-1024}; y=${LB_Y:-1024}; iters=${LB_ITERS:-600}
-period=${LB_PERIOD:-100}; k=${LB_K:-9}; odf=${LB_ODF:-4}; strategy=${LB_STRATEGY:-greedyrefine}
+period=${LB_PERIOD:-50}; k=${LB_K:-9}; odf=${LB_ODF:-4}; strategy=${LB_STRATEGY:-greedyrefine}
 launch=(mpirun --bind-to "${LB_BIND:-core}" --oversubscribe)
 [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
@@ -44,7 +44,10 @@ done
 o=$(TESS_LOG=info timeout 300 "${launch[@]}" -np "$np" "$prog" +tess-lb "$strategy" -x "$x" -y "$y" \
     -i "$iters" -w 5 -odf "$odf" -imbalance "$k" -lb "$period" 2>&1)
 first=$(echo "$o" | grep 'info lb.c' | head -1 | sed -nE 's/.*imbalance ([0-9.]+) -> ([0-9.]+).*/\1 \2/p')
-/usr/bin/env python3 - "$csv" "$out" "$first" "$np" "$k" "$x" "$y" "${LB_BIND:-core}" "$odf" <<'PY'
+# Debian's python3 has matplotlib (python3-matplotlib); another first on PATH may not.
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+"$py" - "$csv" "$out" "$first" "$np" "$k" "$x" "$y" "${LB_BIND:-core}" "$odf" <<'PY'
 import csv, statistics, sys, os
 path, out, first, np, k, x, y, bind, odf = sys.argv[1:10]
 rows = list(csv.DictReader(open(path)))
