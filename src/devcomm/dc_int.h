@@ -221,6 +221,10 @@ void          dc_run_done(uint64_t id);
 /** dc_run_done once the work enqueued on `stream` so far has completed. */
 void          dc_done_after(tess_gpu_stream_h stream, uint64_t id);
 void          dc_pending_push(dc_pending_t *p);
+/** Queue a message staged in chunks (rs, DC_K_CHUNK) or parts (ps, DC_K_PPART) that is still
+ *  waiting for resources; the pump goes on with it. */
+void          dc_pending_push_staged(int kind, int dst_pe, struct dc_rsend *rs,
+                                     struct dc_psend *ps);
 void          dc_pump(void);
 /* Receiver side: post (or temporaries when the target moved) and the final delivery. */
 typedef struct dc_recv {

@@ -551,13 +551,7 @@ static tess_status_t send_parts(int dst_pe, uint64_t a0, uint64_t a1, const void
         tess_fatal("devcomm: cannot record a ready event: %s", tess_error_detail());
     if (!queued && parts_issue(ps))
         return TESS_OK;
-    dc_pending_t *p = tess_calloc(1, sizeof(*p), "a waiting staged send");
-    if (!p)
-        tess_fatal("out of memory queueing a device message");
-    p->kind   = DC_K_PPART;
-    p->dst_pe = dst_pe;
-    p->ps     = ps;
-    dc_pending_push(p);
+    dc_pending_push_staged(DC_K_PPART, dst_pe, NULL, ps);
     return TESS_OK;
 }
 

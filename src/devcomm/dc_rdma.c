@@ -450,13 +450,7 @@ static tess_status_t rdma_send_staged(int dst_pe, uint64_t a0, uint64_t a1, cons
     pthread_mutex_unlock(&dc.lock);
     if (!queued && rsend_issue(rs))
         return TESS_OK;
-    dc_pending_t *p = tess_calloc(1, sizeof(*p), "a waiting staged send");
-    if (!p)
-        tess_fatal("out of memory");
-    p->kind   = DC_K_CHUNK;
-    p->dst_pe = dst_pe;
-    p->rs     = rs;
-    dc_pending_push(p);
+    dc_pending_push_staged(DC_K_CHUNK, dst_pe, rs, NULL);
     return TESS_OK;
 }
 

@@ -564,6 +564,18 @@ void dc_pending_push(dc_pending_t *p)
     pthread_mutex_unlock(&dc.lock);
 }
 
+void dc_pending_push_staged(int kind, int dst_pe, struct dc_rsend *rs, struct dc_psend *ps)
+{
+    dc_pending_t *p = tess_calloc(1, sizeof(*p), "a waiting staged send");
+    if (!p)
+        tess_fatal("out of memory queueing a device message");
+    p->kind   = kind;
+    p->dst_pe = dst_pe;
+    p->rs     = rs;
+    p->ps     = ps;
+    dc_pending_push(p);
+}
+
 /* Issue waiting sends in order while resources last (the issue functions take the lock).
  * One thread pumps at a time; a thread that finds the pump busy asks it to go round again. */
 void dc_pump(void)

@@ -255,6 +255,21 @@ static posted_t *take_posted(elem_t *el, int32_t src, int32_t seq)
     return NULL;
 }
 
+/* Copy the buffers of delivery p (header in c->h) to fresh host memory on stream st. */
+static void copy_out(check_t *c, const posted_t *p, tess_stream_t st)
+{
+    for (int b = 0; b < c->h.nbufs; b++) {
+        c->dev[b]  = p->dev[b];
+        c->host[b] = NULL;
+        if (!c->h.sizes[b])
+            continue;
+        c->host[b] = malloc(c->h.sizes[b]);
+        CHECK(c->host[b]);
+        memset(c->host[b], 0xA5, c->h.sizes[b]);
+        CHECK_OK(tess_gpu_memcpy_async(c->host[b], c->dev[b], c->h.sizes[b], st));
+    }
+}
+
 static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     elem_t *el = e;
@@ -271,18 +286,8 @@ static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         el->later = p;
         return;
     }
-    tess_stream_t st = tess_ctx_stream(ctx);
-    for (int b = 0; b < c.h.nbufs; b++) {
-        c.dev[b]  = p->dev[b];
-        c.host[b] = NULL;
-        if (!c.h.sizes[b])
-            continue;
-        c.host[b] = malloc(c.h.sizes[b]);
-        CHECK(c.host[b]);
-        memset(c.host[b], 0xA5, c.h.sizes[b]);
-        /* Stream order: this copy runs after the delivery into c.dev[b]. */
-        CHECK_OK(tess_gpu_memcpy_async(c.host[b], c.dev[b], c.h.sizes[b], st));
-    }
+    /* Stream order: the copies run after the delivery into the posted buffers. */
+    copy_out(&c, p, tess_ctx_stream(ctx));
     free(p);
     CHECK_OK(tess_gpu_then(ctx, E_CHECK, &c, sizeof(c)));
 }
@@ -335,16 +340,7 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
         check_t c;
         int64_t dst;
         plan(p->src, p->seq, &dst, &c.h);
-        for (int b = 0; b < c.h.nbufs; b++) {
-            c.dev[b]  = p->dev[b];
-            c.host[b] = NULL;
-            if (!c.h.sizes[b])
-                continue;
-            c.host[b] = malloc(c.h.sizes[b]);
-            CHECK(c.host[b]);
-            CHECK_OK(tess_gpu_memcpy_async(c.host[b], c.dev[b], c.h.sizes[b],
-                                           tess_ctx_stream(ctx)));
-        }
+        copy_out(&c, p, tess_ctx_stream(ctx));
         CHECK_OK(tess_gpu_stream_sync(tess_ctx_stream(ctx)));
         check_bytes(ctx, el, &c);
         free(p);

@@ -193,6 +193,15 @@ tess_status_t tess_gpu_host_ipc_mem_export(void *ptr, tess_gpu_ipc_handle_t *h_p
     return TESS_OK;
 }
 
+/* The handle's range lies inside the mapped segment (as fstat gave its size). */
+static tess_status_t ipc_range_check(const tess_gpu_host_ipc_handle_t *h, const ipc_map_t *m)
+{
+    if (h->offset + h->size <= m->size)
+        return TESS_OK;
+    return tess_error(TESS_ERR_CORRUPT, "ipc_mem_open: [%" PRIu64 ", +%" PRIu64 ") is outside "
+                      "%s (%zu bytes)", h->offset, h->size, h->name, m->size);
+}
+
 tess_status_t tess_gpu_host_ipc_mem_open(const tess_gpu_ipc_handle_t *h_in, void **ptr_p)
 {
     tess_gpu_host_ipc_handle_t h;
@@ -212,11 +221,8 @@ tess_status_t tess_gpu_host_ipc_mem_open(const tess_gpu_ipc_handle_t *h_in, void
     for (ipc_map_t *m = ipc.maps; m && !map; m = m->next) {
         if (strcmp(m->name, h.name))
             continue;
-        if (h.offset + h.size > m->size) {
-            st = tess_error(TESS_ERR_CORRUPT, "ipc_mem_open: [%" PRIu64 ", +%" PRIu64 ") is "
-                            "outside %s (%zu bytes)", h.offset, h.size, h.name, m->size);
+        if ((st = ipc_range_check(&h, m)) != TESS_OK)
             goto out_unlock;
-        }
         ptr = (char *)m->base + h.offset;
         i   = ipc_open_upper(ptr);
         if (i > 0 && ipc.opens[i - 1]->ptr == ptr && ipc.opens[i - 1]->size == h.size) {
@@ -233,11 +239,8 @@ tess_status_t tess_gpu_host_ipc_mem_open(const tess_gpu_ipc_handle_t *h_in, void
     if (!map) {
         if ((st = ipc_map_new(h.name, "ipc_mem_open", &map)) != TESS_OK)
             goto out_unlock;
-        if (h.offset + h.size > map->size) {
-            st = tess_error(TESS_ERR_CORRUPT, "ipc_mem_open: [%" PRIu64 ", +%" PRIu64 ") is "
-                            "outside %s (%zu bytes)", h.offset, h.size, h.name, map->size);
+        if ((st = ipc_range_check(&h, map)) != TESS_OK)
             goto err_put_map;
-        }
         ptr = (char *)map->base + h.offset;
         i   = ipc_open_upper(ptr);
     }
