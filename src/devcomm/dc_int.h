@@ -85,6 +85,8 @@ typedef struct dc_sent {
     struct dc_reg     *regs[TESS_DEV_MAX_BUFS];
 } dc_sent_t;
 
+static inline size_t dc_align_up(size_t n) { return TESS_ALIGN_UP(n, DC_ALIGN); }
+
 static inline size_t dc_rec_size(unsigned kind)
 {
     switch (kind) {
@@ -251,6 +253,23 @@ void          dc_rdma_release_regs(dc_sent_t *rec);
 int           dc_ipc_issue_pending(dc_pending_t *p); /* 1 issued, 0 still no resource */
 void          dc_ipc_recv(tess_msg_t *m, unsigned kind);
 void          dc_ipc_release(const dc_ack_msg_t *ack);
+/* Lock held: an event (none if ev_p is NULL) and, staged, a comm-buffer slot; 0 if none (or,
+ * fifo, if sends wait before this one). */
+int           dc_ipc_take(int staged, size_t total, size_t *off_p, int *ev_p, int fifo);
+/* Lock held: process src's comm buffer and IPC event idx, opened on first use. */
+void         *dc_ipc_peer_comm(int src);
+tess_gpu_event_h dc_ipc_peer_event(int src, int idx);
+/** Send `ack` to src_pe once the work enqueued on `stream` so far has completed. */
+void          dc_ipc_ack_after(tess_gpu_stream_h stream, int src_pe, const dc_ack_msg_t *ack);
+
+/* dc_parts.c */
+tess_status_t dc_parts_init(void);
+void          dc_parts_fini(void);
+tess_status_t dc_parts_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
+                            size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
+                            tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
+int           dc_parts_issue(struct dc_psend *ps); /* 1 when every part is on its way */
+void          dc_parts_recv(tess_msg_t *m, unsigned kind);
 
 /* dc_rdma.c */
 tess_status_t dc_rdma_init(void);

@@ -5,12 +5,8 @@
  * events; the receiver waits on that event, copies out, and acknowledges once its copy
  * completed, which frees the slot and the event.
  *
- * A staged message larger than a part (a quarter of the comm buffer) moves in parts, each
- * through its own slot and event: the receiver copies one part out while the sender copies the
- * next in, and a message may be larger than the whole buffer. A header announces it; each
- * part's notice names its slot, event and place and is acknowledged on its own. Parts are staged
- * in order on dc.stream (after the send's ready event) by whichever PE finds the resources, so
- * a notice may overtake its header: it then waits for it.
+ * A staged message larger than a part (a quarter of the comm buffer) moves in parts:
+ * dc_parts.c.
  *
  * direct: the receiver opens the sender's allocation itself, once per allocation id (a freed
  * and re-made allocation at the same address has a new id, so a stale mapping is never used),
@@ -45,38 +41,6 @@ typedef struct dc_export_rec {
     tess_gpu_ipc_handle_t comm;
     /* nipc event handles follow */
 } dc_export_rec_t;
-
-static inline size_t dc_up(size_t n) { return TESS_ALIGN_UP(n, DC_ALIGN); }
-
-/* Sender state of a message staged in parts. */
-typedef struct dc_psend {
-    int              dst_pe;
-    uint64_t         msg_id, sent_id;
-    tess_dev_buf_t   bufs[TESS_DEV_MAX_BUFS];
-    int              nbufs;
-    uint32_t         nparts, next;
-    int              buf;     /* where the next part starts */
-    size_t           off;
-    tess_gpu_event_h ready;   /* recorded on the sender's stream at send time */
-    int              waited;  /* dc.stream waits on ready */
-} dc_psend_t;
-
-/* A part notice that came before its message's header. */
-typedef struct dc_pwait {
-    struct dc_pwait *next;
-    dc_part_msg_t    part;
-    int              src_pe;
-} dc_pwait_t;
-
-/* Receiver state of a message staged in parts (touched by its receiving PE only; the map that
- * holds it is shared by the process's PEs, under dc.lock). */
-typedef struct dc_precv {
-    dc_recv_t  *r;          /* NULL until the header is in */
-    dc_pwait_t *early, **early_tail;
-    uint32_t    nparts, got;
-} dc_precv_t;
-
-static tess_hmap_t precvs; /* (process, msg_id) -> dc_precv_t */
 
 /* ---- the comm buffer's free ranges (lock held) ------------------------------------------- */
 
@@ -151,9 +115,9 @@ tess_status_t dc_ipc_init(MPI_Comm node_comm)
         return TESS_OK;
     }
 
-    dc.comm_size = dc_up(tess_cfg.comm_buf);
+    dc.comm_size = dc_align_up(tess_cfg.comm_buf);
     dc.part      = TESS_MAX((size_t)DC_ALIGN, dc.comm_size / 4 / DC_ALIGN * DC_ALIGN);
-    if ((st = tess_hmap_init(&precvs, 16)) != TESS_OK)
+    if ((st = dc_parts_init()) != TESS_OK)
         return st;
     if ((st = tess_gpu->mem_alloc(dc.comm_size, &dc.comm)) != TESS_OK)
         return st;
@@ -238,16 +202,7 @@ void dc_ipc_fini(void)
     it = 0;
     while (tess_hmap_next(&dc.exports, &it, &key, &val))
         free(val);
-    it = 0;
-    while (tess_hmap_next(&precvs, &it, &key, &val)) {
-        dc_precv_t *pr = val;
-        for (dc_pwait_t *w = pr->early, *next; w; w = next) {
-            next = w->next;
-            free(w);
-        }
-        free(pr);
-    }
-    tess_hmap_fini(&precvs);
+    dc_parts_fini();
     for (int i = 0; dc.peers && i < tess_rt.size; i++) {
         dc_peer_t *p = &dc.peers[i];
         if (p->comm && i != tess_rt.rank)
@@ -276,7 +231,7 @@ void dc_ipc_fini(void)
 
 /* ---- peers (lock held) ------------------------------------------------------------------- */
 
-static void *peer_comm(int src)
+void *dc_ipc_peer_comm(int src)
 {
     dc_peer_t *p = &dc.peers[src];
     if (!p->comm && tess_gpu->ipc_mem_open(&p->comm_handle, &p->comm) != TESS_OK)
@@ -285,7 +240,7 @@ static void *peer_comm(int src)
     return p->comm;
 }
 
-static tess_gpu_event_h peer_event(int src, int idx)
+tess_gpu_event_h dc_ipc_peer_event(int src, int idx)
 {
     dc_peer_t *p = &dc.peers[src];
     if (!p->events[idx] && tess_gpu->ipc_event_open(&p->ev_handles[idx], &p->events[idx]) != TESS_OK)
@@ -363,7 +318,7 @@ static size_t staged_total(const tess_dev_buf_t *bufs, int nbufs)
 {
     size_t total = 0;
     for (int i = 0; i < nbufs; i++)
-        total += dc_up(bufs[i].size);
+        total += dc_align_up(bufs[i].size);
     return total;
 }
 
@@ -381,7 +336,7 @@ static void issue_staged(int dst_pe, uint64_t a0, uint64_t a1, const void *heade
         if (bufs[i].size && tess_gpu->memcpy_async((char *)dc.comm + off, bufs[i].ptr,
                                                    bufs[i].size, stream) != TESS_OK)
             tess_fatal("devcomm: staging copy failed: %s", tess_error_detail());
-        off += dc_up(bufs[i].size);
+        off += dc_align_up(bufs[i].size);
     }
     if (tess_gpu->event_record(dc.ipc_events[ev], stream) != TESS_OK)
         tess_fatal("devcomm: recording an IPC event failed: %s", tess_error_detail());
@@ -440,7 +395,7 @@ static void issue_direct(int dst_pe, uint64_t a0, uint64_t a1, const void *heade
 
 /* Take an event (unless ev_p is NULL: none needed), and for staged a slot, if nothing waits
  * before us. Lock held. */
-static int take_resources(int staged, size_t total, size_t *off_p, int *ev_p, int fifo)
+int dc_ipc_take(int staged, size_t total, size_t *off_p, int *ev_p, int fifo)
 {
     if ((fifo && dc.pending) || (ev_p && dc.ipc_nfree == 0))
         return 0;
@@ -469,92 +424,6 @@ static void defer(int kind, int dst_pe, uint64_t a0, uint64_t a1, const void *he
     dc_pending_push(p);
 }
 
-/* ---- staged in parts: sending ----------------------------------------------------------- */
-
-static uint32_t count_parts(const tess_dev_buf_t *bufs, int nbufs)
-{
-    uint32_t n = 0;
-    for (int i = 0; i < nbufs; i++)
-        n += (uint32_t)((bufs[i].size + dc.part - 1) / dc.part);
-    return n;
-}
-
-/* Stage parts while slots and events last; 1 when every part is on its way (ps is freed). */
-static int parts_issue(dc_psend_t *ps)
-{
-    while (ps->next < ps->nparts) {
-        while (ps->off == ps->bufs[ps->buf].size) { /* zero-length buffers have no part */
-            ps->buf++;
-            ps->off = 0;
-        }
-        size_t len  = TESS_MIN(dc.part, ps->bufs[ps->buf].size - ps->off);
-        size_t slot = 0;
-        int    ev   = -1;
-        pthread_mutex_lock(&dc.lock);
-        int ok = take_resources(1, dc_up(len), &slot, &ev, 0);
-        pthread_mutex_unlock(&dc.lock);
-        if (!ok)
-            return 0;
-        if (!ps->waited) {
-            if (tess_gpu->stream_wait_event(dc.stream, ps->ready) != TESS_OK)
-                tess_fatal("devcomm: stream wait failed: %s", tess_error_detail());
-            ps->waited = 1;
-        }
-        if (tess_gpu->memcpy_async((char *)dc.comm + slot,
-                                   (const char *)ps->bufs[ps->buf].ptr + ps->off, len,
-                                   dc.stream) != TESS_OK ||
-            tess_gpu->event_record(dc.ipc_events[ev], dc.stream) != TESS_OK)
-            tess_fatal("devcomm: staging a part failed: %s", tess_error_detail());
-        tess_msg_t *m = tess_core_msg_alloc(sizeof(dc_part_msg_t));
-        if (!m)
-            tess_fatal("out of memory announcing a part of a device message");
-        *(dc_part_msg_t *)tess_msg_payload(m) =
-            (dc_part_msg_t){.msg_id = ps->msg_id, .offset = ps->off, .len = len, .slot = slot,
-                            .event = ev, .buf = (uint32_t)ps->buf, .nparts = ps->nparts};
-        dc_send_ctl(m, DC_K_PPART, ps->dst_pe);
-        ps->off += len;
-        ps->next++;
-    }
-    /* Every part is out of the source once dc.stream is past the last copy-in. */
-    dc_done_after(dc.stream, ps->sent_id);
-    dc_event_put_when_done(ps->ready, dc.stream);
-    free(ps);
-    return 1;
-}
-
-static tess_status_t send_parts(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                                size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                                tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg)
-{
-    dc_psend_t *ps = tess_calloc(1, sizeof(*ps), "a device message staged in parts");
-    if (!ps)
-        tess_fatal("out of memory staging a device message");
-    ps->dst_pe = dst_pe;
-    ps->nbufs  = nbufs;
-    ps->nparts = count_parts(bufs, nbufs);
-    memcpy(ps->bufs, bufs, (size_t)nbufs * sizeof(*bufs));
-    pthread_mutex_lock(&dc.lock);
-    ps->msg_id = ++dc.next_msg_id;
-    dc.stats.staged++;
-    dc.stats.staged_parted++;
-    int queued = dc.pending != NULL;
-    pthread_mutex_unlock(&dc.lock);
-    ps->sent_id = done ? dc_sent_add(done, done_arg, NULL) : 0;
-
-    dc_ctl_t   *c;
-    tess_msg_t *m = dc_ctl_alloc(DC_K_PHEAD, nbufs, header_len, 0, &c);
-    dc_ctl_fill(c, a0, a1, bufs, nbufs, header, header_len, DC_K_PHEAD);
-    c->msg_id = ps->msg_id;
-    dc_send_ctl(m, DC_K_PHEAD, dst_pe);
-
-    if (dc_event_get(&ps->ready) != TESS_OK || tess_gpu->event_record(ps->ready, stream) != TESS_OK)
-        tess_fatal("devcomm: cannot record a ready event: %s", tess_error_detail());
-    if (!queued && parts_issue(ps))
-        return TESS_OK;
-    dc_pending_push_staged(DC_K_PPART, dst_pe, NULL, ps);
-    return TESS_OK;
-}
-
 tess_status_t dc_ipc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
                           size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
                           tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg)
@@ -568,8 +437,8 @@ tess_status_t dc_ipc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *head
     if (dc.ipc_mode == 2 && !direct)
         tess_debug("devcomm: TESS_IPC=direct, but a buffer has no allocation id: staged");
     if (!direct && total > dc.part)
-        return send_parts(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
-                          done_arg);
+        return dc_parts_send(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
+                             done_arg);
     /* Direct from a stream with nothing left to run: the data is there already, so no event
      * orders the receiver's copy (one wait on an interprocess event less on its stream). */
     int idle = 0;
@@ -582,7 +451,7 @@ tess_status_t dc_ipc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *head
     size_t off = 0;
     int    ev  = -1;
     pthread_mutex_lock(&dc.lock);
-    int ok = take_resources(!direct, total, &off, idle ? NULL : &ev, 1);
+    int ok = dc_ipc_take(!direct, total, &off, idle ? NULL : &ev, 1);
     if (ok) {
         if (direct)
             dc.stats.direct++;
@@ -609,7 +478,7 @@ tess_status_t dc_ipc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *head
 int dc_ipc_issue_pending(dc_pending_t *p)
 {
     if (p->kind == DC_K_PPART)
-        return parts_issue(p->ps);
+        return dc_parts_issue(p->ps);
     size_t off = 0;
     int    ev  = -1;
     int    staged = p->kind == DC_K_STAGED;
@@ -617,7 +486,7 @@ int dc_ipc_issue_pending(dc_pending_t *p)
     if (!staged && !ipc_direct_ok(p->bufs, p->nbufs, info))
         tess_fatal("devcomm: a waiting direct IPC send lost its allocation");
     pthread_mutex_lock(&dc.lock);
-    int ok = take_resources(staged, staged_total(p->bufs, p->nbufs), &off, &ev, 0);
+    int ok = dc_ipc_take(staged, staged_total(p->bufs, p->nbufs), &off, &ev, 0);
     if (ok) {
         if (staged)
             dc.stats.staged++;
@@ -661,110 +530,21 @@ static void ipc_ack_after_copy(void *arg)
     free(a);
 }
 
-/* ---- staged in parts: receiving --------------------------------------------------------- */
-
-static uint64_t precv_key(int src, uint64_t msg_id) { return ((uint64_t)src << 48) ^ msg_id; }
-
-/* The receive state of (src, msg_id), made on first sight (header or part). */
-static dc_precv_t *precv_get(int src, uint64_t msg_id)
+void dc_ipc_ack_after(tess_gpu_stream_h stream, int src_pe, const dc_ack_msg_t *ack)
 {
-    uint64_t key = precv_key(src, msg_id);
-    pthread_mutex_lock(&dc.lock);
-    dc_precv_t *pr = tess_hmap_get(&precvs, key);
-    if (!pr) {
-        pr = tess_calloc(1, sizeof(*pr), "a device message arriving in parts");
-        if (!pr || tess_hmap_put(&precvs, key, pr) != TESS_OK)
-            tess_fatal("out of memory receiving a device message in parts");
-        pr->early_tail = &pr->early;
-    }
-    pthread_mutex_unlock(&dc.lock);
-    return pr;
-}
-
-/* Copy one part out of the sender's slot (the header is in); the last one delivers. */
-static void part_copy(dc_precv_t *pr, const dc_part_msg_t *p, int src_pe)
-{
-    int        src = tess_core_pe_process(src_pe);
-    dc_recv_t *r   = pr->r;
-    if (pr->nparts == 0)
-        pr->nparts = p->nparts;
-    if (p->nparts != pr->nparts || pr->got >= pr->nparts || (int)p->buf >= r->m.nbufs ||
-        p->offset > r->sizes[p->buf] || p->len > r->sizes[p->buf] - p->offset)
-        tess_fatal("device-message control message from PE %d: part %u of %u (%llu bytes at "
-                   "%llu of buffer %u) does not fit its message", src_pe, pr->got, p->nparts,
-                   (unsigned long long)p->len, (unsigned long long)p->offset, p->buf);
     ipc_ack_cont_t *a = tess_calloc(1, sizeof(*a), "an IPC acknowledgement");
     if (!a)
         tess_fatal("out of memory receiving an IPC message");
     a->src_pe = src_pe;
-    a->ack    = (dc_ack_msg_t){.kind = DC_K_STAGED, .event = p->event, .offset = p->slot,
-                               .size = dc_up(p->len)};
-    pthread_mutex_lock(&dc.lock);
-    tess_gpu_event_h ev  = peer_event(src, p->event);
-    char            *buf = peer_comm(src);
-    pthread_mutex_unlock(&dc.lock);
-    if (tess_gpu->stream_wait_event(r->stream, ev) != TESS_OK ||
-        tess_gpu->memcpy_async((char *)r->dst[p->buf] + p->offset, buf + p->slot, p->len,
-                               r->stream) != TESS_OK)
-        tess_fatal("devcomm: copying a part out failed: %s", tess_error_detail());
-    if (tess_core_gpu_then(r->stream, ipc_ack_after_copy, a) != TESS_OK)
+    a->ack    = *ack;
+    if (tess_core_gpu_then(stream, ipc_ack_after_copy, a) != TESS_OK)
         tess_fatal("cannot wait for an IPC copy: %s", tess_error_detail());
-    if (++pr->got < pr->nparts)
-        return;
-    pthread_mutex_lock(&dc.lock);
-    tess_hmap_remove(&precvs, precv_key(src, p->msg_id));
-    pthread_mutex_unlock(&dc.lock);
-    dc_recv_finish(r);
-    free(pr);
-}
-
-static void recv_parts_header(tess_msg_t *m)
-{
-    const dc_ctl_t *c  = tess_msg_payload(m);
-    int             src_pe = m->hdr.src_pe;
-    uint64_t        msg_id = c->msg_id;
-    dc_precv_t     *pr = precv_get(tess_core_pe_process(src_pe), msg_id);
-    if (pr->r)
-        tess_fatal("device-message control message from PE %d: a second header for message "
-                   "%llu", src_pe, (unsigned long long)msg_id);
-    pr->r         = dc_recv_begin(m, DC_K_PHEAD);
-    dc_pwait_t *w = pr->early;
-    pr->early     = NULL;
-    /* Notices that overtook the header; the last part frees pr. */
-    for (dc_pwait_t *next; w; w = next) {
-        next = w->next;
-        part_copy(pr, &w->part, w->src_pe);
-        free(w);
-    }
-}
-
-static void recv_part(tess_msg_t *m)
-{
-    dc_part_msg_t p;
-    int           src_pe = m->hdr.src_pe;
-    memcpy(&p, tess_msg_payload(m), sizeof(p));
-    tess_core_msg_free(m);
-    dc_precv_t *pr = precv_get(tess_core_pe_process(src_pe), p.msg_id);
-    if (pr->r) {
-        part_copy(pr, &p, src_pe);
-        return;
-    }
-    dc_pwait_t *w = tess_malloc(sizeof(*w), "an early part notice");
-    if (!w)
-        tess_fatal("out of memory keeping an early part notice");
-    *w             = (dc_pwait_t){NULL, p, src_pe};
-    *pr->early_tail = w;
-    pr->early_tail  = &w->next;
 }
 
 void dc_ipc_recv(tess_msg_t *m, unsigned kind)
 {
-    if (kind == DC_K_PHEAD) {
-        recv_parts_header(m);
-        return;
-    }
-    if (kind == DC_K_PPART) {
-        recv_part(m);
+    if (kind == DC_K_PHEAD || kind == DC_K_PPART) {
+        dc_parts_recv(m, kind);
         return;
     }
     const dc_ctl_t *c   = tess_msg_payload(m);
@@ -779,13 +559,13 @@ void dc_ipc_recv(tess_msg_t *m, unsigned kind)
     const void *srcs[TESS_DEV_MAX_BUFS] = {0};
 
     pthread_mutex_lock(&dc.lock);
-    tess_gpu_event_h ev = c->event >= 0 ? peer_event(src, c->event) : NULL; /* NULL: idle */
+    tess_gpu_event_h ev = c->event >= 0 ? dc_ipc_peer_event(src, c->event) : NULL; /* NULL: idle */
     if (kind == DC_K_STAGED) {
         const dc_rec_staged_t *rec  = dc_recs((dc_ctl_t *)c);
-        char                  *base = peer_comm(src);
+        char                  *base = dc_ipc_peer_comm(src);
         for (uint32_t i = 0; i < c->nbufs; i++) {
             srcs[i] = base + rec[i].offset;
-            a->ack.size += dc_up(c->sizes[i]);
+            a->ack.size += dc_align_up(c->sizes[i]);
         }
         a->ack.offset = c->nbufs ? rec[0].offset : 0;
     } else {
