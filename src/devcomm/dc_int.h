@@ -87,6 +87,9 @@ typedef struct dc_sent {
 
 static inline size_t dc_align_up(size_t n) { return TESS_ALIGN_UP(n, DC_ALIGN); }
 
+/* A map key for something of process `proc` named by a 48-bit id of that process. */
+static inline uint64_t dc_proc_key(int proc, uint64_t id) { return ((uint64_t)proc << 48) ^ id; }
+
 static inline size_t dc_rec_size(unsigned kind)
 {
     switch (kind) {

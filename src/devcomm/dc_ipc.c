@@ -249,15 +249,10 @@ tess_gpu_event_h dc_ipc_peer_event(int src, int idx)
     return p->events[idx];
 }
 
-static uint64_t map_key(int proc, uint64_t alloc_id)
-{
-    return ((uint64_t)proc << 48) ^ alloc_id;
-}
-
 /* The mapping of (src, alloc_id), opened on first use; its reference count goes up. */
 static dc_map_t *map_get(int src, const dc_rec_direct_t *rec)
 {
-    uint64_t  key = map_key(src, rec->alloc_id);
+    uint64_t  key = dc_proc_key(src, rec->alloc_id);
     dc_map_t *mp  = tess_hmap_get(&dc.maps, key);
     if (mp) {
         dc.stats.map_hits++;
@@ -604,15 +599,13 @@ void dc_ipc_release(const dc_ack_msg_t *ack)
     pthread_mutex_lock(&dc.lock);
     if (ack->kind == DC_K_STAGED && ack->size)
         range_free(ack->offset, ack->size);
-    if (ack->kind == DC_K_DIRECT && ack->event == -1) { /* sent from an idle stream */
-        pthread_mutex_unlock(&dc.lock);
-        return;
-    }
-    if (ack->event < 0 || ack->event >= dc.nipc || dc.ipc_nfree >= dc.nipc) {
+    int idle = ack->kind == DC_K_DIRECT && ack->event == -1; /* sent without an event */
+    if (!idle && (ack->event < 0 || ack->event >= dc.nipc || dc.ipc_nfree >= dc.nipc)) {
         pthread_mutex_unlock(&dc.lock);
         tess_fatal("devcomm: an acknowledgement for IPC event %d, which is not in use",
                    ack->event);
     }
-    dc.ipc_free[dc.ipc_nfree++] = ack->event;
+    if (!idle)
+        dc.ipc_free[dc.ipc_nfree++] = ack->event;
     pthread_mutex_unlock(&dc.lock);
 }

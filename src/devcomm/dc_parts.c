@@ -13,13 +13,11 @@
 
 #include <stdlib.h>
 
-
 /* Sender state of a message staged in parts. */
 typedef struct dc_psend {
     int              dst_pe;
     uint64_t         msg_id, sent_id;
     tess_dev_buf_t   bufs[TESS_DEV_MAX_BUFS];
-    int              nbufs;
     uint32_t         nparts, next;
     int              buf;     /* where the next part starts */
     size_t           off;
@@ -119,14 +117,13 @@ int dc_parts_issue(dc_psend_t *ps)
 }
 
 tess_status_t dc_parts_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                                size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                                tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg)
+                            size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
+                            tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg)
 {
     dc_psend_t *ps = tess_calloc(1, sizeof(*ps), "a device message staged in parts");
     if (!ps)
         tess_fatal("out of memory staging a device message");
     ps->dst_pe = dst_pe;
-    ps->nbufs  = nbufs;
     ps->nparts = count_parts(bufs, nbufs);
     memcpy(ps->bufs, bufs, (size_t)nbufs * sizeof(*bufs));
     pthread_mutex_lock(&dc.lock);
@@ -153,12 +150,10 @@ tess_status_t dc_parts_send(int dst_pe, uint64_t a0, uint64_t a1, const void *he
 
 /* ---- receiving --------------------------------------------------------------------------- */
 
-static uint64_t precv_key(int src, uint64_t msg_id) { return ((uint64_t)src << 48) ^ msg_id; }
-
 /* The receive state of (src, msg_id), made on first sight (header or part). */
 static dc_precv_t *precv_get(int src, uint64_t msg_id)
 {
-    uint64_t key = precv_key(src, msg_id);
+    uint64_t key = dc_proc_key(src, msg_id);
     pthread_mutex_lock(&dc.lock);
     dc_precv_t *pr = tess_hmap_get(&precvs, key);
     if (!pr) {
@@ -198,7 +193,7 @@ static void part_copy(dc_precv_t *pr, const dc_part_msg_t *p, int src_pe)
     if (++pr->got < pr->nparts)
         return;
     pthread_mutex_lock(&dc.lock);
-    tess_hmap_remove(&precvs, precv_key(src, p->msg_id));
+    tess_hmap_remove(&precvs, dc_proc_key(src, p->msg_id));
     pthread_mutex_unlock(&dc.lock);
     dc_recv_finish(r);
     free(pr);

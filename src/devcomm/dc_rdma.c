@@ -556,8 +556,6 @@ static void recv_direct_done(dc_rrecv_t *rr)
     free(rr);
 }
 
-static uint64_t rrecv_key(int src, uint64_t msg_id) { return ((uint64_t)src << 48) ^ msg_id; }
-
 static void chunk_accept(dc_rrecv_t *rr, dc_rchunk_t *ch);
 
 static void recv_staged_header(tess_msg_t *m)
@@ -577,7 +575,7 @@ static void recv_staged_header(tess_msg_t *m)
         free(rr);
         return;
     }
-    uint64_t key = rrecv_key(rr->src, id);
+    uint64_t key = dc_proc_key(rr->src, id);
     pthread_mutex_lock(&dc.lock);
     tess_status_t st = tess_hmap_put(&rrecvs, key, rr);
     dc_rchunk_t  *ch = tess_hmap_remove(&early, key);
@@ -669,7 +667,7 @@ static void recv_chunk(tess_msg_t *m)
     ch->msg       = *cm;
     ch->sender_pe = m->hdr.src_pe;
     tess_core_msg_free(m);
-    uint64_t key = rrecv_key(src, ch->msg.msg_id);
+    uint64_t key = dc_proc_key(src, ch->msg.msg_id);
     pthread_mutex_lock(&dc.lock);
     dc_rrecv_t   *rr = tess_hmap_get(&rrecvs, key);
     tess_status_t st = TESS_OK;
@@ -709,7 +707,7 @@ static void chunk_arrived(dc_rchunk_t *ch)
         tess_fatal("cannot wait for a chunk copy: %s", tess_error_detail());
     if (++rr->copied == rr->nchunks) {
         pthread_mutex_lock(&dc.lock);
-        tess_hmap_remove(&rrecvs, rrecv_key(rr->src, ch->msg.msg_id));
+        tess_hmap_remove(&rrecvs, dc_proc_key(rr->src, ch->msg.msg_id));
         pthread_mutex_unlock(&dc.lock);
         dc_recv_finish(r);
         free(rr);

@@ -197,15 +197,18 @@ static tess_status_t cuda_set_device(int device)
     cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess)
         return cuda_error(e, "cudaSetDevice");
-    /* The copy kernel's handle in this device's context; without it every copy is a memcpy. */
-    cudaFunction_t fn = NULL;
-    if (cudaGetFuncBySymbol(&fn, tess_cuda_copy_kernel_symbol()) != cudaSuccess) {
-        (void)cudaGetLastError();
-        fn = NULL;
-        tess_debug("cuda: no copy kernel for device %d: copies use cudaMemcpyAsync", device);
+    /* The copy kernel's handle in this device's context, looked up once per device (every PE
+     * thread selects the same one); without it every copy is a memcpy. */
+    if (device != cuda.device || !cuda.copy_fn) {
+        cudaFunction_t fn = NULL;
+        if (cudaGetFuncBySymbol(&fn, tess_cuda_copy_kernel_symbol()) != cudaSuccess) {
+            (void)cudaGetLastError();
+            fn = NULL;
+            tess_debug("cuda: no copy kernel for device %d: copies use cudaMemcpyAsync", device);
+        }
+        cuda.copy_fn = (CUfunction)fn;
     }
-    cuda.copy_fn = (CUfunction)fn;
-    cuda.device  = device;
+    cuda.device = device;
     unsigned gen = atomic_fetch_add_explicit(&cuda.gen, 1, memory_order_acq_rel) + 1;
     cuda_bound_gen = gen;
     return TESS_OK;
