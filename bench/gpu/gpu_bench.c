@@ -11,6 +11,9 @@ bg_kind_t   bg_kind = BG_KIND_HOST;
 int         bg_sms;
 const char *bg_prog = "bench";
 
+int        bg_split_on;
+bg_split_t bg_split;
+
 static char bg_kind_buf[64];
 static _Thread_local char bg_err[256];
 
@@ -84,6 +87,15 @@ FILE *bg_csv_open(const char *path, const char *header)
     return f;
 }
 
+void bg_split_reset(void)
+{
+    atomic_store(&bg_split.launch_ns, 0);
+    atomic_store(&bg_split.arm_ns, 0);
+    atomic_store(&bg_split.poll_ns, 0);
+    atomic_store(&bg_split.polls, 0);
+    atomic_store(&bg_split.kernels, 0);
+}
+
 /* ---- the kernel chares launch ------------------------------------------------------------ */
 
 static void bg_host_empty(void *args) { (void)args; }
@@ -131,6 +143,16 @@ static void bg_host_mark(void *args)
 /* Launch the empty kernel and arm the chain's completion. 0 or -1. */
 static inline int chain_fire(bg_chain_t *c)
 {
+    if (bg_kind == BG_KIND_CUDA && bg_split_on) {
+        double t0 = bg_now_ns();
+        int    rc = bg_cuda_launch_empty(c->stream);
+        double t1 = bg_now_ns();
+        rc        = rc || bg_cuda_record(c->event, c->stream);
+        bg_split_add(&bg_split.launch_ns, t0, t1);
+        bg_split_add(&bg_split.arm_ns, t1, bg_now_ns());
+        atomic_fetch_add_explicit(&bg_split.kernels, 1, memory_order_relaxed);
+        return rc ? -1 : 0;
+    }
     if (bg_kind == BG_KIND_CUDA)
         return bg_cuda_launch_empty(c->stream) || bg_cuda_record(c->event, c->stream) ? -1 : 0;
     atomic_store_explicit(&c->flag, 0, memory_order_relaxed);
@@ -145,6 +167,13 @@ static inline int chain_fire(bg_chain_t *c)
 /* 1 completed, 0 not yet, -1 error. */
 static inline int chain_poll(bg_chain_t *c)
 {
+    if (bg_kind == BG_KIND_CUDA && bg_split_on) {
+        double t0 = bg_now_ns();
+        int    q  = bg_cuda_query(c->event);
+        bg_split_add(&bg_split.poll_ns, t0, bg_now_ns());
+        atomic_fetch_add_explicit(&bg_split.polls, 1, memory_order_relaxed);
+        return q;
+    }
     if (bg_kind == BG_KIND_CUDA)
         return bg_cuda_query(c->event);
     return atomic_load_explicit(&c->flag, memory_order_acquire);

@@ -60,6 +60,27 @@ const char *bg_kind_text(void);
 int bg_launch(tess_stream_t stream);
 const char *bg_error(void);
 
+/* ---- where the host's time goes (--breakdown) ---------------------------------------------- */
+
+/**
+ * With bg_split_on set, the raw chains and the benchmarks add the host time of their calls here
+ * (nanoseconds, all threads together): launches, arming a completion (raw: the event record;
+ * Tessera: tess_gpu_then) and polls (raw: the event queries; Tessera polls inside the runtime,
+ * so that part is the rest of its time per kernel). Timing costs two clock reads per call, so
+ * the rates of a run with the split on are a little lower than without.
+ */
+typedef struct bg_split {
+    _Atomic uint64_t launch_ns, arm_ns, poll_ns, polls, kernels;
+} bg_split_t;
+
+extern int        bg_split_on;
+extern bg_split_t bg_split;
+void bg_split_reset(void);
+static inline void bg_split_add(_Atomic uint64_t *sum, double t0_ns, double t1_ns)
+{
+    atomic_fetch_add_explicit(sum, (uint64_t)(t1_ns - t0_ns), memory_order_relaxed);
+}
+
 /* ---- the raw baseline: chains driven by threads -------------------------------------------- */
 
 typedef struct bg_chain {

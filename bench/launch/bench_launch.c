@@ -3,7 +3,7 @@
  * launches vs chares per thread"), against raw CUDA measured in the same run.
  *
  *   mpirun -np 1 bench_launch +ppn T [--chares 1,2,4,8,16] [--time 0.2] [--reps 5]
- *                              [--csv FILE] [--tag TEXT] [--goal 0.9]
+ *                              [--csv FILE] [--tag TEXT] [--goal 0.9] [--breakdown]
  *   mpirun -np P bench_launch +ppn 1 …      P processes on one GPU (with or without MPS)
  *
  * Tessera: C chares on each of the T PEs of each process. Each launches an empty kernel that
@@ -18,6 +18,11 @@
  *
  * On the host backend (no GPU) the "kernel" is an empty host function (tess_gpu_launch_host)
  * and the raw chains drive the chares' own streams directly through the public API.
+ *
+ * --breakdown: after each point, where rank 0's host time per kernel went, raw against Tessera:
+ * the launch call, arming the completion (raw: cudaEventRecord; Tessera: tess_gpu_then), the
+ * raw event queries, and the rest (raw: its loop; Tessera: the scheduler, its event polling and
+ * the dispatch of the continuation). CUDA only; the timing itself lowers both rates a little.
  *
  * Output (rank 0): a table on stdout, one CSV line per point to --csv FILE (header if new).
  */
@@ -53,6 +58,19 @@ static int active(tess_ctx_h ctx) { return tess_ctx_linear(ctx) % cmax < chares;
 
 static void fire(tess_ctx_h ctx)
 {
+    if (bg_split_on) {
+        double t0 = bg_now_ns();
+        int    rc = bg_launch(tess_ctx_stream(ctx));
+        double t1 = bg_now_ns();
+        if (rc)
+            bg_die(PROG, "launch", bg_error());
+        if (tess_gpu_then(ctx, E_NEXT, NULL, 0) != TESS_OK)
+            bg_die(PROG, "tess_gpu_then", tess_error_detail());
+        bg_split_add(&bg_split.launch_ns, t0, t1);
+        bg_split_add(&bg_split.arm_ns, t1, bg_now_ns());
+        atomic_fetch_add_explicit(&bg_split.kernels, 1, memory_order_relaxed);
+        return;
+    }
     if (bg_launch(tess_ctx_stream(ctx)))
         bg_die(PROG, "launch", bg_error());
     if (tess_gpu_then(ctx, E_NEXT, NULL, 0) != TESS_OK)
@@ -136,6 +154,34 @@ static double tess_rate(double secs)
     return sum;
 }
 
+/* --breakdown: the split of one run (bg_split since its reset) added to acc[5]: launch, arm and
+ * poll nanoseconds, polls, kernels. */
+static void split_acc(double acc[5])
+{
+    acc[0] += (double)atomic_load(&bg_split.launch_ns);
+    acc[1] += (double)atomic_load(&bg_split.arm_ns);
+    acc[2] += (double)atomic_load(&bg_split.poll_ns);
+    acc[3] += (double)atomic_load(&bg_split.polls);
+    acc[4] += (double)atomic_load(&bg_split.kernels);
+}
+
+/* One line of --breakdown (rank 0), per kernel in microseconds; `rate` is the mean rate of the
+ * runs, so 1/rate per thread is the host time one thread (a PE or a raw thread) spends on a
+ * kernel, and the rest is that time less the calls timed. */
+static void print_split(const char *who, const char *arm, const double acc[5], double rate)
+{
+    double k = acc[4];
+    if (rank != 0 || k == 0 || rate <= 0)
+        return;
+    double thread_us = 1e6 * ppn * nprocs / rate;
+    double launch = acc[0] * 1e-3 / k, armed = acc[1] * 1e-3 / k, poll = acc[2] * 1e-3 / k;
+    printf("  split %-7s %6.2f us/kernel = launch %5.2f + %s %5.2f", who, thread_us, launch,
+           arm, armed);
+    if (acc[3] > 0)
+        printf(" + queries %5.2f (%.1f per kernel)", poll, acc[3] / k);
+    printf(" + rest %5.2f\n", thread_us - launch - armed - poll);
+}
+
 static double raw_rate(bg_raw_t *raw, double secs)
 {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -183,10 +229,13 @@ int main(int argc, char **argv)
             tag = v;
         } else if (!strcmp(a, "--goal") && v) {
             goal = atof(v);
+        } else if (!strcmp(a, "--breakdown")) {
+            bg_split_on = 1;
+            continue;
         } else {
             if (rank == 0)
                 fprintf(stderr, "usage: %s [+ppn T] [--chares LIST] [--time S] [--reps N] "
-                                "[--csv FILE] [--tag TEXT] [--goal R]\n", PROG);
+                                "[--csv FILE] [--tag TEXT] [--goal R] [--breakdown]\n", PROG);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         i++;
@@ -242,9 +291,17 @@ int main(int argc, char **argv)
         /* Warm up both (first launches on a stream, event pools, PE wake-ups). */
         raw_rate(&raw, secs / 4);
         tess_rate(secs / 4);
+        double split_raw[5] = {0}, split_tess[5] = {0};
+        double sum_raw = 0, sum_tess = 0;
         for (int r = 0; r < reps; r++) {
+            bg_split_reset();
             base[r] = raw_rate(&raw, secs);
+            split_acc(split_raw);
+            bg_split_reset();
             tess[r] = tess_rate(secs);
+            split_acc(split_tess);
+            sum_raw += base[r];
+            sum_tess += tess[r];
         }
         double mb = bg_median(base, reps), mt = bg_median(tess, reps);
         double ratio = mb > 0 ? mt / mb : NAN;
@@ -260,6 +317,11 @@ int main(int argc, char **argv)
                         ratio, goal, status);
                 fflush(csv);
             }
+        }
+        if (bg_split_on) {
+            print_split("raw", "record", split_raw, sum_raw / reps);
+            print_split("tessera", "then", split_tess, sum_tess / reps);
+            fflush(stdout);
         }
     }
 
