@@ -85,6 +85,10 @@ static const opt_t opts[] = {
     {{"lb_gpu_time", "TESS_LB_GPU_TIME", NULL, "0",
       "measure each element's GPU time with events for load balancing"},
      OPT_BOOL, CFG(lb_gpu_time), 0, 1, NULL},
+    {{"gpu_poll", "TESS_GPU_POLL", NULL, "auto",
+      "how PEs see GPU work complete: signal (the stream writes a word of host memory, read "
+      "without a driver call), event (query events), auto (signal where the backend can)"},
+     OPT_STR, CFG(gpu_poll), 0, 0, "auto|signal|event"},
     {{"mpi_poll_us", "TESS_MPI_POLL_US", NULL, "1000",
       "longest sleep of an idle PE 0 between MPI polls"},
      OPT_INT, CFG(mpi_poll_us), 10, 1000000, NULL},

@@ -5,7 +5,8 @@
  *
  * Threads:
  *   - tess_core_init/fini, tess_core_run: the main thread (which becomes PE 0 inside a phase).
- *   - tess_core_msg_alloc/free/send, tess_core_gpu_then, tess_core_reduce_contribute,
+ *   - tess_core_msg_alloc/free/send, tess_core_gpu_then (_same, copy_then),
+ *     tess_core_reduce_contribute,
  *     tess_core_agent_post, tess_core_exit: PE threads inside a phase.
  *   - handlers registered with tess_core_handler_register run on the PE named by the message's
  *     dst_pe; agent functions run on PE 0.
@@ -46,6 +47,7 @@ typedef struct tess_config {
     char   lb[32];           /* strategy */
     char   lb_target[8];     /* pe|process|gpu */
     int    lb_gpu_time;
+    char   gpu_poll[8];      /* auto|signal|event: how PEs see GPU work complete */
     int    mpi_poll_us;      /* longest wait between MPI polls of an idle PE 0 */
     size_t coalesce;         /* bytes of a batch of small messages to one process; 0: off */
     int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */
@@ -238,9 +240,24 @@ const char   *tess_dtype_name(tess_dtype_t type);
 /* ---- GPU completion continuations -------------------------------------------------------- */
 
 /** Run fn(arg) on the calling PE once everything enqueued on `stream` so far has completed.
- *  Uses a pooled event; counted as in-flight work for quiescence (PE thread). */
+ *  Uses a stream signal or a pooled event (TESS_GPU_POLL); counted as in-flight work for
+ *  quiescence (PE thread). */
 typedef void (*tess_gpu_cont_fn_t)(void *arg);
 tess_status_t tess_core_gpu_then(tess_gpu_stream_h stream, tess_gpu_cont_fn_t fn, void *arg);
+/** Like tess_core_gpu_then, always with an event: the runtime's own waits, which mostly
+ *  follow its copies, where a stream signal would hold the stream up (gpuq.c). */
+tess_status_t tess_core_gpu_then_event(tess_gpu_stream_h stream, tess_gpu_cont_fn_t fn,
+                                        void *arg);
+/** memcpy_async of size bytes on `stream`, then tess_core_gpu_then_event; with stream signals
+ *  and a small copy the backend can signal from, the copy itself signals (one call into the
+ *  driver, not two). */
+tess_status_t tess_core_gpu_copy_then(void *dst, const void *src, size_t size,
+                                      tess_gpu_stream_h stream, tess_gpu_cont_fn_t fn,
+                                      void *arg);
+/** fn(arg) runs with the continuation this PE added last on `stream`, which the caller has
+ *  enqueued nothing on since (no second signal; else as tess_core_gpu_then_event). */
+tess_status_t tess_core_gpu_then_same(tess_gpu_stream_h stream, tess_gpu_cont_fn_t fn,
+                                      void *arg);
 /** Like tess_core_gpu_then, for an event the caller recorded itself (the caller keeps it). */
 tess_status_t tess_core_gpu_when(tess_gpu_event_h event, tess_gpu_cont_fn_t fn, void *arg);
 /** The calling PE's event pool (PE thread). */

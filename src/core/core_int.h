@@ -21,19 +21,32 @@ typedef struct msg_chain {
 } msg_chain_t;
 
 typedef struct gpuq_item {
-    tess_gpu_event_h   event;
+    tess_gpu_event_h   event;  /* NULL: done once the fifo's signal word reaches seq */
     tess_gpu_cont_fn_t fn;
     void              *arg;
+    uint32_t           seq;
     int                pooled; /* the event came from the PE's pool */
 } gpuq_item_t;
 
-/* The continuations waiting on one stream, in the order their events were recorded there (a
- * ring); or, for `stream` NULL, those whose events' streams are unknown, in request order. */
+/* The continuations waiting on one stream, in the order their events or signals were enqueued
+ * there (a ring); or, for `stream` NULL, those whose events' streams are unknown, in request
+ * order. With stream signals, the device writes 1, 2, 3 ... to the slot's word as the stream
+ * gets there; the word stays with the slot (an empty slot has seen all its writes, so another
+ * stream may go on counting from `issued`). */
 typedef struct gpuq_fifo {
     tess_gpu_stream_h stream;
     gpuq_item_t      *items;
     size_t            head, count, cap;
+    _Atomic uint32_t *word;   /* NULL until the slot first signals */
+    uint32_t          issued; /* the last value asked of the device */
 } gpuq_fifo_t;
+
+#ifdef TESS_LOOP_PROFILE
+/* A build with -DTESS_LOOP_PROFILE (CPPFLAGS; never in a release) times the parts of every
+ * scheduler pass and prints them per PE at tess_finalize: where a PE's time goes when a
+ * benchmark shows an overhead. LP_CONT is the part of LP_GPUQ spent in continuations. */
+enum { LP_DISPATCH, LP_GPUQ, LP_CONT, LP_FLUSH, LP_NET, LP_LAYERS, LP_AGENT, LP_IDLE, LP_N };
+#endif
 
 struct tess_pe {
     int       local, global;
@@ -75,10 +88,18 @@ struct tess_pe {
     size_t            gq_nfifos, gq_fifos_cap;
     size_t            gq_count; /* continuations waiting, in all fifos */
     tess_gpu_evpool_t evpool;
+    _Atomic uint32_t **gq_chunks; /* signal words, GPUQ_CHUNK at a time */
+    size_t             gq_nchunks, gq_chunk_used;
+    unsigned           gq_dry;          /* polls that found nothing complete */
+    tess_gpu_stream_h  gq_suspect;      /* idle at the last check, its signal not seen */
+    uint32_t           gq_suspect_seq;
 
     void *slot[TESS_SLOT_MAX];
 
     uint64_t busy_ns, idle_ns, nmsgs;
+#ifdef TESS_LOOP_PROFILE
+    uint64_t lp_ticks[LP_N], lp_passes, lp_work_passes; /* pe.c */
+#endif
 };
 
 typedef struct tess_handler {
@@ -176,6 +197,10 @@ void          tess_reduce_fini(void);
 unsigned      tess_reduce_progress(tess_pe_t *pe0);
 
 /* gpuq.c */
+/* Decide (once, before the PEs exist) whether continuations wait on stream signals or events. */
+tess_status_t tess_gpuq_setup(void);
+tess_status_t tess_gpuq_pe_init(tess_pe_t *pe); /* at PE creation; tess_gpuq_fini undoes it */
+int           tess_gpuq_signals(void);
 unsigned tess_gpuq_poll(tess_pe_t *pe);
 /** Whether some continuation's event has completed (no callbacks run). */
 int      tess_gpuq_any_done(tess_pe_t *pe);

@@ -113,10 +113,11 @@ static void core_print_mapping(void)
 {
     char line[256];
     snprintf(line, sizeof(line), "process %d: node %d (local %d/%d), vnode %d, PEs %d-%d, "
-             "GPU backend %s device %d of %d", tess_rt.rank, tess_rt.node, tess_rt.node_rank,
-             tess_rt.node_size, tess_rt.vnode, tess_rt.rank * tess_rt.ppn,
+             "GPU backend %s device %d of %d, completions by %s", tess_rt.rank, tess_rt.node,
+             tess_rt.node_rank, tess_rt.node_size, tess_rt.vnode, tess_rt.rank * tess_rt.ppn,
              tess_rt.rank * tess_rt.ppn + tess_rt.ppn - 1, tess_gpu->name,
-             tess_gpu_device(), tess_gpu_num_devices());
+             tess_gpu_device(), tess_gpu_num_devices(),
+             tess_gpuq_signals() ? "stream signals" : "events");
     char *all = tess_rt.rank == 0 ? malloc((size_t)tess_rt.size * sizeof(line)) : NULL;
     MPI_Gather(line, sizeof(line), MPI_CHAR, all, sizeof(line), MPI_CHAR, 0, tess_rt.comm);
     if (all) {

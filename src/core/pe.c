@@ -4,6 +4,7 @@
 #include "core_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
@@ -156,6 +157,36 @@ out_gpu:
 
 /* ---- the scheduler ----------------------------------------------------------------------- */
 
+#ifdef TESS_LOOP_PROFILE
+#define LP_START() uint64_t lp_t = tess_ticks()
+#define LP_MARK(pe, part)                                                                        \
+    do {                                                                                       \
+        uint64_t lp_now = tess_ticks();                                                        \
+        (pe)->lp_ticks[part] += lp_now - lp_t;                                                 \
+        lp_t = lp_now;                                                                         \
+    } while (0)
+#define LP_PASS(pe, worked) ((pe)->lp_passes++, (pe)->lp_work_passes += (worked) != 0)
+
+static void pe_loop_profile_print(const tess_pe_t *pe)
+{
+    static const char *names[LP_N] = {"dispatch", "gpu-poll", "continuations", "flush",
+                                      "net", "layers", "agent", "idle"};
+    double passes = pe->lp_passes ? (double)pe->lp_passes : 1;
+    fprintf(stderr, "tessera loop profile, PE %d: %" PRIu64 " passes (%" PRIu64 " with work)",
+            pe->global, pe->lp_passes, pe->lp_work_passes);
+    for (int i = 0; i < LP_N; i++) {
+        uint64_t t = pe->lp_ticks[i] - (i == LP_GPUQ ? pe->lp_ticks[LP_CONT] : 0);
+        fprintf(stderr, "; %s %.0f ms %.0f ns/pass", names[i], tess_ticks_to_ns(t) * 1e-6,
+                tess_ticks_to_ns(t) / passes);
+    }
+    fprintf(stderr, "\n");
+}
+#else
+#define LP_START()            (void)0
+#define LP_MARK(pe, part)     (void)0
+#define LP_PASS(pe, worked)   (void)0
+#endif
+
 void tess_pe_loop(tess_pe_t *pe)
 {
     const uint64_t spin_ns   = (uint64_t)tess_cfg.spin_us * 1000;
@@ -164,20 +195,29 @@ void tess_pe_loop(tess_pe_t *pe)
     int            handover  = 0;
 
     while (atomic_load_explicit(&tess_core.phase, memory_order_acquire) == PHASE_RUNNING) {
+        LP_START();
         unsigned work = tess_msg_dispatch(pe, 64);
+        LP_MARK(pe, LP_DISPATCH);
         if (pe->gq_count)
             work += tess_gpuq_poll(pe);
+        LP_MARK(pe, LP_GPUQ);
         tess_msg_flush(pe);
+        LP_MARK(pe, LP_FLUSH);
         if (work == 0 || (++pass & 7) == 0)
             work += tess_net_progress();
+        LP_MARK(pe, LP_NET);
         for (unsigned i = 0; i < tess_core.nlayers; i++)
             if (tess_core.layers[i].progress)
                 work += tess_core.layers[i].progress(pe);
+        LP_MARK(pe, LP_LAYERS);
         /* Waiting on GPU work is not idle for MPI's sake: polled every pass, MPI would slow
          * the polling of the device's events (and the launches that follow them). */
         if (pe->local == 0)
             work += tess_agent_progress(pe, work == 0 && pe->gq_count == 0);
+        LP_MARK(pe, LP_AGENT);
         work += tess_msg_flush(pe);
+        LP_MARK(pe, LP_FLUSH);
+        LP_PASS(pe, work);
         if (work) {
             idle_from = 0;
             continue;
@@ -194,12 +234,14 @@ void tess_pe_loop(tess_pe_t *pe)
                    !(tess_gpu->busy && tess_gpu->busy());
         if (now - idle_from < spin_ns && spin) {
             tess_cpu_relax();
+            LP_MARK(pe, LP_IDLE);
             continue;
         }
         pe->idle_ns += now - idle_from;
         handover = 1; /* if this sleep is cut short by a hand-over, sleep again without spinning */
         pe_sleep(pe, &handover);
         idle_from = 0;
+        LP_MARK(pe, LP_IDLE);
     }
     tess_msg_flush(pe); /* none is kept past the phase */
 }
@@ -263,7 +305,10 @@ static tess_status_t pe_alloc(int local, tess_pe_t **pe_p)
     tess_status_t st = tess_msg_pool_init(pe);
     if (st == TESS_OK)
         st = tess_gpu_evpool_init(&pe->evpool, 0, 32);
+    if (st == TESS_OK && (st = tess_gpuq_pe_init(pe)) != TESS_OK)
+        tess_gpu_evpool_fini(&pe->evpool);
     if (st != TESS_OK) {
+        tess_gpuq_fini(pe);
         tess_msg_pool_fini(pe);
         close(pe->wake_fd);
         free(pe);
@@ -284,7 +329,9 @@ static void pe_free(tess_pe_t *pe)
 
 tess_status_t tess_pe_create_all(void)
 {
-    tess_status_t st;
+    tess_status_t st = tess_gpuq_setup();
+    if (st != TESS_OK)
+        return st;
     pe_has_gpu_notify = tess_gpu->set_notify != NULL;
     if (pe_has_gpu_notify)
         tess_gpu->set_notify(tess_pe_notify_gpu);
@@ -371,8 +418,12 @@ void tess_pe_destroy_all(void)
             if (tess_core.layers[i].pe_fini)
                 tess_core.layers[i].pe_fini(tess_core.pes[0]);
     for (int i = 0; i < tess_core.npes; i++)
-        if (tess_core.pes[i])
+        if (tess_core.pes[i]) {
+#ifdef TESS_LOOP_PROFILE
+            pe_loop_profile_print(tess_core.pes[i]);
+#endif
             pe_free(tess_core.pes[i]);
+        }
     tess_pe_self_ = NULL;
     free(tess_core.pes);
     tess_core.pes  = NULL;

@@ -239,6 +239,7 @@ typedef struct dc_recv {
     tess_gpu_stream_h stream;
     unsigned          flags;
     int               forward;  /* dst are temporaries */
+    int               marked;   /* the last copy carries a continuation (then_same applies) */
     tess_msg_t       *keep;     /* the control message, kept while the header is needed */
 } dc_recv_t;
 dc_recv_t    *dc_recv_begin(tess_msg_t *m, unsigned kind);

@@ -532,7 +532,7 @@ void dc_ipc_ack_after(tess_gpu_stream_h stream, int src_pe, const dc_ack_msg_t *
         tess_fatal("out of memory receiving an IPC message");
     a->src_pe = src_pe;
     a->ack    = *ack;
-    if (tess_core_gpu_then(stream, ipc_ack_after_copy, a) != TESS_OK)
+    if (tess_core_gpu_then_event(stream, ipc_ack_after_copy, a) != TESS_OK)
         tess_fatal("cannot wait for an IPC copy: %s", tess_error_detail());
 }
 
@@ -589,7 +589,7 @@ void dc_ipc_recv(tess_msg_t *m, unsigned kind)
         if (r->sizes[i] &&
             tess_gpu->memcpy_async(r->dst[i], srcs[i], r->sizes[i], r->stream) != TESS_OK)
             tess_fatal("devcomm: IPC copy failed: %s", tess_error_detail());
-    if (tess_core_gpu_then(r->stream, ipc_ack_after_copy, a) != TESS_OK)
+    if (tess_core_gpu_then_event(r->stream, ipc_ack_after_copy, a) != TESS_OK)
         tess_fatal("cannot wait for an IPC copy: %s", tess_error_detail());
     dc_recv_finish(r);
 }

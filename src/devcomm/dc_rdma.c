@@ -333,7 +333,7 @@ static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, cons
     if (!k)
         tess_fatal("out of memory");
     *k = (rdma_ctl_cont_t){m, dst_pe};
-    return tess_core_gpu_then(stream, rdma_send_ctl_cont, k);
+    return tess_core_gpu_then_event(stream, rdma_send_ctl_cont, k);
 }
 
 /* ---- staged: sending --------------------------------------------------------------------- */
@@ -543,7 +543,7 @@ static void recv_direct(tess_msg_t *m)
         memcpy(rr->rkey[i], keys + rec[i].rkey_off, rec[i].rkey_len);
     }
     rr->r = dc_recv_begin(m, DC_K_RDMA);
-    if (tess_core_gpu_then(rr->r->stream, direct_start_gets, rr) != TESS_OK)
+    if (tess_core_gpu_then_event(rr->r->stream, direct_start_gets, rr) != TESS_OK)
         tess_fatal("cannot wait for the receiver's stream: %s", tess_error_detail());
 }
 
@@ -703,7 +703,7 @@ static void chunk_arrived(dc_rchunk_t *ch)
     /* The sender's slot is free as soon as the data is here. */
     dc_ack_msg_t ack = {.kind = DC_K_CHUNK, .event = -1, .offset = ch->msg.slot};
     dc_send_ack(ch->sender_pe, &ack);
-    if (tess_core_gpu_then(r->stream, chunk_copied, ch) != TESS_OK)
+    if (tess_core_gpu_then_event(r->stream, chunk_copied, ch) != TESS_OK)
         tess_fatal("cannot wait for a chunk copy: %s", tess_error_detail());
     if (++rr->copied == rr->nchunks) {
         pthread_mutex_lock(&dc.lock);

@@ -71,7 +71,7 @@ static void dc_after_wait(tess_gpu_stream_h waiter, tess_gpu_cont_fn_t fn, void 
 {
     if (tess_gpu->wait_captures_record)
         fn(arg);
-    else if (tess_core_gpu_then(waiter, fn, arg) != TESS_OK)
+    else if (tess_core_gpu_then_event(waiter, fn, arg) != TESS_OK)
         tess_fatal("cannot watch an event: %s", tess_error_detail());
 }
 
@@ -438,7 +438,9 @@ void dc_recv_finish(dc_recv_t *r)
         return;
     }
     if (r->flags & TESS_DC_WAIT_COMPLETE) {
-        if (tess_core_gpu_then(r->stream, dc_deliver_cont, r) != TESS_OK)
+        tess_status_t st = r->marked ? tess_core_gpu_then_same(r->stream, dc_deliver_cont, r)
+                                     : tess_core_gpu_then_event(r->stream, dc_deliver_cont, r);
+        if (st != TESS_OK)
             tess_fatal("cannot wait for a device message: %s", tess_error_detail());
         return;
     }
@@ -484,17 +486,22 @@ static void dc_done_after_copy(void *arg)
     free(id);
 }
 
-void dc_done_after(tess_gpu_stream_h stream, uint64_t id)
+static uint64_t *dc_done_arg(uint64_t id)
 {
-    if (!id)
-        return;
     uint64_t *d = tess_malloc(sizeof(*d), "a done continuation");
     if (!d)
         tess_fatal("out of memory waiting for a device copy");
     *d = id;
-    if (tess_core_gpu_then(stream, dc_done_after_copy, d) != TESS_OK)
+    return d;
+}
+
+void dc_done_after(tess_gpu_stream_h stream, uint64_t id)
+{
+    if (id && tess_core_gpu_then_event(stream, dc_done_after_copy, dc_done_arg(id)) != TESS_OK)
         tess_fatal("cannot wait for a device copy: %s", tess_error_detail());
 }
+
+static void dc_nothing(void *arg) { (void)arg; }
 
 static void dc_d2d_recv(tess_msg_t *m)
 {
@@ -506,12 +513,28 @@ static void dc_d2d_recv(tess_msg_t *m)
             tess_fatal("device message: stream wait failed: %s", tess_error_detail());
         dc_after_wait(r->stream, dc_sev_release, sv);
     }
-    const dc_rec_d2d_t *rec = dc_recs((dc_ctl_t *)c);
+    const dc_rec_d2d_t *rec  = dc_recs((dc_ctl_t *)c);
+    int                 last = -1;
     for (int i = 0; i < r->m.nbufs; i++)
-        if (r->sizes[i] && tess_gpu->memcpy_async(r->dst[i], (void *)(uintptr_t)rec[i].src,
-                                                  r->sizes[i], r->stream) != TESS_OK)
+        if (r->sizes[i])
+            last = i;
+    /* The last copy carries the completion that the source-done callback and a delivery after
+     * completion wait for: a small one signals it from the copy itself. */
+    r->marked = last >= 0 && (c->msg_id || (r->flags & TESS_DC_WAIT_COMPLETE));
+    for (int i = 0; i < r->m.nbufs; i++) {
+        void         *src = (void *)(uintptr_t)rec[i].src;
+        tess_status_t st  = TESS_OK;
+        if (i == last && r->marked)
+            st = tess_core_gpu_copy_then(r->dst[i], src, r->sizes[i], r->stream,
+                                         c->msg_id ? dc_done_after_copy : dc_nothing,
+                                         c->msg_id ? dc_done_arg(c->msg_id) : NULL);
+        else if (r->sizes[i])
+            st = tess_gpu->memcpy_async(r->dst[i], src, r->sizes[i], r->stream);
+        if (st != TESS_OK)
             tess_fatal("device message: copy failed: %s", tess_error_detail());
-    dc_done_after(r->stream, c->msg_id);
+    }
+    if (!r->marked)
+        dc_done_after(r->stream, c->msg_id);
     dc_recv_finish(r);
 }
 

@@ -67,7 +67,8 @@ typedef struct tess_gpu_init_params {
 
 /** A host-backend kernel: args points at a copy of the launch arguments. */
 typedef void (*tess_gpu_host_fn_t)(void *args);
-/** Called (on a backend thread) when an event recorded by this process completes. */
+/** Called (on a backend thread) when an event recorded by this process completes, or a stream
+ *  signal is written. */
 typedef void (*tess_gpu_notify_fn_t)(void);
 
 typedef struct tess_gpu_ops {
@@ -108,6 +109,24 @@ typedef struct tess_gpu_ops {
     tess_status_t (*event_query)(tess_gpu_event_h e); /* TESS_OK done, TESS_INPROGRESS */
     tess_status_t (*event_sync)(tess_gpu_event_h e);
     tess_status_t (*event_elapsed_ms)(tess_gpu_event_h start, tess_gpu_event_h end, float *ms_p);
+
+    /** Stream signals (optional: all three NULL where the backend has none, and signal_alloc
+     *  may answer TESS_ERR_UNSUPPORTED; the runtime then polls events). signal_alloc gives `n`
+     *  zeroed 32-bit words of host memory the device can write (signal_free frees them);
+     *  stream_signal enqueues on s a write of `value` to `word` that happens once everything
+     *  enqueued on s before it has completed, after a fence that makes that work's writes
+     *  visible to the host. The host reads a word with an acquire load: seeing GPU work
+     *  complete then costs no call into the driver. A device error stops the writes, so a
+     *  poller also asks stream_query now and then. */
+    tess_status_t (*signal_alloc)(size_t n, _Atomic uint32_t **words_p);
+    void (*signal_free)(_Atomic uint32_t *words);
+    tess_status_t (*stream_signal)(tess_gpu_stream_h s, _Atomic uint32_t *word, uint32_t value);
+    /** Optional (NULL: none): memcpy_async and stream_signal as one operation, for copies of
+     *  up to memcpy_signal_max bytes, where the backend's copy writes the word itself. */
+    tess_status_t (*memcpy_signal_async)(void *dst, const void *src, size_t size,
+                                         tess_gpu_stream_h s, _Atomic uint32_t *word,
+                                         uint32_t value);
+    size_t memcpy_signal_max;
 
     /** Export the allocation that starts at ptr (from mem_alloc). */
     tess_status_t (*ipc_mem_export)(void *ptr, tess_gpu_ipc_handle_t *h_p);

@@ -10,6 +10,10 @@
  * the buffers back to the host on its own stream (stream order after the delivery) and checks
  * every byte in a continuation. Every receiver knows how many messages to expect by replaying
  * the generators. Source-done callbacks are counted. Runs to quiescence.
+ *
+ * TEST_WAIT_COMPLETE=1: the entry is registered with TESS_ENTRY_WAIT_COMPLETE and copies the
+ * buffers back on the default stream, which nothing orders after the delivery: the bytes are
+ * right only if the data really was in place when the entry ran.
  */
 #include "tess_test.h"
 #include "devcomm/devcomm.h"
@@ -63,6 +67,7 @@ typedef struct check {
 } check_t;
 
 static tess_array_h arr;
+static int          wait_complete; /* TEST_WAIT_COMPLETE */
 static tess_entry_t E_GO, E_MSG, E_CHECK;
 static int64_t      n;
 
@@ -270,6 +275,8 @@ static void copy_out(check_t *c, const posted_t *p, tess_stream_t st)
     }
 }
 
+static void check_bytes(tess_ctx_h ctx, elem_t *el, const check_t *c);
+
 static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     elem_t *el = e;
@@ -284,6 +291,14 @@ static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
          * device, and may keep a sender from the sends that end its hold: check later. */
         p->next   = el->later;
         el->later = p;
+        return;
+    }
+    if (wait_complete) {
+        /* The data is in place now: read it on a stream that waits for nothing. */
+        copy_out(&c, p, NULL);
+        free(p);
+        CHECK_OK(tess_gpu_stream_sync(NULL));
+        check_bytes(ctx, el, &c);
         return;
     }
     /* Stream order: the copies run after the delivery into the posted buffers. */
@@ -391,7 +406,9 @@ int main(int argc, char **argv)
     CHECK_MSG(src_stream_mode >= 0, "TEST_SRC_STREAM=%s: busy or idle", mode);
     n = 3 * (int64_t)tess_num_pes() + 1;
     CHECK_OK(tess_entry_register("go", go, &E_GO));
-    CHECK_OK(tess_entry_register_device("msg", post, on_msg, 0, &E_MSG));
+    wait_complete = getenv("TEST_WAIT_COMPLETE") && atoi(getenv("TEST_WAIT_COMPLETE"));
+    CHECK_OK(tess_entry_register_device("msg", post, on_msg,
+                                        wait_complete ? TESS_ENTRY_WAIT_COMPLETE : 0, &E_MSG));
     CHECK_OK(tess_entry_register("check", on_check, &E_CHECK));
     tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME, .name = "devmsg", .ndims = 1,
                              .extents = {(int32_t)n}, .elem_size = sizeof(elem_t), .ctor = ctor};

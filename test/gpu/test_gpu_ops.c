@@ -1,8 +1,8 @@
 /*
  * test_gpu_ops.c — every op of the GPU layer once, with checked results, on whatever backend
  * TESS_GPU names (default auto): memory, copies in every direction through pinned staging,
- * memset, streams, events, waits, queries, timing, pointer queries, host launches, the stream
- * pool and the event pools of gpu.c. Uses the ops table only, and never touches device memory
+ * memset, streams, events, waits, queries, stream signals, timing, pointer queries, host
+ * launches, the stream pool and the event pools of gpu.c. Uses the ops table only, and never touches device memory
  * from the host, so the same binary checks the CUDA and HIP backends on a real device.
  *
  * Environment: TESS_GPU; TESS_HOST_THREADS, TESS_HOST_JITTER_US, TESS_HOST_ARENA (host backend).
@@ -204,6 +204,38 @@ int main(void)
     CHECK_OK(tess_gpu->event_query(e2));
     CHECK_OK(tess_gpu->stream_sync(s0));
     CHECK_OK(tess_gpu->stream_query(s0));
+
+    /* ---- stream signals, where the backend has them: written in stream order once the
+     * work before them is done, with that work's writes visible ---- */
+    if (tess_gpu->stream_signal) {
+        _Atomic uint32_t *w  = NULL;
+        tess_status_t     st = tess_gpu->signal_alloc(4, &w);
+        CHECK(st == TESS_OK || st == TESS_ERR_UNSUPPORTED);
+        if (st == TESS_OK) {
+            for (int i = 0; i < 4; i++)
+                CHECK(atomic_load(&w[i]) == 0);
+            gate_t      g3  = {0};
+            gate_t     *gp3 = &g3;
+            fill_args_t fb  = {hsrc, 4096, 0x5a};
+            CHECK_OK(tess_gpu->launch_host(s0, gate_fn, &gp3, sizeof(gp3)));
+            CHECK_OK(tess_gpu->launch_host(s0, fill_fn, &fb, sizeof(fb)));
+            CHECK_OK(tess_gpu->stream_signal(s0, &w[1], 7));
+            CHECK_OK(tess_gpu->stream_signal(s0, &w[1], 8));
+            usleep(20000);
+            CHECK(atomic_load(&w[1]) == 0); /* held back by the gate */
+            atomic_store_explicit(&g3.open, 1, memory_order_release);
+            for (int waited = 0; atomic_load_explicit(&w[1], memory_order_acquire) != 8;
+                 waited++) {
+                CHECK(waited < 1000000); /* 10 s */
+                usleep(10);
+            }
+            for (size_t i = 0; i < 4096; i++)
+                CHECK(hsrc[i] == (unsigned char)(0x5a + i * 13));
+            CHECK(atomic_load(&w[0]) == 0 && atomic_load(&w[2]) == 0 && atomic_load(&w[3]) == 0);
+            CHECK_OK(tess_gpu->stream_sync(s0));
+            tess_gpu->signal_free(w);
+        }
+    }
 
     /* ---- host functions: stream order with copies, arguments copied at launch ---- */
     fill_args_t fa = {hsrc, 4096, 0x21};

@@ -6,6 +6,10 @@
  *
  * Each thread moves elements of `width` bytes (16, 8, 4 or 1: the largest that divides both
  * addresses and the size), striding over the grid.
+ *
+ * With `word` (a stream signal word: mapped host memory, launched as one block only), the
+ * block writes `value` there once its copy is done, after a system-wide fence: the copy and
+ * the signal that says it completed are then one launch (cuda_memcpy_signal_async).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -22,13 +26,20 @@ static __device__ void copy_elems(char *dst, const char *src, size_t n)
 }
 
 extern "C" __global__ void tess_cuda_copy_kernel(char *dst, const char *src, size_t n,
-                                                 unsigned width)
+                                                 unsigned width, unsigned *word, unsigned value)
 {
     switch (width) {
     case 16: copy_elems<uint4>(dst, src, n); break;
     case 8:  copy_elems<uint64_t>(dst, src, n); break;
     case 4:  copy_elems<uint32_t>(dst, src, n); break;
     default: copy_elems<uint8_t>(dst, src, n); break;
+    }
+    if (word) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence_system();
+            *(volatile unsigned *)word = value;
+        }
     }
 }
 

@@ -70,6 +70,7 @@ static struct {
     PFN_cuGetErrorName_v6000        get_error_name;
     PFN_cuPointerGetAttributes_v7000 pointer_get_attributes;
     PFN_cuLaunchKernel_v4000        launch_kernel;
+    PFN_cuStreamWriteValue32_v11070 write_value32; /* NULL: no stream signals, events only */
     CUfunction                      copy_fn; /* tess_cuda_copy_kernel on cuda.device, or NULL */
 } cuda = {.device = -1};
 
@@ -167,6 +168,13 @@ static tess_status_t cuda_init(const tess_gpu_init_params_t *params)
     cuda.get_error_name        = (PFN_cuGetErrorName_v6000)fn[4];
     cuda.pointer_get_attributes = (PFN_cuPointerGetAttributes_v7000)fn[5];
     cuda.launch_kernel         = (PFN_cuLaunchKernel_v4000)fn[6];
+    /* Stream signals are optional: without them the runtime polls events. */
+    void *wv = NULL;
+    if (cuda_entry("cuStreamWriteValue32", &wv) != TESS_OK) {
+        tess_debug("cuda: no cuStreamWriteValue32: GPU completions are polled with events");
+        wv = NULL;
+    }
+    cuda.write_value32 = (PFN_cuStreamWriteValue32_v11070)wv;
     cuda.ndev                  = ndev;
     cuda.device                = -1;
     return TESS_OK;
@@ -184,6 +192,7 @@ static void cuda_fini(void)
     cuda.get_error_name        = NULL;
     cuda.pointer_get_attributes = NULL;
     cuda.launch_kernel         = NULL;
+    cuda.write_value32         = NULL;
     cuda.copy_fn               = NULL;
 }
 
@@ -308,6 +317,9 @@ static tess_status_t cuda_host_free(void *ptr)
  * copy engines: in a stream of 16 and 64 MiB device messages the copy kernel moved 2-10% less
  * than the engines (and it takes SMs from the kernels running beside it). */
 #define CUDA_KCOPY_MAX ((size_t)1 << 20)
+/* A copy that signals its completion runs as one block (1024 threads, 16 KiB a sweep): up to
+ * this size that is still quicker than a second call to enqueue the signal. */
+#define CUDA_KCOPY_SIGNAL_MAX ((size_t)64 << 10)
 
 /* Memory of the process's device (its own, or another process's opened through IPC), which a
  * kernel on it may read and write. An address CUDA does not know answers type 0. */
@@ -323,14 +335,23 @@ static int cuda_on_device(const void *p)
            type == CU_MEMORYTYPE_DEVICE && ordinal == cuda.device;
 }
 
-static tess_status_t cuda_copy_kernel(void *dst, const void *src, size_t size, cudaStream_t s)
+/* The copy kernel on s; with `word`, as one block of up to 1024 threads that then writes
+ * `value` to the word (the caller keeps such copies to CUDA_KCOPY_SIGNAL_MAX). */
+static tess_status_t cuda_copy_kernel(void *dst, const void *src, size_t size, cudaStream_t s,
+                                      _Atomic uint32_t *word, uint32_t value)
 {
     uintptr_t bits    = (uintptr_t)dst | (uintptr_t)src | (uintptr_t)size;
     unsigned  width   = bits % 16 == 0 ? 16 : bits % 8 == 0 ? 8 : bits % 4 == 0 ? 4 : 1;
     size_t    elems   = size / width;
     unsigned  threads = 256;
     unsigned  blocks  = (unsigned)TESS_MIN((elems + threads - 1) / threads, (size_t)1024);
-    void     *args[]  = {&dst, (void *)&src, &size, &width};
+    if (word) {
+        threads = (unsigned)TESS_MIN((elems + 31) / 32 * 32, (size_t)1024);
+        blocks  = 1;
+    }
+    void    *wp     = (void *)word;
+    unsigned v      = value;
+    void    *args[] = {&dst, (void *)&src, &size, &width, &wp, &v};
     CUresult  r = cuda.launch_kernel(cuda.copy_fn, blocks, 1, 1, threads, 1, 1, 0, (CUstream)s,
                                      args, NULL);
     return r == CUDA_SUCCESS ? TESS_OK : cu_error(r, "cuLaunchKernel (the copy kernel)");
@@ -344,9 +365,29 @@ static tess_status_t cuda_memcpy_async(void *dst, const void *src, size_t size,
         return st;
     if (size && size <= CUDA_KCOPY_MAX && cuda.copy_fn && cuda_on_device(dst) &&
         cuda_on_device(src))
-        return cuda_copy_kernel(dst, src, size, (cudaStream_t)s);
+        return cuda_copy_kernel(dst, src, size, (cudaStream_t)s, NULL, 0);
     cudaError_t e = cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, (cudaStream_t)s);
     return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaMemcpyAsync");
+}
+
+static tess_status_t cuda_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t *word,
+                                        uint32_t value);
+
+/* A small device copy signals from the copy kernel itself (one launch: cuStreamWriteValue32
+ * costs the host as much again); anything else is a copy and then a stream signal. */
+static tess_status_t cuda_memcpy_signal_async(void *dst, const void *src, size_t size,
+                                              tess_gpu_stream_h s, _Atomic uint32_t *word,
+                                              uint32_t value)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    if (size && size <= CUDA_KCOPY_SIGNAL_MAX && cuda.copy_fn && cuda_on_device(dst) &&
+        cuda_on_device(src))
+        return cuda_copy_kernel(dst, src, size, (cudaStream_t)s, word, value);
+    if ((st = cuda_memcpy_async(dst, src, size, s)) != TESS_OK)
+        return st;
+    return cuda_stream_signal(s, word, value);
 }
 
 static tess_status_t cuda_memset_async(void *dst, int value, size_t size, tess_gpu_stream_h s)
@@ -493,6 +534,50 @@ static tess_status_t cuda_event_query(tess_gpu_event_h ev)
         return st;
     return cuda_poll_status(cudaEventQuery((cudaEvent_t)ev), "cudaEventQuery", __FILE__,
                             __LINE__);
+}
+
+/* Signal words: mapped pinned host memory, which under unified addressing the device writes at
+ * the host's own address (checked: the word's address is passed as the device pointer). */
+static tess_status_t cuda_signal_alloc(size_t n, _Atomic uint32_t **words_p)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    if (!cuda.write_value32)
+        return TESS_ERR_UNSUPPORTED;
+    size_t      size = (n ? n : 1) * sizeof(uint32_t);
+    void       *host = NULL, *dev = NULL;
+    cudaError_t e = cudaHostAlloc(&host, size, cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e != cudaSuccess)
+        return cuda_error(e, "cudaHostAlloc (stream signal words)");
+    e = cudaHostGetDevicePointer(&dev, host, 0);
+    if (e != cudaSuccess || dev != host) {
+        (void)cudaGetLastError();
+        (void)cudaFreeHost(host);
+        tess_debug("cuda: mapped host memory has another device address: no stream signals");
+        return TESS_ERR_UNSUPPORTED;
+    }
+    memset(host, 0, size);
+    *words_p = host;
+    return TESS_OK;
+}
+
+static void cuda_signal_free(_Atomic uint32_t *words)
+{
+    if (words && cuda_bind() == TESS_OK)
+        (void)cudaFreeHost((void *)words);
+}
+
+static tess_status_t cuda_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t *word,
+                                        uint32_t value)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    /* CU_STREAM_WRITE_VALUE_DEFAULT: the write follows a fence over the stream's earlier work. */
+    CUresult r = cuda.write_value32((CUstream)s, (CUdeviceptr)(uintptr_t)word, value,
+                                    CU_STREAM_WRITE_VALUE_DEFAULT);
+    return r == CUDA_SUCCESS ? TESS_OK : cu_error(r, "cuStreamWriteValue32");
 }
 
 static tess_status_t cuda_event_sync(tess_gpu_event_h ev)
@@ -704,6 +789,11 @@ const tess_gpu_ops_t tess_gpu_cuda_ops = {
     .event_destroy     = cuda_event_destroy,
     .event_record      = cuda_event_record,
     .event_query       = cuda_event_query,
+    .memcpy_signal_async = cuda_memcpy_signal_async,
+    .memcpy_signal_max = CUDA_KCOPY_SIGNAL_MAX,
+    .signal_alloc      = cuda_signal_alloc,
+    .signal_free       = cuda_signal_free,
+    .stream_signal     = cuda_stream_signal,
     .event_sync        = cuda_event_sync,
     .event_elapsed_ms  = cuda_event_elapsed_ms,
     .ipc_mem_export    = cuda_ipc_mem_export,

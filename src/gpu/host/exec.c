@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-enum { OP_COPY, OP_SET, OP_FN, OP_RECORD, OP_WAIT };
+enum { OP_COPY, OP_SET, OP_FN, OP_RECORD, OP_WAIT, OP_SIGNAL };
 
 typedef struct exec_op {
     struct exec_op *next;
@@ -32,6 +32,7 @@ typedef struct exec_op {
         struct { void *dst; int value; size_t size; } set;
         tess_gpu_host_fn_t fn;
         struct { tess_gpu_host_evslot_t *slot; uint64_t seq; int ipc; } ev;
+        struct { _Atomic uint32_t *word; uint32_t value; } sig;
     } u;
     _Alignas(max_align_t) unsigned char args[TESS_GPU_HOST_ARGS_MAX];
 } exec_op_t;
@@ -291,6 +292,9 @@ static void exec_run(exec_thread_t *t, exec_op_t *op)
     case OP_RECORD:
         event_complete(op->u.ev.slot, op->u.ev.seq);
         break;
+    case OP_SIGNAL:
+        atomic_store_explicit(op->u.sig.word, op->u.sig.value, memory_order_release);
+        break;
     default:
         tess_fatal("host backend: operation kind %d cannot be run", op->kind);
     }
@@ -319,7 +323,7 @@ static void *exec_main(void *arg)
             pthread_mutex_unlock(&exec.lock);
 
             exec_run(t, op);
-            int record = op->kind == OP_RECORD;
+            int record = op->kind == OP_RECORD, signal = op->kind == OP_SIGNAL;
 
             pthread_mutex_lock(&exec.lock);
             s->running = 0;
@@ -330,7 +334,7 @@ static void *exec_main(void *arg)
                     pthread_cond_broadcast(&exec.event_cv);
             }
             stream_advance(s);
-            if (record) {
+            if (record || signal) {
                 tess_gpu_notify_fn_t fn = atomic_load_explicit(&exec.notify, memory_order_acquire);
                 if (fn) {
                     exec.notifying++;
@@ -596,6 +600,43 @@ tess_status_t tess_gpu_host_event_record(tess_gpu_event_h e, tess_gpu_stream_h s
     stream_push(s, op);
     pthread_mutex_unlock(&exec.lock);
     return TESS_OK;
+}
+
+tess_status_t tess_gpu_host_signal_alloc(size_t n, _Atomic uint32_t **words_p)
+{
+    _Atomic uint32_t *w = tess_calloc(n ? n : 1, sizeof(*w), "stream signal words");
+    if (!w)
+        return TESS_ERR_NO_MEMORY;
+    *words_p = w;
+    return TESS_OK;
+}
+
+void tess_gpu_host_signal_free(_Atomic uint32_t *words) { free(words); }
+
+tess_status_t tess_gpu_host_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t *word,
+                                          uint32_t value)
+{
+    exec_op_t    *op;
+    tess_status_t st;
+    if (!word)
+        return tess_error(TESS_ERR_INVALID, "stream_signal: the word is NULL");
+    if ((st = exec_begin(&s, "stream_signal", &op)) != TESS_OK)
+        return st;
+    op->kind        = OP_SIGNAL;
+    op->u.sig.word  = word;
+    op->u.sig.value = value;
+    stream_push(s, op);
+    pthread_mutex_unlock(&exec.lock);
+    return TESS_OK;
+}
+
+/* As the CUDA backend's small copies do: one call, a copy and then a signal on the stream. */
+tess_status_t tess_gpu_host_memcpy_signal_async(void *dst, const void *src, size_t size,
+                                                tess_gpu_stream_h s, _Atomic uint32_t *word,
+                                                uint32_t value)
+{
+    tess_status_t st = tess_gpu_host_memcpy_async(dst, src, size, s);
+    return st == TESS_OK ? tess_gpu_host_stream_signal(s, word, value) : st;
 }
 
 tess_status_t tess_gpu_host_stream_wait_event(tess_gpu_stream_h s, tess_gpu_event_h e)
