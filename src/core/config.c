@@ -87,7 +87,8 @@ static const opt_t opts[] = {
      OPT_BOOL, CFG(lb_gpu_time), 0, 1, NULL},
     {{"gpu_poll", "TESS_GPU_POLL", NULL, "auto",
       "how PEs see GPU work complete: signal (the stream writes a word of host memory, read "
-      "without a driver call), event (query events), auto (signal where the backend can)"},
+      "without a driver call), event (query events), auto (signal where the backend can, on "
+      "a GPU with up to 2 PEs per process)"},
      OPT_STR, CFG(gpu_poll), 0, 0, "auto|signal|event"},
     {{"mpi_poll_us", "TESS_MPI_POLL_US", NULL, "1000",
       "longest sleep of an idle PE 0 between MPI polls"},

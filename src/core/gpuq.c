@@ -91,6 +91,12 @@ static void gpuq_push(tess_pe_t *pe, gpuq_fifo_t *f, gpuq_item_t it)
 /* ---- stream signals ---------------------------------------------------------------------- */
 
 #define GPUQ_CHUNK 64   /* signal words a PE allocates at a time */
+/* auto: a device backend signals only with up to this many PEs per process. Enqueuing a
+ * signal takes a lock in the CUDA driver that the PEs of a process contend for: on the H200
+ * tess_gpu_then cost 1.3-1.8 us with 1 PE, 3-4 with 4 and 6-8 with 8, against 0.7-1 for an
+ * event record; the launch rate at 8 PEs fell to 0.88-0.93 of raw with signals against
+ * 0.99-1.06 with events, while at 1 and 2 PEs signals gave 1.0-1.36 against 0.80-1.10. */
+#define GPUQ_SIGNAL_MAX_PPN 2
 #define GPUQ_CHECK 4096 /* polls finding nothing complete between checks for a failed device */
 
 static int gpuq_use_signals;
@@ -103,6 +109,13 @@ tess_status_t tess_gpuq_setup(void)
     if (!strcmp(tess_cfg.gpu_poll, "event"))
         return TESS_OK;
     char why[256] = "";
+    if (!strcmp(tess_cfg.gpu_poll, "auto") && tess_gpu->kind != TESS_GPU_HOST &&
+        tess_cfg.ppn > GPUQ_SIGNAL_MAX_PPN) {
+        tess_info("GPU completions are polled with events: with %d PEs per process stream "
+                  "signals contend in the driver (TESS_GPU_POLL=signal to use them)",
+                  tess_cfg.ppn);
+        return TESS_OK;
+    }
     if (!tess_gpu->stream_signal) {
         snprintf(why, sizeof(why), "the %s backend has none", tess_gpu->name);
     } else {
