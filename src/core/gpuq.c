@@ -207,6 +207,23 @@ static void gpuq_check(tess_pe_t *pe)
     }
 }
 
+/* With signals: f's word (made if need be) and *seq_p the value to ask of it next; 0 where
+ * the entry waits on an event instead. gpuq_signalled records it once enqueued. */
+static int gpuq_next_signal(tess_pe_t *pe, gpuq_fifo_t *f, uint32_t *seq_p)
+{
+    if (!gpuq_use_signals || !(f->word || (f->word = gpuq_word_new(pe))))
+        return 0;
+    *seq_p = f->issued + 1;
+    return 1;
+}
+
+static void gpuq_signalled(tess_pe_t *pe, gpuq_fifo_t *f, uint32_t seq, tess_gpu_cont_fn_t fn,
+                           void *arg)
+{
+    f->issued = seq;
+    gpuq_push(pe, f, (gpuq_item_t){NULL, fn, arg, seq, 0});
+}
+
 static tess_status_t gpuq_then(tess_gpu_stream_h stream, tess_gpu_cont_fn_t fn, void *arg,
                                int signal)
 {
@@ -217,14 +234,11 @@ static tess_status_t gpuq_then(tess_gpu_stream_h stream, tess_gpu_cont_fn_t fn, 
     tess_status_t st = gpuq_reserve(pe, f);
     if (st != TESS_OK)
         return st;
-    if (signal && gpuq_use_signals && (f->word || (f->word = gpuq_word_new(pe)))) {
-        uint32_t seq = f->issued + 1;
-        st           = tess_gpu->stream_signal(stream, f->word, seq);
-        if (st != TESS_OK)
-            return st;
-        f->issued = seq;
-        gpuq_push(pe, f, (gpuq_item_t){NULL, fn, arg, seq, 0});
-        return TESS_OK;
+    uint32_t seq;
+    if (signal && gpuq_next_signal(pe, f, &seq)) {
+        if ((st = tess_gpu->stream_signal(stream, f->word, seq)) == TESS_OK)
+            gpuq_signalled(pe, f, seq, fn, arg);
+        return st;
     }
     /* Events (and where no signal word could be had). */
     tess_gpu_event_h ev;
@@ -261,16 +275,14 @@ tess_status_t tess_core_gpu_copy_then(void *dst, const void *src, size_t size,
         size <= tess_gpu->memcpy_signal_max) {
         gpuq_fifo_t  *f  = gpuq_fifo(pe, stream);
         tess_status_t st = gpuq_reserve(pe, f);
+        uint32_t      seq;
         if (st != TESS_OK)
             return st;
-        if (f->word || (f->word = gpuq_word_new(pe))) {
-            uint32_t seq = f->issued + 1;
+        if (gpuq_next_signal(pe, f, &seq)) {
             st = tess_gpu->memcpy_signal_async(dst, src, size, stream, f->word, seq);
-            if (st != TESS_OK)
-                return st;
-            f->issued = seq;
-            gpuq_push(pe, f, (gpuq_item_t){NULL, fn, arg, seq, 0});
-            return TESS_OK;
+            if (st == TESS_OK)
+                gpuq_signalled(pe, f, seq, fn, arg);
+            return st;
         }
     }
     tess_status_t st = tess_gpu->memcpy_async(dst, src, size, stream);
@@ -386,6 +398,10 @@ void tess_gpuq_fini(tess_pe_t *pe)
 {
     if (pe->gq_count)
         tess_warn("PE %d: %zu GPU continuations never ran", pe->global, pe->gq_count);
+    /* Signals still to come would write freed words: let their streams drain first. */
+    for (size_t i = 0; pe->gq_count && i < pe->gq_nfifos; i++)
+        if (pe->gq_fifos[i].count && pe->gq_fifos[i].word)
+            (void)tess_gpu->stream_sync(pe->gq_fifos[i].stream);
     for (size_t i = 0; i < pe->gq_fifos_cap; i++) {
         gpuq_fifo_t *f = &pe->gq_fifos[i];
         for (size_t k = 0; i < pe->gq_nfifos && k < f->count; k++) {
