@@ -317,8 +317,9 @@ static tess_status_t cuda_host_free(void *ptr)
  * copy engines: in a stream of 16 and 64 MiB device messages the copy kernel moved 2-10% less
  * than the engines (and it takes SMs from the kernels running beside it). */
 #define CUDA_KCOPY_MAX ((size_t)1 << 20)
-/* A copy that signals its completion runs as one block (1024 threads, 16 KiB a sweep): up to
- * this size that is still quicker than a second call to enqueue the signal. */
+/* A copy that signals its completion runs as one block (up to 1024 threads: 16 KiB a sweep
+ * when aligned); larger ones keep the full grid or the copy engines and a signal of their own
+ * (the runtime uses events behind those, gpuq.c). */
 #define CUDA_KCOPY_SIGNAL_MAX ((size_t)64 << 10)
 
 /* Memory of the process's device (its own, or another process's opened through IPC), which a
