@@ -602,17 +602,6 @@ tess_status_t tess_gpu_host_event_record(tess_gpu_event_h e, tess_gpu_stream_h s
     return TESS_OK;
 }
 
-tess_status_t tess_gpu_host_signal_alloc(size_t n, _Atomic uint32_t **words_p)
-{
-    _Atomic uint32_t *w = tess_calloc(n ? n : 1, sizeof(*w), "stream signal words");
-    if (!w)
-        return TESS_ERR_NO_MEMORY;
-    *words_p = w;
-    return TESS_OK;
-}
-
-void tess_gpu_host_signal_free(_Atomic uint32_t *words) { free(words); }
-
 tess_status_t tess_gpu_host_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t *word,
                                           uint32_t value)
 {
@@ -628,15 +617,6 @@ tess_status_t tess_gpu_host_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t 
     stream_push(s, op);
     pthread_mutex_unlock(&exec.lock);
     return TESS_OK;
-}
-
-/* As the CUDA backend's small copies do: one call, a copy and then a signal on the stream. */
-tess_status_t tess_gpu_host_memcpy_signal_async(void *dst, const void *src, size_t size,
-                                                tess_gpu_stream_h s, _Atomic uint32_t *word,
-                                                uint32_t value)
-{
-    tess_status_t st = tess_gpu_host_memcpy_async(dst, src, size, s);
-    return st == TESS_OK ? tess_gpu_host_stream_signal(s, word, value) : st;
 }
 
 tess_status_t tess_gpu_host_stream_wait_event(tess_gpu_stream_h s, tess_gpu_event_h e)

@@ -157,13 +157,9 @@ tess_status_t tess_gpu_host_stream_sync(tess_gpu_stream_h s);
 tess_status_t tess_gpu_host_stream_query(tess_gpu_stream_h s);
 tess_status_t tess_gpu_host_stream_wait_event(tess_gpu_stream_h s, tess_gpu_event_h e);
 tess_status_t tess_gpu_host_event_record(tess_gpu_event_h e, tess_gpu_stream_h s);
-tess_status_t tess_gpu_host_signal_alloc(size_t n, _Atomic uint32_t **words_p);
-void          tess_gpu_host_signal_free(_Atomic uint32_t *words);
 tess_status_t tess_gpu_host_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t *word,
                                           uint32_t value);
-tess_status_t tess_gpu_host_memcpy_signal_async(void *dst, const void *src, size_t size,
-                                                tess_gpu_stream_h s, _Atomic uint32_t *word,
-                                                uint32_t value);
+
 tess_status_t tess_gpu_host_event_query(tess_gpu_event_h e);
 tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e);
 tess_status_t tess_gpu_host_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_event_h end,

@@ -147,6 +147,27 @@ static tess_status_t host_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p
     return TESS_OK;
 }
 
+/* Signal words: plain host memory, which the executors write (exec.c's stream_signal). */
+static tess_status_t host_signal_alloc(size_t n, _Atomic uint32_t **words_p)
+{
+    _Atomic uint32_t *w = tess_calloc(n ? n : 1, sizeof(*w), "stream signal words");
+    if (!w)
+        return TESS_ERR_NO_MEMORY;
+    *words_p = w;
+    return TESS_OK;
+}
+
+static void host_signal_free(_Atomic uint32_t *words) { free(words); }
+
+/* As the CUDA backend's small copies do: one call, a copy and then a signal on the stream. */
+static tess_status_t host_memcpy_signal_async(void *dst, const void *src, size_t size,
+                                              tess_gpu_stream_h s, _Atomic uint32_t *word,
+                                              uint32_t value)
+{
+    tess_status_t st = tess_gpu_host_memcpy_async(dst, src, size, s);
+    return st == TESS_OK ? tess_gpu_host_stream_signal(s, word, value) : st;
+}
+
 static void *host_native_stream(tess_gpu_stream_h s)
 {
     return s;
@@ -179,10 +200,10 @@ const tess_gpu_ops_t tess_gpu_host_ops = {
     .event_query       = tess_gpu_host_event_query,
     .event_sync        = tess_gpu_host_event_sync,
     .event_elapsed_ms  = tess_gpu_host_event_elapsed_ms,
-    .signal_alloc      = tess_gpu_host_signal_alloc,
-    .signal_free       = tess_gpu_host_signal_free,
+    .signal_alloc      = host_signal_alloc,
+    .signal_free       = host_signal_free,
     .stream_signal     = tess_gpu_host_stream_signal,
-    .memcpy_signal_async = tess_gpu_host_memcpy_signal_async,
+    .memcpy_signal_async = host_memcpy_signal_async,
     .memcpy_signal_max = 64 << 10, /* as the CUDA backend's */
     .ipc_mem_export    = tess_gpu_host_ipc_mem_export,
     .ipc_mem_open      = tess_gpu_host_ipc_mem_open,
