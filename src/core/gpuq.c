@@ -91,12 +91,14 @@ static void gpuq_push(tess_pe_t *pe, gpuq_fifo_t *f, gpuq_item_t it)
 /* ---- stream signals ---------------------------------------------------------------------- */
 
 #define GPUQ_CHUNK 64   /* signal words a PE allocates at a time */
-/* auto: a device backend signals only with up to this many PEs per process. Enqueuing a
- * signal takes a lock in the CUDA driver that the PEs of a process contend for: on the H200
- * tess_gpu_then cost 1.3-1.8 us with 1 PE, 3-4 with 4 and 6-8 with 8, against 0.7-1 for an
- * event record; the launch rate at 8 PEs fell to 0.88-0.93 of raw with signals against
- * 0.99-1.06 with events, while at 1 and 2 PEs signals gave 1.0-1.36 against 0.80-1.10. */
-#define GPUQ_SIGNAL_MAX_PPN 2
+/* auto: a device backend signals only with up to this many PEs on the device (the PEs of
+ * every process that uses it). Enqueuing a signal takes a lock in the CUDA driver that the PEs
+ * of a process contend for: on the H200 tess_gpu_then cost 1.3-1.8 us with 1 PE, 3-4 with 4
+ * and 6-8 with 8, against 0.7-1 for an event record; the launch rate at 8 PEs fell to
+ * 0.88-0.93 of raw with signals against 0.99-1.06 with events, while at 1 and 2 PEs signals
+ * gave 1.0-1.36 against 0.80-1.10. Processes sharing the GPU under MPS contend as well: 4
+ * processes of 1 PE gave 0.75-0.88 with signals against 0.90-0.99 with events. */
+#define GPUQ_SIGNAL_MAX_PES 2
 #define GPUQ_CHECK 4096 /* polls finding nothing complete between checks for a failed device */
 
 static int gpuq_use_signals;
@@ -109,11 +111,12 @@ tess_status_t tess_gpuq_setup(void)
     if (!strcmp(tess_cfg.gpu_poll, "event"))
         return TESS_OK;
     char why[256] = "";
+    int pes_on_gpu = tess_cfg.ppn * tess_gpu_device_procs();
     if (!strcmp(tess_cfg.gpu_poll, "auto") && tess_gpu->kind != TESS_GPU_HOST &&
-        tess_cfg.ppn > GPUQ_SIGNAL_MAX_PPN) {
-        tess_info("GPU completions are polled with events: with %d PEs per process stream "
-                  "signals contend in the driver (TESS_GPU_POLL=signal to use them)",
-                  tess_cfg.ppn);
+        pes_on_gpu > GPUQ_SIGNAL_MAX_PES) {
+        tess_info("GPU completions are polled with events: with %d PEs on the GPU (%d per "
+                  "process) stream signals contend in the driver (TESS_GPU_POLL=signal to use "
+                  "them)", pes_on_gpu, tess_cfg.ppn);
         return TESS_OK;
     }
     if (!tess_gpu->stream_signal) {

@@ -10,6 +10,7 @@ const tess_gpu_ops_t *tess_gpu;
 static tess_gpu_stream_h *gpu_pool;
 static size_t             gpu_pool_size;
 static int                gpu_device = -1;
+static int                gpu_device_procs = 1;
 static int                gpu_ndev;
 
 static const tess_gpu_ops_t *gpu_backend_by_name(const char *name)
@@ -75,6 +76,9 @@ tess_status_t tess_gpu_init(const char *want, const tess_gpu_init_params_t *para
     gpu_ndev   = tess_gpu->device_count();
     int lsize  = params->local_size > 0 ? params->local_size : 1;
     gpu_device = (int)((int64_t)params->local_rank * gpu_ndev / lsize);
+    gpu_device_procs = 0;
+    for (int r = 0; r < lsize; r++)
+        gpu_device_procs += (int)((int64_t)r * gpu_ndev / lsize) == gpu_device;
     st = tess_gpu->set_device(gpu_device);
     if (st != TESS_OK)
         goto err_fini;
@@ -117,7 +121,8 @@ void tess_gpu_fini(void)
     gpu_pool_size = 0;
     tess_gpu->fini();
     tess_gpu   = NULL;
-    gpu_device = -1;
+    gpu_device       = -1;
+    gpu_device_procs = 1;
 }
 
 int tess_gpu_num_devices(void) { return gpu_ndev; }
@@ -207,6 +212,8 @@ const char *tess_gpu_backend_name(void)
 }
 
 int tess_gpu_device(void) { return gpu_device; }
+
+int tess_gpu_device_procs(void) { return gpu_device_procs; }
 
 tess_status_t tess_gpu_malloc(void **ptr_p, size_t size)
 {

@@ -174,6 +174,9 @@ extern const tess_gpu_ops_t *tess_gpu;
 tess_status_t tess_gpu_init(const char *want, const tess_gpu_init_params_t *params, int nstreams);
 void          tess_gpu_fini(void);
 /* tess_gpu_device() and tess_gpu_num_devices() (public) give the device of this process. */
+/** How many processes of this node use this process's device (itself included; 1 before
+ *  tess_gpu_init). */
+int tess_gpu_device_procs(void);
 
 /** Stream i of the per-process pool (i taken modulo the pool size). */
 tess_gpu_stream_h tess_gpu_pool_stream(size_t i);
