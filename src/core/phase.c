@@ -227,6 +227,9 @@ tess_status_t tess_core_run(tess_run_mode_t mode, tess_start_fn_t start, void *a
 
     tess_pe_self_ = NULL;
     tess_log_pe   = -1;
+#ifdef TESS_HOP_TRACE
+    tess_hop_print();
+#endif
 
     free(ph.result);
     ph.result      = ph.value;

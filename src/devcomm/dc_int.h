@@ -198,7 +198,7 @@ typedef struct dc_state {
     _Atomic int       busy;        /* work in flight that is not a message */
 
     tess_dc_stats_t   stats;
-    _Atomic uint64_t  d2d_idle, d2d_events; /* the d2d send counters, off the lock */
+    _Atomic uint64_t  d2d_events; /* the d2d send counter, off the lock */
     const tess_dc_ops_t *ops;
     uint16_t          h_ctl;
     int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */

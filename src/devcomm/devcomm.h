@@ -103,7 +103,6 @@ typedef struct tess_dc_stats {
     uint64_t map_opens, map_hits; /* direct IPC mapping cache */
     uint64_t reg_creates, reg_hits, reg_releases; /* RDMA registration cache */
     uint64_t forwarded;
-    uint64_t d2d_idle;       /* d2d sends from an idle stream: no event recorded or waited on */
     uint64_t d2d_events;     /* events recorded for d2d sends (one per batch) */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -150,3 +151,37 @@ double tess_ticks_to_ns(uint64_t ticks)
     return (double)ticks;
 #endif
 }
+
+#ifdef TESS_HOP_TRACE
+static _Atomic uint64_t hop_last, hop_ticks[TESS_HOP_N], hop_count[TESS_HOP_N];
+
+void tess_hop_mark(int stage)
+{
+    uint64_t now  = tess_ticks();
+    uint64_t prev = atomic_exchange_explicit(&hop_last, now, memory_order_acq_rel);
+    if (prev && now > prev) {
+        atomic_fetch_add_explicit(&hop_ticks[stage], now - prev, memory_order_relaxed);
+        atomic_fetch_add_explicit(&hop_count[stage], 1, memory_order_relaxed);
+    }
+}
+
+void tess_hop_print(void)
+{
+    static const char *names[TESS_HOP_N] = {"entry", "query", "ctl-send", "ctl-transit",
+                                            "post", "issue", "device"};
+    if (!atomic_load(&hop_count[TESS_HOP_DONE]))
+        return;
+    fprintf(stderr, "tessera hop trace (ns, mean):");
+    for (int i = 0; i < TESS_HOP_N; i++) {
+        uint64_t n = atomic_load(&hop_count[i]);
+        fprintf(stderr, " %s %.0f (%" PRIu64 ")", names[i],
+                n ? tess_ticks_to_ns(atomic_load(&hop_ticks[i])) / (double)n : 0.0, n);
+    }
+    fprintf(stderr, "\n");
+    for (int i = 0; i < TESS_HOP_N; i++) {
+        atomic_store(&hop_ticks[i], 0);
+        atomic_store(&hop_count[i], 0);
+    }
+    atomic_store(&hop_last, 0);
+}
+#endif

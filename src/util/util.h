@@ -253,4 +253,28 @@ tess_status_t tess_parse_bool(const char *s, int *val_p);
 /** A 64-bit random number from the OS. */
 uint64_t      tess_random64(void);
 
+/* ---- hop trace (diagnostic builds only) -------------------------------------------------- */
+
+#ifdef TESS_HOP_TRACE
+/* A build with -DTESS_HOP_TRACE (CPPFLAGS; never in a release) splits the time of a device
+ * message hop into stages: each mark, from any thread, adds the time since the previous mark
+ * (from any thread) to its stage, and tess_hop_print() writes the averages at finalize. The
+ * split is only meaningful for traffic with one message in flight at a time (a ping-pong). */
+enum {
+    TESS_HOP_SEND,     /* tess_dc_send entered: the entry's own time before it sends */
+    TESS_HOP_QUERIED,  /* the sender's stream asked whether it is idle */
+    TESS_HOP_CTL_SENT, /* the control message built and handed to the messaging layer */
+    TESS_HOP_CTL_RECV, /* its handler starts on the receiving PE */
+    TESS_HOP_POSTED,   /* the post function gave buffers and a stream */
+    TESS_HOP_ISSUED,   /* the copies (and what waits for them) enqueued */
+    TESS_HOP_DONE,     /* the runtime saw the copies complete */
+    TESS_HOP_N
+};
+void tess_hop_mark(int stage);
+void tess_hop_print(void);
+#define TESS_HOP_MARK(stage) tess_hop_mark(stage)
+#else
+#define TESS_HOP_MARK(stage) ((void)0)
+#endif
+
 #endif /* TESS_UTIL_H */
