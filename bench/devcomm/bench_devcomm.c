@@ -7,7 +7,8 @@
  *   TESS_VNODE_SIZE=1 mpirun -np 2 bench_devcomm             rdma (two virtual nodes)
  *
  * Options: --csv-dir DIR (appends DIR/latbw.csv, DIR/odf.csv, DIR/goals.csv), --quick,
- * --reps N, --target-ms MS (time of one repetition of one point), --max-size BYTES,
+ * --reps N, --target-ms MS (time of one repetition of one point), --min-size BYTES,
+ * --max-size BYTES (latbw: the message sizes measured),
  * --max-volume BYTES, --what latbw,exchange,overlap, --expect PATH (fail unless the runtime
  * takes that path: d2d, ipc-staged, ipc-direct, rdma-staged, rdma-direct; rdma: either),
  * --budget-s S (skip the points that would start after S seconds of measuring).
@@ -132,7 +133,7 @@ static size_t window_of(size_t size)
     return w < 2 ? 2 : w;
 }
 
-static void make_config(size_t max_size, size_t max_volume)
+static void make_config(size_t min_size, size_t max_size, size_t max_volume)
 {
     static const size_t full[] = {8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10,
                                   1 << 20, 4 << 20, 16 << 20, 64 << 20};
@@ -142,7 +143,7 @@ static void make_config(size_t max_size, size_t max_volume)
     const size_t *s  = dcb.quick ? quick : full;
     int           ns = dcb.quick ? 3 : 12;
     for (int i = 0; i < ns; i++)
-        if (s[i] <= max_size)
+        if (s[i] >= min_size && s[i] <= max_size)
             sizes[nsizes++] = s[i];
     const size_t *v  = dcb.quick ? vquick : vfull;
     int           nv = dcb.quick ? 2 : 5;
@@ -336,7 +337,7 @@ int main(int argc, char **argv)
         dcb_die("tess_init: %s", tess_error_detail());
 
     const char *csv_dir = NULL, *what = "latbw,exchange,overlap", *expect = NULL;
-    size_t      max_size = 64u << 20, max_volume = 64u << 20;
+    size_t      min_size = 0, max_size = 64u << 20, max_volume = 64u << 20;
     double      target_ms = -1;
     dcb.reps = -1;
     for (int i = 1; i < argc; i++) {
@@ -349,6 +350,8 @@ int main(int argc, char **argv)
             dcb.reps = atoi(argv[++i]);
         else if (!strcmp(a, "--target-ms") && v)
             target_ms = atof(argv[++i]);
+        else if (!strcmp(a, "--min-size") && v)
+            min_size = parse_size(argv[++i]);
         else if (!strcmp(a, "--max-size") && v)
             max_size = parse_size(argv[++i]);
         else if (!strcmp(a, "--max-volume") && v)
@@ -367,9 +370,9 @@ int main(int argc, char **argv)
     dcb.target_s = (target_ms > 0 ? target_ms : dcb.quick ? 3 : 20) * 1e-3;
     if (tess_num_pes() != 2)
         dcb_die("needs exactly 2 PEs: -np 1 with +ppn 2, or -np 2 with +ppn 1");
-    make_config(max_size, max_volume);
+    make_config(min_size, max_size, max_volume);
     if (!nsizes || !nvolumes)
-        dcb_die("--max-size / --max-volume leave nothing to measure");
+        dcb_die("--min-size / --max-size / --max-volume leave nothing to measure");
 
     size_t cap = 0;
     for (int i = 0; i < nsizes; i++)
