@@ -64,6 +64,9 @@ static const opt_t opts[] = {
     {{"comm_buf", "TESS_COMM_BUF", NULL, "64m",
       "staged IPC: device comm buffer per process"},
      OPT_SIZE, CFG(comm_buf), 0, 0, NULL},
+    {{"ipc_part", "TESS_IPC_PART", NULL, "0",
+      "staged IPC: largest part of a message through the comm buffer (0: a quarter of it)"},
+     OPT_SIZE, CFG(ipc_part), 0, 0, NULL},
     {{"ipc_events", "TESS_IPC_EVENTS", NULL, "256",
       "staged IPC: interprocess events per process"},
      OPT_INT, CFG(ipc_events), 1, 1 << 20, NULL},
@@ -88,7 +91,7 @@ static const opt_t opts[] = {
     {{"gpu_poll", "TESS_GPU_POLL", NULL, "auto",
       "how PEs see GPU work complete: signal (the stream writes a word of host memory, read "
       "without a driver call), event (query events), auto (signal where the backend can, on "
-      "a GPU with up to 2 PEs per process)"},
+      "a GPU that at most 2 PEs use, of all the processes on it)"},
      OPT_STR, CFG(gpu_poll), 0, 0, "auto|signal|event"},
     {{"mpi_poll_us", "TESS_MPI_POLL_US", NULL, "1000",
       "longest sleep of an idle PE 0 between MPI polls"},

@@ -40,6 +40,7 @@ typedef struct tess_config {
     char   devcomm_path[8];  /* auto|d2d|ipc|rdma */
     char   ipc[8];           /* auto|staged|direct */
     size_t comm_buf;         /* staged IPC buffer per process */
+    size_t ipc_part;         /* staged IPC part size (0: comm_buf / 4) */
     char   rdma[8];          /* auto|direct|staged */
     size_t bounce_chunk;     /* RDMA host-staged pipeline chunk */
     int    bounce_count;     /* RDMA host-staged bounce buffers per process */

@@ -1,10 +1,10 @@
-/* dc_parts.c — staged IPC in parts. A staged message larger than a part (a quarter of the
- * comm buffer) moves in parts, each through its own slot and event of the sender's comm buffer:
- * the receiver copies one part out while the sender copies the next in, and a message may be
- * larger than the whole buffer. A header announces it; each part's notice names its slot, event
- * and place and is acknowledged on its own. Parts are staged in order on dc.stream (after the
- * send's ready event) by whichever PE finds the resources, so a notice may overtake its header:
- * it then waits for it.
+/* dc_parts.c — staged IPC in parts. A staged message larger than a part (TESS_IPC_PART, by
+ * default a quarter of the comm buffer) moves in parts, each through its own slot and event of
+ * the sender's comm buffer: the receiver copies one part out while the sender copies the next
+ * in, and a message may be larger than the whole buffer. A header announces it; each part's
+ * notice names its slot, event and place and is acknowledged on its own. Parts are staged in
+ * order on dc.stream (after the send's ready event) by whichever PE finds the resources, so a
+ * notice may overtake its header: it then waits for it.
  *
  * Threads: a message's sender state is touched by one thread at a time (the sending PE, then
  * the pump); its receiver state by its receiving PE only, in a map the process's PEs share
