@@ -587,11 +587,24 @@ void dc_ipc_recv(tess_msg_t *m, unsigned kind)
     dc_recv_t *r = dc_recv_begin(m, kind);
     if (ev && tess_gpu->stream_wait_event(r->stream, ev) != TESS_OK)
         tess_fatal("devcomm: stream wait failed: %s", tess_error_detail());
+    /* The last copy carries the acknowledgement (a small one signals it from the copy itself)
+     * and a delivery after completion joins it. */
+    int last = -1;
     for (int i = 0; i < r->m.nbufs; i++)
-        if (r->sizes[i] &&
-            tess_gpu->memcpy_async(r->dst[i], srcs[i], r->sizes[i], r->stream) != TESS_OK)
+        if (r->sizes[i])
+            last = i;
+    r->marked = last >= 0;
+    for (int i = 0; i < r->m.nbufs; i++) {
+        tess_status_t st = TESS_OK;
+        if (i == last)
+            st = tess_core_gpu_copy_then(r->dst[i], srcs[i], r->sizes[i], r->stream,
+                                         ipc_ack_after_copy, a);
+        else if (r->sizes[i])
+            st = tess_gpu->memcpy_async(r->dst[i], srcs[i], r->sizes[i], r->stream);
+        if (st != TESS_OK)
             tess_fatal("devcomm: IPC copy failed: %s", tess_error_detail());
-    if (tess_core_gpu_then_event(r->stream, ipc_ack_after_copy, a) != TESS_OK)
+    }
+    if (last < 0 && tess_core_gpu_then_event(r->stream, ipc_ack_after_copy, a) != TESS_OK)
         tess_fatal("cannot wait for an IPC copy: %s", tess_error_detail());
     dc_recv_finish(r);
 }
