@@ -11,6 +11,8 @@
 # and writes OUTDIR/latbw.csv, OUTDIR/odf.csv, OUTDIR/goals.csv and OUTDIR/run.log (every
 # run's output, then the summary); with matplotlib (/usr/bin/python3) also latency.png,
 # bandwidth.png, exchange.png and overlap.png. The summary table comes last on stdout.
+# --plot: only draw the PNGs from the CSVs already in OUTDIR (brought back from a GPU machine
+# without matplotlib).
 # MPS is started around the multi-process runs when there is a GPU (and stopped after).
 #
 # --quick: a tiny configuration (3 sizes, 2 volumes, ODF 1/4/16/64, 3 ms per point) for the
@@ -22,20 +24,52 @@
 # bench_devcomm options, e.g. "--max-size 16M --what latbw").
 set -u
 
-usage() { echo "usage: $0 OUTDIR [--quick]" >&2; exit 2; }
+usage() { echo "usage: $0 OUTDIR [--quick | --plot]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 out=$1
 shift
-quick=
+quick= plot_only=
 for a in "$@"; do
     case $a in
     --quick) quick=1 ;;
+    --plot) plot_only=1 ;;
     *) usage ;;
     esac
 done
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+
+# PNGs where matplotlib is (it may not be on the GPU machine: then quietly none).
+plot() {
+    /usr/bin/python3 "$repo/bench/plot.py" "$@" >>"$log" 2>&1 || echo "# plot failed: $*" >>"$log"
+}
+plots() {
+    [ -x /usr/bin/python3 ] && [ -f "$repo/bench/plot.py" ] &&
+        /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || return 0
+    [ -s "$out/latbw.csv" ] && {
+        plot "$out/latbw.csv" "$out/latency.png" --x size --y tessera --baseline-y raw \
+            --series path --filter unit=us --facet metric --logx --logy \
+            --title "one-way latency (dashed: raw)" --xlabel bytes --ylabel us
+        plot "$out/latbw.csv" "$out/bandwidth.png" --x size --y tessera --baseline-y raw \
+            --series path --filter metric=bandwidth --logx --logy \
+            --title "stream bandwidth (dashed: raw)" --xlabel bytes --ylabel GB/s
+    }
+    [ -s "$out/odf.csv" ] && {
+        plot "$out/odf.csv" "$out/exchange.png" --x odf --y tessera_us --baseline-y raw_us \
+            --series volume --filter metric=exchange --facet path --logx --logy \
+            --title "exchange (dashed: raw)" --xlabel ODF --ylabel "us per exchange"
+        plot "$out/odf.csv" "$out/overlap.png" --x odf --y tessera_us --baseline-y raw_us \
+            --series volume --filter metric=overlap --facet path --logx --logy \
+            --title "exchange + kernel (dashed: raw, serial)" --xlabel ODF \
+            --ylabel "us per exchange"
+    }
+}
+if [ -n "$plot_only" ]; then
+    log=/dev/stderr
+    plots
+    exit 0
+fi
 bin=${BENCH_DEVCOMM:-}
 if [ -z "$bin" ]; then
     for c in "$repo/build-cuda/bench/devcomm/bench_devcomm" "$here/bench_devcomm"; do
@@ -132,30 +166,7 @@ run ipc-direct 2 TESS_IPC=direct -- --expect ipc-direct
 run rdma 2 TESS_VNODE_SIZE=1 TESS_RDMA="$rdma" -- --expect rdma
 stop_mps
 
-# PNGs where matplotlib is (it may not be on the GPU machine: then quietly none).
-plot() {
-    /usr/bin/python3 "$repo/bench/plot.py" "$@" >>"$log" 2>&1 || echo "# plot failed: $*" >>"$log"
-}
-if [ -x /usr/bin/python3 ] && [ -f "$repo/bench/plot.py" ] &&
-   /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1; then
-    [ -s "$out/latbw.csv" ] && {
-        plot "$out/latbw.csv" "$out/latency.png" --x size --y tessera --baseline-y raw \
-            --series path --filter unit=us --facet metric --logx --logy \
-            --title "one-way latency (dashed: raw)" --xlabel bytes --ylabel us
-        plot "$out/latbw.csv" "$out/bandwidth.png" --x size --y tessera --baseline-y raw \
-            --series path --filter metric=bandwidth --logx --logy \
-            --title "stream bandwidth (dashed: raw)" --xlabel bytes --ylabel GB/s
-    }
-    [ -s "$out/odf.csv" ] && {
-        plot "$out/odf.csv" "$out/exchange.png" --x odf --y tessera_us --baseline-y raw_us \
-            --series volume --filter metric=exchange --facet path --logx --logy \
-            --title "exchange (dashed: raw)" --xlabel ODF --ylabel "us per exchange"
-        plot "$out/odf.csv" "$out/overlap.png" --x odf --y tessera_us --baseline-y raw_us \
-            --series volume --filter metric=overlap --facet path --logx --logy \
-            --title "exchange + kernel (dashed: raw, serial)" --xlabel ODF \
-            --ylabel "us per exchange"
-    }
-fi
+plots
 
 # The summary: small-message latency, large-message bandwidth, the exchange at the largest
 # volume, and the goals.
