@@ -10,7 +10,7 @@
  * Nothing links libcuda, so a build with CUDA loads and falls back to the host backend on a
  * machine without a driver: init() answers TESS_ERR_UNSUPPORTED quietly when the runtime sees
  * no device, and the few driver-API functions needed (allocation ranges, buffer ids, device
- * attributes) come through cudaGetDriverEntryPointByVersion. <cuda.h> is included for types.
+ * attributes) come through cudaGetDriverEntryPointByVersion. <tess_cuda.h> is included for types.
  *
  * Threads: as thread-safe as the CUDA runtime. The state below is written by init, set_device
  * and fini only. The current device is per thread in CUDA, so every op first makes the
@@ -18,40 +18,10 @@
  * threads need no set-up of their own. A thread that calls cudaSetDevice itself afterwards must
  * restore it before calling into the runtime.
  */
-#include "gpu/gpu.h"
-
-#include <cuda.h>
-#include <cudaTypedefs.h>
-#include <cuda_runtime_api.h>
+#include "cuda_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-/* Driver ABI version asked of cudaGetDriverEntryPointByVersion: the PFN_*_vNNNN types below
- * are the newest versions of those symbols at CUDA 12.0. */
-#define CUDA_ENTRY_VERSION 12000
-
-#define CUDA_IPC_MAGIC   0x55435354u /* "TSCU" */
-#define CUDA_IPC_VERSION 1
-
-enum { CUDA_IPC_MEM = 1, CUDA_IPC_EVENT = 2 };
-
-/* What a tess_gpu_ipc_handle_t holds for this backend (copied in and out with memcpy). */
-typedef struct cuda_ipc_wire {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t kind;
-    int32_t  device; /* exporting device, for messages */
-    uint32_t pad;
-    uint64_t size;   /* allocation size (memory handles) */
-    union {
-        cudaIpcMemHandle_t   mem;
-        cudaIpcEventHandle_t event;
-    } h;
-} cuda_ipc_wire_t;
-
-_Static_assert(sizeof(cuda_ipc_wire_t) <= TESS_GPU_IPC_HANDLE_SIZE,
-               "a CUDA IPC handle must fit in tess_gpu_ipc_handle_t");
 
 /* A launch_host call: the function and a copy of its arguments, freed after the call. */
 typedef struct cuda_host_call {
@@ -59,46 +29,30 @@ typedef struct cuda_host_call {
     _Alignas(max_align_t) unsigned char args[];
 } cuda_host_call_t;
 
-static struct {
-    int                             ndev;
-    int                             device;  /* this process's device, -1 before set_device */
-    _Atomic unsigned                gen;     /* bumped by set_device, see cuda_bind */
-    PFN_cuPointerGetAttribute_v4000 pointer_get_attribute;
-    PFN_cuMemGetAddressRange_v3020  mem_get_address_range;
-    PFN_cuDeviceGet_v2000           device_get;
-    PFN_cuDeviceGetAttribute_v2000  device_get_attribute;
-    PFN_cuGetErrorName_v6000        get_error_name;
-    PFN_cuPointerGetAttributes_v7000 pointer_get_attributes;
-    PFN_cuLaunchKernel_v4000        launch_kernel;
-    PFN_cuStreamWriteValue32_v11070 write_value32; /* NULL: no stream signals, events only */
-    CUfunction                      copy_fn; /* tess_cuda_copy_kernel on cuda.device, or NULL */
-} cuda = {.device = -1};
+tess_cuda_state_t tess_cuda = {.device = -1};
 
 /* copy_kernel.cu */
 extern const void *tess_cuda_copy_kernel_symbol(void);
 
-/* cuda.gen when this thread last made cuda.device current (0: never needed). */
-static _Thread_local unsigned cuda_bound_gen;
+_Thread_local unsigned tess_cuda_bound_gen;
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
-static tess_status_t cuda_error_at(cudaError_t e, const char *what, const char *file, int line)
+tess_status_t tess_cuda_error_at(cudaError_t e, const char *what, const char *file, int line)
 {
     tess_status_t st = e == cudaErrorMemoryAllocation ? TESS_ERR_NO_MEMORY : TESS_ERR_GPU;
     return tess_error_at(st, file, line, "%s failed: %s (%s)", what, cudaGetErrorName(e),
                          cudaGetErrorString(e));
 }
-#define cuda_error(e, what) cuda_error_at((e), (what), __FILE__, __LINE__)
 
-static tess_status_t cu_error_at(CUresult r, const char *what, const char *file, int line)
+tess_status_t tess_cuda_cu_error_at(CUresult r, const char *what, const char *file, int line)
 {
     const char *name = NULL;
-    if (!cuda.get_error_name || cuda.get_error_name(r, &name) != CUDA_SUCCESS || !name)
+    if (!tess_cuda.get_error_name || tess_cuda.get_error_name(r, &name) != CUDA_SUCCESS || !name)
         name = "unknown CUresult";
     tess_status_t st = r == CUDA_ERROR_OUT_OF_MEMORY ? TESS_ERR_NO_MEMORY : TESS_ERR_GPU;
     return tess_error_at(st, file, line, "%s failed: %s (%d)", what, name, (int)r);
 }
-#define cu_error(r, what) cu_error_at((r), (what), __FILE__, __LINE__)
 
 /* TESS_OK, TESS_INPROGRESS for cudaErrorNotReady, or the translated error. */
 static tess_status_t cuda_poll_status(cudaError_t e, const char *what, const char *file, int line)
@@ -107,21 +61,7 @@ static tess_status_t cuda_poll_status(cudaError_t e, const char *what, const cha
         return TESS_OK;
     if (e == cudaErrorNotReady)
         return TESS_INPROGRESS;
-    return cuda_error_at(e, what, file, line);
-}
-
-/* ---- the device current on this thread ---------------------------------------------------- */
-
-static inline tess_status_t cuda_bind(void)
-{
-    unsigned gen = atomic_load_explicit(&cuda.gen, memory_order_acquire);
-    if (tess_likely(cuda_bound_gen == gen) || cuda.device < 0)
-        return TESS_OK;
-    cudaError_t e = cudaSetDevice(cuda.device);
-    if (e != cudaSuccess)
-        return cuda_error(e, "cudaSetDevice");
-    cuda_bound_gen = gen;
-    return TESS_OK;
+    return tess_cuda_error_at(e, what, file, line);
 }
 
 /* ---- init, devices ----------------------------------------------------------------------- */
@@ -161,65 +101,65 @@ static tess_status_t cuda_init(const tess_gpu_init_params_t *params)
         if (st != TESS_OK)
             return st;
     }
-    cuda.pointer_get_attribute = (PFN_cuPointerGetAttribute_v4000)fn[0];
-    cuda.mem_get_address_range = (PFN_cuMemGetAddressRange_v3020)fn[1];
-    cuda.device_get            = (PFN_cuDeviceGet_v2000)fn[2];
-    cuda.device_get_attribute  = (PFN_cuDeviceGetAttribute_v2000)fn[3];
-    cuda.get_error_name        = (PFN_cuGetErrorName_v6000)fn[4];
-    cuda.pointer_get_attributes = (PFN_cuPointerGetAttributes_v7000)fn[5];
-    cuda.launch_kernel         = (PFN_cuLaunchKernel_v4000)fn[6];
+    tess_cuda.pointer_get_attribute = (PFN_cuPointerGetAttribute_v4000)fn[0];
+    tess_cuda.mem_get_address_range = (PFN_cuMemGetAddressRange_v3020)fn[1];
+    tess_cuda.device_get            = (PFN_cuDeviceGet_v2000)fn[2];
+    tess_cuda.device_get_attribute  = (PFN_cuDeviceGetAttribute_v2000)fn[3];
+    tess_cuda.get_error_name        = (PFN_cuGetErrorName_v6000)fn[4];
+    tess_cuda.pointer_get_attributes = (PFN_cuPointerGetAttributes_v7000)fn[5];
+    tess_cuda.launch_kernel         = (PFN_cuLaunchKernel_v4000)fn[6];
     /* Stream signals are optional: without them the runtime polls events. */
     void *wv = NULL;
     if (cuda_entry("cuStreamWriteValue32", &wv) != TESS_OK) {
         tess_debug("cuda: no cuStreamWriteValue32: GPU completions are polled with events");
         wv = NULL;
     }
-    cuda.write_value32 = (PFN_cuStreamWriteValue32_v11070)wv;
-    cuda.ndev                  = ndev;
-    cuda.device                = -1;
+    tess_cuda.write_value32 = (PFN_cuStreamWriteValue32_v11070)wv;
+    tess_cuda.ndev                  = ndev;
+    tess_cuda.device                = -1;
     return TESS_OK;
 }
 
 static void cuda_fini(void)
 {
     /* No cudaDeviceReset: the application may still use the primary context. */
-    cuda.ndev                  = 0;
-    cuda.device                = -1;
-    cuda.pointer_get_attribute = NULL;
-    cuda.mem_get_address_range = NULL;
-    cuda.device_get            = NULL;
-    cuda.device_get_attribute  = NULL;
-    cuda.get_error_name        = NULL;
-    cuda.pointer_get_attributes = NULL;
-    cuda.launch_kernel         = NULL;
-    cuda.write_value32         = NULL;
-    cuda.copy_fn               = NULL;
+    tess_cuda.ndev                  = 0;
+    tess_cuda.device                = -1;
+    tess_cuda.pointer_get_attribute = NULL;
+    tess_cuda.mem_get_address_range = NULL;
+    tess_cuda.device_get            = NULL;
+    tess_cuda.device_get_attribute  = NULL;
+    tess_cuda.get_error_name        = NULL;
+    tess_cuda.pointer_get_attributes = NULL;
+    tess_cuda.launch_kernel         = NULL;
+    tess_cuda.write_value32         = NULL;
+    tess_cuda.copy_fn               = NULL;
 }
 
-static int cuda_device_count(void) { return cuda.ndev; }
+static int cuda_device_count(void) { return tess_cuda.ndev; }
 
 static tess_status_t cuda_set_device(int device)
 {
-    if (device < 0 || device >= cuda.ndev)
+    if (device < 0 || device >= tess_cuda.ndev)
         return tess_error(TESS_ERR_INVALID, "CUDA device %d does not exist (%d visible)",
-                          device, cuda.ndev);
+                          device, tess_cuda.ndev);
     cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess)
         return cuda_error(e, "cudaSetDevice");
     /* The copy kernel's handle in this device's context, looked up once per device (every PE
      * thread selects the same one); without it every copy is a memcpy. */
-    if (device != cuda.device || !cuda.copy_fn) {
+    if (device != tess_cuda.device || !tess_cuda.copy_fn) {
         cudaFunction_t fn = NULL;
         if (cudaGetFuncBySymbol(&fn, tess_cuda_copy_kernel_symbol()) != cudaSuccess) {
             (void)cudaGetLastError();
             fn = NULL;
             tess_debug("cuda: no copy kernel for device %d: copies use cudaMemcpyAsync", device);
         }
-        cuda.copy_fn = (CUfunction)fn;
+        tess_cuda.copy_fn = (CUfunction)fn;
     }
-    cuda.device = device;
-    unsigned gen = atomic_fetch_add_explicit(&cuda.gen, 1, memory_order_acq_rel) + 1;
-    cuda_bound_gen = gen;
+    tess_cuda.device = device;
+    unsigned gen = atomic_fetch_add_explicit(&tess_cuda.gen, 1, memory_order_acq_rel) + 1;
+    tess_cuda_bound_gen = gen;
     return TESS_OK;
 }
 
@@ -253,11 +193,11 @@ static tess_status_t cuda_get_props(int device, tess_gpu_props_t *props_p)
      * that gated them is retired; the one capability attribute left is for the NOR
      * comparison, taken as the (conservative) sign that stream memory operations work. */
     CUdevice dev;
-    CUresult r = cuda.device_get(&dev, device);
+    CUresult r = tess_cuda.device_get(&dev, device);
     if (r != CUDA_SUCCESS)
         return cu_error(r, "cuDeviceGet");
     v = 0;
-    r = cuda.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, dev);
+    r = tess_cuda.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, dev);
     if (r != CUDA_SUCCESS)
         return cu_error(r, "cuDeviceGetAttribute(CAN_USE_STREAM_WAIT_VALUE_NOR)");
     props_p->wait_value = v != 0;
@@ -331,9 +271,9 @@ static int cuda_on_device(const void *p)
     unsigned            type    = 0;
     int                 ordinal = -1;
     void               *data[2] = {&type, &ordinal};
-    return cuda.pointer_get_attributes(2, attr, data, (CUdeviceptr)(uintptr_t)p) ==
+    return tess_cuda.pointer_get_attributes(2, attr, data, (CUdeviceptr)(uintptr_t)p) ==
                CUDA_SUCCESS &&
-           type == CU_MEMORYTYPE_DEVICE && ordinal == cuda.device;
+           type == CU_MEMORYTYPE_DEVICE && ordinal == tess_cuda.device;
 }
 
 /* The copy kernel on s; with `word`, as one block of up to 1024 threads that then writes
@@ -353,8 +293,8 @@ static tess_status_t cuda_copy_kernel(void *dst, const void *src, size_t size, c
     void    *wp     = (void *)word;
     unsigned v      = value;
     void    *args[] = {&dst, (void *)&src, &size, &width, &wp, &v};
-    CUresult  r = cuda.launch_kernel(cuda.copy_fn, blocks, 1, 1, threads, 1, 1, 0, (CUstream)s,
-                                     args, NULL);
+    CUresult r      = tess_cuda.launch_kernel(tess_cuda.copy_fn, blocks, 1, 1, threads, 1, 1, 0,
+                                              (CUstream)s, args, NULL);
     return r == CUDA_SUCCESS ? TESS_OK : cu_error(r, "cuLaunchKernel (the copy kernel)");
 }
 
@@ -364,7 +304,7 @@ static tess_status_t cuda_memcpy_async(void *dst, const void *src, size_t size,
     tess_status_t st = cuda_bind();
     if (st != TESS_OK)
         return st;
-    if (size && size <= CUDA_KCOPY_MAX && cuda.copy_fn && cuda_on_device(dst) &&
+    if (size && size <= CUDA_KCOPY_MAX && tess_cuda.copy_fn && cuda_on_device(dst) &&
         cuda_on_device(src))
         return cuda_copy_kernel(dst, src, size, (cudaStream_t)s, NULL, 0);
     cudaError_t e = cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, (cudaStream_t)s);
@@ -383,7 +323,7 @@ static tess_status_t cuda_memcpy_signal_async(void *dst, const void *src, size_t
     tess_status_t st = cuda_bind();
     if (st != TESS_OK)
         return st;
-    if (size && size <= CUDA_KCOPY_SIGNAL_MAX && cuda.copy_fn && cuda_on_device(dst) &&
+    if (size && size <= CUDA_KCOPY_SIGNAL_MAX && tess_cuda.copy_fn && cuda_on_device(dst) &&
         cuda_on_device(src))
         return cuda_copy_kernel(dst, src, size, (cudaStream_t)s, word, value);
     if ((st = cuda_memcpy_async(dst, src, size, s)) != TESS_OK)
@@ -544,7 +484,7 @@ static tess_status_t cuda_signal_alloc(size_t n, _Atomic uint32_t **words_p)
     tess_status_t st = cuda_bind();
     if (st != TESS_OK)
         return st;
-    if (!cuda.write_value32)
+    if (!tess_cuda.write_value32)
         return TESS_ERR_UNSUPPORTED;
     size_t      size = (n ? n : 1) * sizeof(uint32_t);
     void       *host = NULL, *dev = NULL;
@@ -576,7 +516,7 @@ static tess_status_t cuda_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t *w
     if (st != TESS_OK)
         return st;
     /* CU_STREAM_WRITE_VALUE_DEFAULT: the write follows a fence over the stream's earlier work. */
-    CUresult r = cuda.write_value32((CUstream)s, (CUdeviceptr)(uintptr_t)word, value,
+    CUresult r = tess_cuda.write_value32((CUstream)s, (CUdeviceptr)(uintptr_t)word, value,
                                     CU_STREAM_WRITE_VALUE_DEFAULT);
     return r == CUDA_SUCCESS ? TESS_OK : cu_error(r, "cuStreamWriteValue32");
 }
@@ -599,124 +539,6 @@ static tess_status_t cuda_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_even
         return st;
     return cuda_poll_status(cudaEventElapsedTime(ms_p, (cudaEvent_t)start, (cudaEvent_t)end),
                             "cudaEventElapsedTime", __FILE__, __LINE__);
-}
-
-/* ---- IPC --------------------------------------------------------------------------------- */
-
-static tess_status_t cuda_ipc_unpack(const tess_gpu_ipc_handle_t *h, uint16_t kind,
-                                     cuda_ipc_wire_t *w_p)
-{
-    memcpy(w_p, h->bytes, sizeof(*w_p));
-    if (w_p->magic != CUDA_IPC_MAGIC || w_p->version != CUDA_IPC_VERSION || w_p->kind != kind)
-        return tess_error(TESS_ERR_INVALID, "not a CUDA %s IPC handle of this version "
-                          "(magic %#x, version %u, kind %u)",
-                          kind == CUDA_IPC_MEM ? "memory" : "event", (unsigned)w_p->magic,
-                          (unsigned)w_p->version, (unsigned)w_p->kind);
-    return TESS_OK;
-}
-
-static tess_status_t cuda_ipc_mem_export(void *ptr, tess_gpu_ipc_handle_t *h_p)
-{
-    tess_status_t st = cuda_bind();
-    if (st != TESS_OK)
-        return st;
-    /* The other side maps the whole allocation and gets its start: ptr must be that start. */
-    CUdeviceptr base = 0;
-    size_t      size = 0;
-    CUresult    r    = cuda.mem_get_address_range(&base, &size, (CUdeviceptr)(uintptr_t)ptr);
-    if (r != CUDA_SUCCESS)
-        return cu_error(r, "cuMemGetAddressRange");
-    if (base != (CUdeviceptr)(uintptr_t)ptr)
-        return tess_error(TESS_ERR_INVALID, "ipc_mem_export: %p is %llu bytes into an "
-                          "allocation; only its start can be exported", ptr,
-                          (unsigned long long)((CUdeviceptr)(uintptr_t)ptr - base));
-
-    cuda_ipc_wire_t w;
-    memset(&w, 0, sizeof(w));
-    w.magic   = CUDA_IPC_MAGIC;
-    w.version = CUDA_IPC_VERSION;
-    w.kind    = CUDA_IPC_MEM;
-    w.device  = cuda.device;
-    w.size    = size;
-    cudaError_t e = cudaIpcGetMemHandle(&w.h.mem, ptr);
-    if (e != cudaSuccess)
-        return cuda_error(e, "cudaIpcGetMemHandle");
-    memset(h_p, 0, sizeof(*h_p));
-    memcpy(h_p->bytes, &w, sizeof(w));
-    return TESS_OK;
-}
-
-static tess_status_t cuda_ipc_mem_open(const tess_gpu_ipc_handle_t *h, void **ptr_p)
-{
-    cuda_ipc_wire_t w;
-    tess_status_t   st = cuda_ipc_unpack(h, CUDA_IPC_MEM, &w);
-    if (st != TESS_OK)
-        return st;
-    st = cuda_bind();
-    if (st != TESS_OK)
-        return st;
-    cudaError_t e = cudaIpcOpenMemHandle(ptr_p, w.h.mem, cudaIpcMemLazyEnablePeerAccess);
-    if (e != cudaSuccess) {
-        char what[96];
-        snprintf(what, sizeof(what), "cudaIpcOpenMemHandle(%llu bytes of device %d)",
-                 (unsigned long long)w.size, (int)w.device);
-        return cuda_error(e, what);
-    }
-    return TESS_OK;
-}
-
-static tess_status_t cuda_ipc_mem_close(void *ptr)
-{
-    tess_status_t st = cuda_bind();
-    if (st != TESS_OK)
-        return st;
-    cudaError_t e = cudaIpcCloseMemHandle(ptr);
-    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaIpcCloseMemHandle");
-}
-
-static tess_status_t cuda_ipc_event_export(tess_gpu_event_h ev, tess_gpu_ipc_handle_t *h_p)
-{
-    tess_status_t st = cuda_bind();
-    if (st != TESS_OK)
-        return st;
-    cuda_ipc_wire_t w;
-    memset(&w, 0, sizeof(w));
-    w.magic   = CUDA_IPC_MAGIC;
-    w.version = CUDA_IPC_VERSION;
-    w.kind    = CUDA_IPC_EVENT;
-    w.device  = cuda.device;
-    cudaError_t e = cudaIpcGetEventHandle(&w.h.event, (cudaEvent_t)ev);
-    if (e != cudaSuccess)
-        return cuda_error(e, "cudaIpcGetEventHandle");
-    memset(h_p, 0, sizeof(*h_p));
-    memcpy(h_p->bytes, &w, sizeof(w));
-    return TESS_OK;
-}
-
-static tess_status_t cuda_ipc_event_open(const tess_gpu_ipc_handle_t *h, tess_gpu_event_h *e_p)
-{
-    cuda_ipc_wire_t w;
-    tess_status_t   st = cuda_ipc_unpack(h, CUDA_IPC_EVENT, &w);
-    if (st != TESS_OK)
-        return st;
-    st = cuda_bind();
-    if (st != TESS_OK)
-        return st;
-    cudaEvent_t ev;
-    cudaError_t e = cudaIpcOpenEventHandle(&ev, w.h.event);
-    if (e != cudaSuccess)
-        return cuda_error(e, "cudaIpcOpenEventHandle");
-    *e_p = (tess_gpu_event_h)ev;
-    return TESS_OK;
-}
-
-static tess_status_t cuda_ipc_event_close(tess_gpu_event_h ev)
-{
-    tess_status_t st = cuda_bind();
-    if (st != TESS_OK)
-        return st;
-    cudaError_t e = cudaEventDestroy((cudaEvent_t)ev);
-    return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaEventDestroy (opened IPC event)");
 }
 
 /* ---- pointers ---------------------------------------------------------------------------- */
@@ -750,11 +572,11 @@ static tess_status_t cuda_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p
     CUdeviceptr dptr = (CUdeviceptr)(uintptr_t)ptr;
     CUdeviceptr base = 0;
     size_t      size = 0;
-    CUresult    r    = cuda.mem_get_address_range(&base, &size, dptr);
+    CUresult    r    = tess_cuda.mem_get_address_range(&base, &size, dptr);
     if (r != CUDA_SUCCESS)
         return cu_error(r, "cuMemGetAddressRange");
     unsigned long long id = 0;
-    r = cuda.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, dptr);
+    r = tess_cuda.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, dptr);
     if (r != CUDA_SUCCESS)
         return cu_error(r, "cuPointerGetAttribute(BUFFER_ID)");
     info_p->base     = (void *)(uintptr_t)base;
@@ -797,12 +619,12 @@ const tess_gpu_ops_t tess_gpu_cuda_ops = {
     .stream_signal     = cuda_stream_signal,
     .event_sync        = cuda_event_sync,
     .event_elapsed_ms  = cuda_event_elapsed_ms,
-    .ipc_mem_export    = cuda_ipc_mem_export,
-    .ipc_mem_open      = cuda_ipc_mem_open,
-    .ipc_mem_close     = cuda_ipc_mem_close,
-    .ipc_event_export  = cuda_ipc_event_export,
-    .ipc_event_open    = cuda_ipc_event_open,
-    .ipc_event_close   = cuda_ipc_event_close,
+    .ipc_mem_export    = tess_cuda_ipc_mem_export,
+    .ipc_mem_open      = tess_cuda_ipc_mem_open,
+    .ipc_mem_close     = tess_cuda_ipc_mem_close,
+    .ipc_event_export  = tess_cuda_ipc_event_export,
+    .ipc_event_open    = tess_cuda_ipc_event_open,
+    .ipc_event_close   = tess_cuda_ipc_event_close,
     .ptr_query         = cuda_ptr_query,
     .native_stream     = cuda_native_stream,
     .set_notify        = NULL, /* the runtime polls events */
