@@ -50,6 +50,11 @@ static const opt_t opts[] = {
     {{"host_jitter_us", "TESS_HOST_JITTER_US", NULL, "0",
       "host backend: random delay before each device operation (finds ordering bugs)"},
      OPT_INT, CFG(host_jitter_us), 0, 1000000, NULL},
+    {{"host_fault_kernel", "TESS_HOST_FAULT_KERNEL", NULL, "0",
+      "host backend: the N-th host kernel a process launches faults, as one with an illegal "
+      "access on a GPU: from then on nothing the device runs takes effect and every query fails "
+      "(tests the runtime's handling of a failed device; 0: never)"},
+     OPT_INT, CFG(host_fault_kernel), 0, 1 << 30, NULL},
     {{"host_devices", "TESS_HOST_DEVICES", NULL, "1",
       "host backend: number of devices it presents per node"},
      OPT_INT, CFG(host_devices), 1, 64, NULL},

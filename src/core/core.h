@@ -35,6 +35,7 @@ typedef struct tess_config {
     int    host_threads;
     size_t host_arena;
     int    host_jitter_us;
+    int    host_fault_kernel;
     int    host_devices;
     int    vnode_size;       /* 0: physical nodes */
     char   devcomm_path[8];  /* auto|d2d|ipc|rdma */

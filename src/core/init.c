@@ -188,6 +188,7 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
         .host_arena_size = tess_cfg.host_arena,
         .host_threads    = tess_cfg.host_threads,
         .host_jitter_us  = tess_cfg.host_jitter_us,
+        .host_fault_kernel = tess_cfg.host_fault_kernel,
         .host_devices    = tess_cfg.host_devices,
     };
     st = tess_gpu_init(tess_cfg.gpu, &gp, tess_cfg.streams);

@@ -63,6 +63,7 @@ typedef struct tess_gpu_init_params {
     int      host_threads;     /* host backend: executor threads per process */
     int      host_jitter_us;   /* host backend: random delay before each operation (tests) */
     int      host_devices;     /* host backend: number of devices it pretends to have */
+    int      host_fault_kernel; /* host backend: the kernel of this number faults (0: none; tests) */
 } tess_gpu_init_params_t;
 
 /** A host-backend kernel: args points at a copy of the launch arguments. */

@@ -21,6 +21,8 @@ tess_status_t tess_gpu_host_event_check(tess_gpu_event_h e, const char *fn)
 tess_status_t tess_gpu_host_event_query(tess_gpu_event_h e)
 {
     tess_status_t st = tess_gpu_host_event_check(e, "event_query");
+    if (st == TESS_OK)
+        st = tess_gpu_host_fault_check("event_query");
     if (st != TESS_OK)
         return st;
     return tess_gpu_host_slot_complete(e->slot) ? TESS_OK : TESS_INPROGRESS;

@@ -279,6 +279,8 @@ static void exec_run(exec_thread_t *t, exec_op_t *op)
         struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
+    if (tess_unlikely(tess_gpu_host_fault_skip(op->kind == OP_FN, op->kind == OP_RECORD)))
+        return;
     switch (op->kind) {
     case OP_COPY:
         memcpy(op->u.copy.dst, op->u.copy.src, op->u.copy.size);
@@ -438,11 +440,14 @@ tess_status_t tess_gpu_host_stream_sync(tess_gpu_stream_h s)
     if (st == TESS_OK)
         stream_wait_done(s, atomic_load_explicit(&s->enq, memory_order_relaxed));
     pthread_mutex_unlock(&exec.lock);
-    return st;
+    return st == TESS_OK ? tess_gpu_host_fault_check("stream_sync") : st;
 }
 
 tess_status_t tess_gpu_host_stream_query(tess_gpu_stream_h s)
 {
+    tess_status_t st = tess_gpu_host_fault_check("stream_query");
+    if (st != TESS_OK)
+        return st;
     if (!s)
         s = exec.default_stream;
     uint64_t enq = atomic_load_explicit(&s->enq, memory_order_acquire);
@@ -513,8 +518,11 @@ static tess_status_t exec_check_range(const char *fn, const char *which, const v
 /* Lock held on return of TESS_OK. */
 static tess_status_t exec_begin(tess_gpu_stream_h *s, const char *fn, exec_op_t **op_p)
 {
+    tess_status_t st = tess_gpu_host_fault_check(fn);
+    if (st != TESS_OK)
+        return st;
     pthread_mutex_lock(&exec.lock);
-    tess_status_t st = exec_stream_check(s, fn);
+    st = exec_stream_check(s, fn);
     if (st == TESS_OK && !(*op_p = op_get()))
         st = TESS_ERR_NO_MEMORY;
     if (st != TESS_OK)
@@ -667,7 +675,7 @@ tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e)
      * prolong the wait. */
     uint64_t target = atomic_load_explicit(&e->slot->recorded, memory_order_acquire);
     if (atomic_load_explicit(&e->slot->completed, memory_order_acquire) >= target)
-        return TESS_OK;
+        return tess_gpu_host_fault_check("event_sync");
     /* Records by this process broadcast event_cv; another process's only show by polling. */
     int      ipc     = (e->flags & TESS_GPU_EVENT_IPC) != 0;
     uint64_t backoff = EXEC_POLL_MIN_NS;
@@ -685,7 +693,7 @@ tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e)
     }
     exec.nevsync--;
     pthread_mutex_unlock(&exec.lock);
-    return TESS_OK;
+    return tess_gpu_host_fault_check("event_sync");
 }
 
 /* ---- init and fini -------------------------------------------------------------------------- */

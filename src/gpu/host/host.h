@@ -167,6 +167,13 @@ tess_status_t tess_gpu_host_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_ev
 void          tess_gpu_host_set_notify(tess_gpu_notify_fn_t fn);
 int           tess_gpu_host_busy(void);
 
+/* A device fault (TESS_HOST_FAULT_KERNEL, ops.c). The executors ask before each operation:
+ * once the chosen kernel has come, it and every operation after it are skipped (records still
+ * retire, so that no wait hangs). Queries, syncs and enqueues then fail with the fault; like a
+ * CUDA context after an illegal access, the device stays failed. Any thread. */
+int           tess_gpu_host_fault_skip(int is_kernel, int is_record);
+tess_status_t tess_gpu_host_fault_check(const char *fn);
+
 /* ---- IPC (ipc.c) ------------------------------------------------------------------------------ */
 
 /** What a host-backend IPC handle holds (inside tess_gpu_ipc_handle_t.bytes). */

@@ -10,6 +10,29 @@
 
 tess_gpu_host_state_t tess_gpu_host;
 
+static _Atomic int fault_kernels, faulted;
+
+int tess_gpu_host_fault_skip(int is_kernel, int is_record)
+{
+    int n = tess_gpu_host.params.host_fault_kernel;
+    if (tess_likely(n == 0))
+        return 0;
+    if (!atomic_load_explicit(&faulted, memory_order_acquire) && is_kernel &&
+        atomic_fetch_add_explicit(&fault_kernels, 1, memory_order_relaxed) + 1 == n) {
+        tess_debug("host backend: kernel %d faults (TESS_HOST_FAULT_KERNEL)", n);
+        atomic_store_explicit(&faulted, 1, memory_order_release);
+    }
+    return atomic_load_explicit(&faulted, memory_order_acquire) && !is_record;
+}
+
+tess_status_t tess_gpu_host_fault_check(const char *fn)
+{
+    if (tess_likely(!atomic_load_explicit(&faulted, memory_order_acquire)))
+        return TESS_OK;
+    return tess_error(TESS_ERR_GPU, "%s: the device failed: host kernel %d faulted "
+                      "(TESS_HOST_FAULT_KERNEL)", fn, tess_gpu_host.params.host_fault_kernel);
+}
+
 static void host_exit_cleanup(void)
 {
     /* Only names: executors may still be running while the process exits. */
@@ -32,6 +55,8 @@ static tess_status_t host_init(const tess_gpu_init_params_t *params)
                           params->host_devices);
 
     memset(&tess_gpu_host, 0, sizeof(tess_gpu_host));
+    atomic_store(&fault_kernels, 0);
+    atomic_store(&faulted, 0);
     tess_gpu_host.params = *params;
     tess_gpu_init_params_t *p = &tess_gpu_host.params;
     if (p->host_arena_size == 0)
