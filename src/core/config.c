@@ -70,7 +70,7 @@ static const opt_t opts[] = {
       "staged IPC: device comm buffer per process"},
      OPT_SIZE, CFG(comm_buf), 0, 0, NULL},
     {{"ipc_part", "TESS_IPC_PART", NULL, "0",
-      "staged IPC: largest part of a message through the comm buffer (0: a quarter of it)"},
+      "staged IPC: largest part of a message through the comm buffer (0: half of it)"},
      OPT_SIZE, CFG(ipc_part), 0, 0, NULL},
     {{"ipc_events", "TESS_IPC_EVENTS", NULL, "256",
       "staged IPC: interprocess events per process"},

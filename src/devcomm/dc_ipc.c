@@ -5,9 +5,10 @@
  * events; the receiver waits on that event, copies out, and acknowledges once its copy
  * completed, which frees the slot and the event.
  *
- * A staged message larger than a part (TESS_IPC_PART; by default a quarter of the comm buffer)
- * moves in parts: dc_parts.c. On the H200 with the 64 MiB buffer, 64 MiB messages moved at
- * 0.36, 0.45, 0.47 and 0.38 of a raw IPC copy with parts of 8, 16, 32 and 64 MiB.
+ * A staged message larger than a part (TESS_IPC_PART; by default half the comm buffer) moves
+ * in parts: dc_parts.c. On the H200 with the 64 MiB buffer, 64 MiB messages moved at 0.36,
+ * 0.45, 0.47 and 0.38 of a raw IPC copy with parts of 8, 16, 32 and 64 MiB in one run, and at
+ * 0.446-0.457 (16 MiB, six runs) against 0.463-0.466 (32 MiB, four runs) in others.
  *
  * direct: the receiver opens the sender's allocation itself, once per allocation id (a freed
  * and re-made allocation at the same address has a new id, so a stale mapping is never used),
@@ -117,7 +118,7 @@ tess_status_t dc_ipc_init(MPI_Comm node_comm)
     }
 
     dc.comm_size = dc_align_up(tess_cfg.comm_buf);
-    size_t part  = tess_cfg.ipc_part ? tess_cfg.ipc_part : dc.comm_size / 4;
+    size_t part  = tess_cfg.ipc_part ? tess_cfg.ipc_part : dc.comm_size / 2;
     dc.part      = TESS_MAX((size_t)DC_ALIGN, TESS_MIN(part, dc.comm_size) / DC_ALIGN * DC_ALIGN);
     if ((st = dc_parts_init()) != TESS_OK)
         return st;

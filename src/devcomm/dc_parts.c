@@ -1,5 +1,5 @@
 /* dc_parts.c — staged IPC in parts. A staged message larger than a part (TESS_IPC_PART, by
- * default a quarter of the comm buffer) moves in parts, each through its own slot and event of
+ * default half the comm buffer) moves in parts, each through its own slot and event of
  * the sender's comm buffer: the receiver copies one part out while the sender copies the next
  * in, and a message may be larger than the whole buffer. A header announces it; each part's
  * notice names its slot, event and place and is acknowledged on its own. Parts are staged in
