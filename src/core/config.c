@@ -51,7 +51,7 @@ static const opt_t opts[] = {
       "host backend: random delay before each device operation (finds ordering bugs)"},
      OPT_INT, CFG(host_jitter_us), 0, 1000000, NULL},
     {{"host_fault_kernel", "TESS_HOST_FAULT_KERNEL", NULL, "0",
-      "host backend: the N-th host kernel a process launches faults, as one with an illegal "
+      "host backend: the N-th host kernel a process runs faults, as one with an illegal "
       "access on a GPU: from then on nothing the device runs takes effect and every query fails "
       "(tests the runtime's handling of a failed device; 0: never)"},
      OPT_INT, CFG(host_fault_kernel), 0, 1 << 30, NULL},
