@@ -340,7 +340,9 @@ static void issue_staged(int dst_pe, uint64_t a0, uint64_t a1, const void *heade
         tess_fatal("devcomm: recording an IPC event failed: %s", tess_error_detail());
     /* The source may be reused once it has been copied into the slot. */
     dc_done_after(stream, sent_id);
+    TESS_HOP_MARK(TESS_HOP_QUERIED); /* staged: the copy into the slot enqueued */
     dc_send_ctl(m, DC_K_STAGED, dst_pe);
+    TESS_HOP_MARK(TESS_HOP_CTL_SENT);
 }
 
 static const tess_gpu_ipc_handle_t *export_handle(const tess_gpu_ptr_info_t *info)
@@ -545,6 +547,7 @@ void dc_ipc_recv(tess_msg_t *m, unsigned kind)
         dc_parts_recv(m, kind);
         return;
     }
+    TESS_HOP_MARK(TESS_HOP_CTL_RECV);
     const dc_ctl_t *c   = tess_msg_payload(m);
     int             src = tess_core_pe_process(m->hdr.src_pe);
     ipc_ack_cont_t *a   = tess_calloc(1, sizeof(*a), "an IPC acknowledgement");
@@ -586,6 +589,7 @@ void dc_ipc_recv(tess_msg_t *m, unsigned kind)
     pthread_mutex_unlock(&dc.lock);
 
     dc_recv_t *r = dc_recv_begin(m, kind);
+    TESS_HOP_MARK(TESS_HOP_POSTED);
     if (ev && tess_gpu->stream_wait_event(r->stream, ev) != TESS_OK)
         tess_fatal("devcomm: stream wait failed: %s", tess_error_detail());
     /* The last copy carries the acknowledgement (a small one signals it from the copy itself)
@@ -608,6 +612,7 @@ void dc_ipc_recv(tess_msg_t *m, unsigned kind)
     if (last < 0 && tess_core_gpu_then_event(r->stream, ipc_ack_after_copy, a) != TESS_OK)
         tess_fatal("cannot wait for an IPC copy: %s", tess_error_detail());
     dc_recv_finish(r);
+    TESS_HOP_MARK(TESS_HOP_ISSUED);
 }
 
 void dc_ipc_release(const dc_ack_msg_t *ack)

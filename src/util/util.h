@@ -257,9 +257,11 @@ uint64_t      tess_random64(void);
 
 #ifdef TESS_HOP_TRACE
 /* A build with -DTESS_HOP_TRACE (CPPFLAGS; never in a release) splits the time of a device
- * message hop into stages: each mark, from any thread, adds the time since the previous mark
- * (from any thread) to its stage, and tess_hop_print() writes the averages at finalize. The
- * split is only meaningful for traffic with one message in flight at a time (a ping-pong). */
+ * message hop into stages: each mark, from any thread of the process, adds the time since the
+ * process's previous mark to its stage, and tess_hop_print() writes the averages after each
+ * phase. The split is only meaningful for traffic with one message in flight at a time (a
+ * ping-pong); between processes (staged IPC), ctl-transit is the time from this process's send
+ * to the next message it receives: the other side's whole turn. */
 enum {
     TESS_HOP_SEND,     /* tess_dc_send entered: the entry's own time before it sends */
     TESS_HOP_QUERIED,  /* the sender's stream asked whether it is idle */
