@@ -103,9 +103,9 @@ void jac_init_block(void *stream, double *t, int64_t bx, int64_t by, int north, 
  *  win/ein/wout/eout as in jac_update_point (each may be NULL). */
 void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t by, int repeat,
                 const double *win, const double *ein, double *wout, double *eout);
-/** buf[i] ← t[(i+1)*ld + col] for i < bx (pack a column), and the reverse. */
+/** buf[i] ← t[(i+1)*ld + col] for i < bx (pack a column: the first iteration's halos; later
+ *  ones are written by jac_update). */
 void jac_pack_col(void *stream, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
-void jac_unpack_col(void *stream, double *t, const double *buf, int64_t bx, int64_t by, int64_t col);
 /** rows[i] ← sum of interior row i+1 (then the caller sums rows on the host: deterministic). */
 void jac_row_sums(void *stream, const double *t, double *rows, int64_t bx, int64_t by);
 
@@ -116,7 +116,6 @@ void jac_cuda_init_block(void *s, double *t, int64_t bx, int64_t by, int n, int 
 void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t by, int repeat,
                      const double *win, const double *ein, double *wout, double *eout);
 void jac_cuda_pack_col(void *s, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
-void jac_cuda_unpack_col(void *s, double *t, const double *buf, int64_t bx, int64_t by, int64_t col);
 void jac_cuda_row_sums(void *s, const double *t, double *rows, int64_t bx, int64_t by);
 int  jac_cuda_devices(void);
 #endif

@@ -42,17 +42,11 @@ static __global__ void k_update(const double *__restrict__ in, double *__restric
         }
 }
 
-static __global__ void k_col(double *t, double *buf, int64_t bx, int64_t by, int64_t col,
-                             int unpack)
+static __global__ void k_pack_col(const double *t, double *buf, int64_t bx, int64_t by, int64_t col)
 {
     int64_t ld = by + 2;
     TESS_KERNEL_LOOP(i, bx)
-    {
-        if (unpack)
-            t[(i + 1) * ld + col] = buf[i];
-        else
-            buf[i] = t[(i + 1) * ld + col];
-    }
+    buf[i] = t[(i + 1) * ld + col];
 }
 
 static __global__ void k_row_sums(const double *t, double *rows, int64_t bx, int64_t by)
@@ -92,13 +86,7 @@ void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t
 
 void jac_cuda_pack_col(void *s, const double *t, double *buf, int64_t bx, int64_t by, int64_t col)
 {
-    k_col<<<blocks_for(bx), 256, 0, (cudaStream_t)s>>>((double *)t, buf, bx, by, col, 0);
-}
-
-void jac_cuda_unpack_col(void *s, double *t, const double *buf, int64_t bx, int64_t by,
-                         int64_t col)
-{
-    k_col<<<blocks_for(bx), 256, 0, (cudaStream_t)s>>>(t, (double *)buf, bx, by, col, 1);
+    k_pack_col<<<blocks_for(bx), 256, 0, (cudaStream_t)s>>>(t, buf, bx, by, col);
 }
 
 void jac_cuda_row_sums(void *s, const double *t, double *rows, int64_t bx, int64_t by)

@@ -101,21 +101,17 @@ void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t
 /* ---- halo columns ---------------------------------------------------------------------------- */
 
 typedef struct col_args {
-    double *t, *buf;
-    int64_t bx, by, col;
-    int     unpack;
+    const double *t;
+    double       *buf;
+    int64_t       bx, by, col;
 } col_args_t;
 
 static void host_col(void *p)
 {
     col_args_t *a  = p;
     int64_t     ld = a->by + 2;
-    for (int64_t i = 0; i < a->bx; i++) {
-        if (a->unpack)
-            a->t[(i + 1) * ld + a->col] = a->buf[i];
-        else
-            a->buf[i] = a->t[(i + 1) * ld + a->col];
-    }
+    for (int64_t i = 0; i < a->bx; i++)
+        a->buf[i] = a->t[(i + 1) * ld + a->col];
 }
 
 void jac_pack_col(void *stream, const double *t, double *buf, int64_t bx, int64_t by, int64_t col)
@@ -126,19 +122,7 @@ void jac_pack_col(void *stream, const double *t, double *buf, int64_t bx, int64_
         return;
     }
 #endif
-    col_args_t a = {(double *)t, buf, bx, by, col, 0};
-    launch(stream, host_col, &a, sizeof(a));
-}
-
-void jac_unpack_col(void *stream, double *t, const double *buf, int64_t bx, int64_t by, int64_t col)
-{
-#ifdef JACOBI_CUDA
-    if (jac_backend == JAC_CUDA) {
-        jac_cuda_unpack_col(stream, t, buf, bx, by, col);
-        return;
-    }
-#endif
-    col_args_t a = {t, (double *)buf, bx, by, col, 1};
+    col_args_t a = {t, buf, bx, by, col};
     launch(stream, host_col, &a, sizeof(a));
 }
 
