@@ -6,7 +6,8 @@
 #   same run. Writes OUTDIR/jacobi_sweep.csv (one row per Tessera run, with the MPI time beside
 #   it) and a table; OUTDIR/jacobi_sweep.png when matplotlib is there.
 # SWEEP_BUDGET (seconds, default 480) stops starting new runs once spent; SWEEP_QUICK=1 runs a
-# tiny version (for trying the script on the host backend).
+# tiny version (for trying the script on the host backend). SWEEP_GRIDS, SWEEP_ODFS,
+# SWEEP_PMAT_GRIDS and SWEEP_PMAT_ODFS (space-separated) replace the lists above.
 set -uo pipefail
 out=${1:?usage: sweep.sh OUTDIR [BUILDDIR]}
 build=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -28,6 +29,10 @@ else
     pmat_odfs=(4 8 16 32); procs=(1 2 4); ppns=(1 2 4)
     iters_of() { case $1 in 4096) echo 1000 ;; 8192) echo 500 ;; 16384) echo 200 ;; *) echo 100 ;; esac; }
 fi
+[ -n "${SWEEP_GRIDS:-}" ] && read -ra grids <<<"$SWEEP_GRIDS"
+[ -n "${SWEEP_ODFS:-}" ] && read -ra odfs <<<"$SWEEP_ODFS"
+[ -n "${SWEEP_PMAT_GRIDS:-}" ] && read -ra pmat_grids <<<"$SWEEP_PMAT_GRIDS"
+[ -n "${SWEEP_PMAT_ODFS:-}" ] && read -ra pmat_odfs <<<"$SWEEP_PMAT_ODFS"
 
 mps=0
 mps_on() {
