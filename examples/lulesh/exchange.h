@@ -1,0 +1,285 @@
+/*
+ * exchange.h — LULESH's block decomposition and boundary exchanges, shared by the MPI program
+ * and the Tessera one: which block of a cx × cy × cz grid covers which elements of the global
+ * N × N × N mesh, which of the 26 neighbours a block has, the nodes and elements each exchange
+ * moves, and the pack/unpack kernels (math once, here; launchers per backend). No MPI, no
+ * Tessera: the drivers move the packed buffers.
+ *
+ * Layout (examples/lulesh's contract). A block covers elements [ox, ox+ex) × [oy, oy+ey) ×
+ * [oz, oz+ez). Local element (i,j,k) is e = (k*ey + j)*ex + i, local node (i,j,k) (i <= ex …) is
+ * n = (k*(ey+1) + j)*(ex+1) + i; nodes on a block boundary exist in every block that touches
+ * them. Element fields with ghosts have numElem + 2*(ey*ez + ex*ez + ex*ey) entries, the slabs
+ * in face order -x, +x, -y, +y, -z, +z after the local elements; within an x slab (j,k) is at
+ * k*ey + j, within a y slab (i,k) at k*ex + i, within a z slab (i,j) at j*ex + i.
+ *
+ * Directions: d = (dx+1) + 3*(dy+1) + 9*(dz+1), dx, dy, dz in {-1, 0, 1}; 13 is the block itself
+ * and 26 - d the opposite of d. Faces f = 0..5 are -x, +x, -y, +y, -z, +z.
+ *
+ * Exchanges:
+ *   - node-sum (nodal mass, forces): every block sends the nodes it shares with neighbour d (a
+ *     face plane, an edge line or a corner node) to d, and adds what each neighbour sent into
+ *     the same nodes. Unpack in a fixed order of d (lul_xch_unpack_nodes over d = 0 … 26) and
+ *     the sums do not depend on the order messages arrive in.
+ *   - node-copy (positions and velocities, the reference's SEDOV_SYNC_POS_VEL_EARLY): a block
+ *     sends to the neighbours with d < 13 and copies what those with d > 13 sent over its own
+ *     nodes (lul_xch_sync_sends / lul_xch_sync_recvs), in ascending d (d orders neighbours as
+ *     (z, y, x) does): every copy of a node ends with the value of the block highest in (z, y,
+ *     x) order among those sharing it, which itself receives nothing for that node.
+ *   - element ghosts (monotonic-Q gradients): the layer of elements next to face f goes to
+ *     the neighbour across f and lands in its ghost slab of the opposite face.
+ * Packed buffers hold nf fields one after the other: field q of item t at buf[q*count + t].
+ */
+#ifndef LULESH_EXCHANGE_H
+#define LULESH_EXCHANGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <tessera/kernel.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LUL_XCH_MAX_FIELDS 6 /* fields of one exchange (positions and velocities: 6) */
+#define LUL_XCH_SELF       13
+
+/* ---- decomposition ------------------------------------------------------------------------- */
+
+/** First of `parts` parts of n: part p is [lul_part_start(n, parts, p), …(p + 1)). */
+static inline int64_t lul_part_start(int64_t n, int64_t parts, int64_t p)
+{
+    return p * (n / parts) + (p < n % parts ? p : n % parts);
+}
+
+/** A block of the grid: its first element and its extents. */
+typedef struct lul_box {
+    int64_t ox, oy, oz;
+    int64_t ex, ey, ez;
+} lul_box_t;
+
+/** The block at c[] of a grid[] of blocks over an n × n × n mesh. */
+static inline lul_box_t lul_box_of(int64_t n, const int grid[3], const int c[3])
+{
+    lul_box_t b;
+    b.ox = lul_part_start(n, grid[0], c[0]);
+    b.oy = lul_part_start(n, grid[1], c[1]);
+    b.oz = lul_part_start(n, grid[2], c[2]);
+    b.ex = lul_part_start(n, grid[0], c[0] + 1) - b.ox;
+    b.ey = lul_part_start(n, grid[1], c[1] + 1) - b.oy;
+    b.ez = lul_part_start(n, grid[2], c[2] + 1) - b.oz;
+    return b;
+}
+
+static inline int lul_dir(int dx, int dy, int dz)
+{
+    return (dx + 1) + 3 * (dy + 1) + 9 * (dz + 1);
+}
+
+static inline TESS_HD void lul_dir_vec(int d, int v[3])
+{
+    v[0] = d % 3 - 1;
+    v[1] = d / 3 % 3 - 1;
+    v[2] = d / 9 - 1;
+}
+
+static inline int lul_dir_opposite(int d)
+{
+    return 26 - d;
+}
+
+/** The direction of face f (0..5: -x, +x, -y, +y, -z, +z), and the face opposite f. */
+static inline int lul_face_dir(int f)
+{
+    int s = f % 2 ? 1 : -1;
+    return f / 2 == 0 ? lul_dir(s, 0, 0) : f / 2 == 1 ? lul_dir(0, s, 0) : lul_dir(0, 0, s);
+}
+
+static inline int lul_face_opposite(int f)
+{
+    return f ^ 1;
+}
+
+/** Whether the block at c[] has a neighbour in direction d (never for d = 13); its position in
+ *  nc[] (may be NULL). */
+static inline int lul_dir_neighbor(const int grid[3], const int c[3], int d, int nc_p[3])
+{
+    int v[3], nc[3];
+    if (d == LUL_XCH_SELF)
+        return 0;
+    lul_dir_vec(d, v);
+    for (int a = 0; a < 3; a++) {
+        nc[a] = c[a] + v[a];
+        if (nc[a] < 0 || nc[a] >= grid[a])
+            return 0;
+    }
+    if (nc_p)
+        for (int a = 0; a < 3; a++)
+            nc_p[a] = nc[a];
+    return 1;
+}
+
+/** Elements with ghosts of a block: numElem + the six slabs. */
+static inline int64_t lul_elems_with_ghosts(int64_t ex, int64_t ey, int64_t ez)
+{
+    return ex * ey * ez + 2 * (ey * ez + ex * ez + ex * ey);
+}
+
+/** Elements in the slab of face f, and where that ghost slab starts (from element 0). */
+static inline TESS_HD int64_t lul_face_count(int64_t ex, int64_t ey, int64_t ez, int f)
+{
+    return f / 2 == 0 ? ey * ez : f / 2 == 1 ? ex * ez : ex * ey;
+}
+
+static inline int64_t lul_ghost_offset(int64_t ex, int64_t ey, int64_t ez, int f)
+{
+    int64_t off = ex * ey * ez;
+    for (int g = 0; g < f; g++)
+        off += lul_face_count(ex, ey, ez, g);
+    return off;
+}
+
+/* ---- regions (index math, one source for every backend) ------------------------------------ */
+
+/** The nodes a block shares with neighbour d: lo[a] .. lo[a] + n[a] - 1 on each axis, numbered
+ *  x fastest (t = (k' * n[1] + j') * n[0] + i'). Neighbours see the same shape from both
+ *  sides, so the sender's t is the receiver's t. */
+typedef struct lul_region {
+    int64_t lo[3], n[3];
+    int64_t ldx, ldy; /* nodes per row (ex + 1) and per plane (ey + 1) rows */
+    int64_t count;
+} lul_region_t;
+
+static inline lul_region_t lul_node_region(int64_t ex, int64_t ey, int64_t ez, int d)
+{
+    lul_region_t r;
+    int          v[3];
+    int64_t      e[3] = {ex, ey, ez};
+    lul_dir_vec(d, v);
+    for (int a = 0; a < 3; a++) {
+        r.lo[a] = v[a] > 0 ? e[a] : 0;
+        r.n[a]  = v[a] ? 1 : e[a] + 1;
+    }
+    r.ldx   = ex + 1;
+    r.ldy   = ey + 1;
+    r.count = r.n[0] * r.n[1] * r.n[2];
+    return r;
+}
+
+/** Local node index of the t-th node of a region. */
+static inline TESS_HD int64_t lul_region_node(const lul_region_t *r, int64_t t)
+{
+    int64_t i = t % r->n[0], rest = t / r->n[0];
+    int64_t j = rest % r->n[1], k = rest / r->n[1];
+    return ((r->lo[2] + k) * r->ldy + (r->lo[1] + j)) * r->ldx + (r->lo[0] + i);
+}
+
+/** Local element index of the t-th element of the layer next to face f (t in the ghost-slab
+ *  order of that face). */
+static inline TESS_HD int64_t lul_face_elem(int64_t ex, int64_t ey, int64_t ez, int f, int64_t t)
+{
+    int64_t i, j, k;
+    if (f / 2 == 0) {
+        i = f % 2 ? ex - 1 : 0;
+        j = t % ey;
+        k = t / ey;
+    } else if (f / 2 == 1) {
+        j = f % 2 ? ey - 1 : 0;
+        i = t % ex;
+        k = t / ex;
+    } else {
+        k = f % 2 ? ez - 1 : 0;
+        i = t % ex;
+        j = t / ex;
+    }
+    return (k * ey + j) * ex + i;
+}
+
+/** The fields of one exchange (passed by value to kernels). */
+typedef struct lul_fields {
+    double *f[LUL_XCH_MAX_FIELDS];
+    int     nf;
+} lul_fields_t;
+
+static inline TESS_HD void lul_pack_node(const lul_fields_t *fl, const lul_region_t *r,
+                                         double *TESS_RESTRICT buf, int64_t t)
+{
+    int64_t n = lul_region_node(r, t);
+    for (int q = 0; q < fl->nf; q++)
+        buf[q * r->count + t] = fl->f[q][n];
+}
+
+static inline TESS_HD void lul_unpack_node(const lul_fields_t *fl, const lul_region_t *r,
+                                           const double *TESS_RESTRICT buf, int64_t t, int add)
+{
+    int64_t n = lul_region_node(r, t);
+    for (int q = 0; q < fl->nf; q++) {
+        if (add)
+            fl->f[q][n] += buf[q * r->count + t];
+        else
+            fl->f[q][n] = buf[q * r->count + t];
+    }
+}
+
+/* ---- which exchanges a block takes part in ------------------------------------------------- */
+
+/** Node-copy (positions/velocities): a block sends to its neighbours with d < 13 and copies from
+ *  those with d > 13. */
+static inline int lul_xch_sync_sends(int d)
+{
+    return d < LUL_XCH_SELF;
+}
+static inline int lul_xch_sync_recvs(int d)
+{
+    return d > LUL_XCH_SELF;
+}
+
+/** Nodes a block shares with neighbour d (a message carries nf times as many doubles). */
+static inline int64_t lul_node_count(int64_t ex, int64_t ey, int64_t ez, int d)
+{
+    return lul_node_region(ex, ey, ez, d).count;
+}
+
+/* ---- launchers ------------------------------------------------------------------------------ */
+
+/*
+ * A stream is a tess_stream_t (Tessera) or a cudaStream_t (the MPI program). With the host
+ * backend the launchers enqueue host loops through lul_xch_host_launch (the Tessera program sets
+ * it to tess_gpu_launch_host); with a NULL stream, or no lul_xch_host_launch, they run at once.
+ * lul_xch_backend picks CUDA (LUL_XCH_CUDA, in builds with LULESH_CUDA) or the host loops.
+ */
+enum { LUL_XCH_HOST = 0, LUL_XCH_CUDA = 1 };
+extern int lul_xch_backend;
+typedef void (*lul_xch_host_fn_t)(void *args);
+extern void (*lul_xch_host_launch)(void *stream, lul_xch_host_fn_t fn, const void *args,
+                                   size_t args_size);
+
+/** buf ← the nodes shared with neighbour d of fl's fields (lul_node_count(…, d) × nf doubles). */
+void lul_xch_pack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int d,
+                        double *buf);
+/** The nodes shared with neighbour d ← (add: +=) what d packed for this block. */
+void lul_xch_unpack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int d,
+                          const double *buf, int add);
+/** buf ← the layer of elements next to face f of fl's fields (lul_face_count × nf doubles). */
+void lul_xch_pack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int f,
+                        double *buf);
+/** Ghost slab of face f of fl's fields ← what the neighbour across f packed (its layer next to
+ *  the opposite face). */
+void lul_xch_unpack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int f,
+                          const double *buf);
+
+#ifdef LULESH_CUDA
+/* The CUDA launchers (exchange_cuda.cu); the ones above call them when lul_xch_backend says so. */
+void lul_xch_cuda_pack_nodes(void *s, lul_fields_t fl, lul_region_t r, double *buf);
+void lul_xch_cuda_unpack_nodes(void *s, lul_fields_t fl, lul_region_t r, const double *buf,
+                               int add);
+void lul_xch_cuda_pack_elems(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int f,
+                             double *buf);
+void lul_xch_cuda_unpack_elems(void *s, lul_fields_t fl, int64_t base, int64_t count,
+                               const double *buf);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LULESH_EXCHANGE_H */

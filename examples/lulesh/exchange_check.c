@@ -1,0 +1,258 @@
+/*
+ * exchange_check — the decomposition and exchange kernels of exchange.h on their own, without
+ * MPI or Tessera: blocks of an uneven grid over an N³ mesh hold fields made of global ids,
+ * exchange (buffers handed over in memory), and every result is checked exactly:
+ *   node-sum:   a node of multiplicity m (blocks holding it) ends with m and m × its global id;
+ *   node-copy:  every copy of a node ends with the value of the block highest in (z, y, x)
+ *               order that holds it;
+ *   ghosts:     every ghost slab facing a neighbour holds the global ids of the elements across.
+ *   exchange_check [N CX CY CZ]   (default: several grids)
+ */
+#include "exchange.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct blk {
+    int       c[3];
+    lul_box_t b;
+    double   *node[2], *elem[3];
+    double   *out[27]; /* packed per direction */
+} blk_t;
+
+static int64_t n_glob;
+static int     grid[3];
+static long    failures;
+
+static int lin(const int c[3])
+{
+    return (c[2] * grid[1] + c[1]) * grid[0] + c[0];
+}
+
+static double gnode(const lul_box_t *b, int64_t i, int64_t j, int64_t k)
+{
+    int64_t m = n_glob + 1;
+    return (double)(((b->oz + k) * m + (b->oy + j)) * m + (b->ox + i));
+}
+
+static double gelem(int64_t x, int64_t y, int64_t z)
+{
+    return (double)((z * n_glob + y) * n_glob + x);
+}
+
+/* Blocks holding coordinate g along an axis (1, or 2 on an inner block boundary). */
+static int mult1(int64_t g, int parts)
+{
+    for (int p = 1; p < parts; p++)
+        if (lul_part_start(n_glob, parts, p) == g)
+            return 2;
+    return 1;
+}
+
+/* Part holding coordinate g that comes last (the highest one). */
+static int last_part(int64_t g, int parts)
+{
+    int best = 0;
+    for (int p = 0; p < parts; p++)
+        if (lul_part_start(n_glob, parts, p) <= g && g <= lul_part_start(n_glob, parts, p + 1))
+            best = p;
+    return best;
+}
+
+static void fail(const char *what, const blk_t *k, int64_t idx, double got, double want)
+{
+    if (failures++ < 10)
+        fprintf(stderr, "%s: block (%d,%d,%d) item %lld: %.17g, want %.17g\n", what, k->c[0],
+                k->c[1], k->c[2], (long long)idx, got, want);
+}
+
+static void exchange_nodes(blk_t *bl, int nb, int nf, int copy)
+{
+    for (int s = 0; s < nb; s++) {
+        blk_t       *k  = &bl[s];
+        lul_fields_t fl = {{k->node[0], k->node[1]}, nf};
+        for (int d = 0; d < 27; d++) {
+            k->out[d] = NULL;
+            if (!lul_dir_neighbor(grid, k->c, d, NULL) || (copy && !lul_xch_sync_sends(d)))
+                continue;
+            k->out[d] = malloc(sizeof(double) * nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d));
+            lul_xch_pack_nodes(NULL, fl, k->b.ex, k->b.ey, k->b.ez, d, k->out[d]);
+        }
+    }
+    for (int r = 0; r < nb; r++) {
+        blk_t       *k  = &bl[r];
+        lul_fields_t fl = {{k->node[0], k->node[1]}, nf};
+        for (int d = 0; d < 27; d++) {
+            int nc[3];
+            if (!lul_dir_neighbor(grid, k->c, d, nc) || (copy && !lul_xch_sync_recvs(d)))
+                continue;
+            const double *buf = bl[lin(nc)].out[lul_dir_opposite(d)];
+            lul_xch_unpack_nodes(NULL, fl, k->b.ex, k->b.ey, k->b.ez, d, buf, !copy);
+        }
+    }
+    for (int s = 0; s < nb; s++)
+        for (int d = 0; d < 27; d++)
+            free(bl[s].out[d]);
+}
+
+static void check_grid(int64_t n, int gx, int gy, int gz)
+{
+    n_glob  = n;
+    grid[0] = gx;
+    grid[1] = gy;
+    grid[2] = gz;
+    int    nb = gx * gy * gz;
+    blk_t *bl = calloc((size_t)nb, sizeof(*bl));
+    long   before = failures;
+    for (int z = 0; z < gz; z++)
+        for (int y = 0; y < gy; y++)
+            for (int x = 0; x < gx; x++) {
+                int    c[3] = {x, y, z};
+                blk_t *k    = &bl[lin(c)];
+                k->c[0] = x, k->c[1] = y, k->c[2] = z;
+                k->b        = lul_box_of(n, grid, c);
+                int64_t nn  = (k->b.ex + 1) * (k->b.ey + 1) * (k->b.ez + 1);
+                int64_t ng  = lul_elems_with_ghosts(k->b.ex, k->b.ey, k->b.ez);
+                for (int q = 0; q < 2; q++)
+                    k->node[q] = malloc(sizeof(double) * nn);
+                for (int q = 0; q < 3; q++) {
+                    k->elem[q] = malloc(sizeof(double) * ng);
+                    for (int64_t e = 0; e < ng; e++)
+                        k->elem[q][e] = -1;
+                }
+            }
+
+    /* node-sum of (1, global id) */
+    for (int s = 0; s < nb; s++) {
+        blk_t *k = &bl[s];
+        for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
+            for (int64_t j = 0; j <= k->b.ey; j++)
+                for (int64_t i = 0; i <= k->b.ex; i++, t++) {
+                    k->node[0][t] = 1;
+                    k->node[1][t] = gnode(&k->b, i, j, kk);
+                }
+    }
+    exchange_nodes(bl, nb, 2, 0);
+    for (int s = 0; s < nb; s++) {
+        blk_t *k = &bl[s];
+        for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
+            for (int64_t j = 0; j <= k->b.ey; j++)
+                for (int64_t i = 0; i <= k->b.ex; i++, t++) {
+                    double m = mult1(k->b.ox + i, gx) * mult1(k->b.oy + j, gy) *
+                               mult1(k->b.oz + kk, gz);
+                    if (k->node[0][t] != m)
+                        fail("node-sum count", k, t, k->node[0][t], m);
+                    if (k->node[1][t] != m * gnode(&k->b, i, j, kk))
+                        fail("node-sum id", k, t, k->node[1][t], m * gnode(&k->b, i, j, kk));
+                }
+    }
+
+    /* node-copy of (id + 1e7 * block) */
+    for (int s = 0; s < nb; s++) {
+        blk_t *k = &bl[s];
+        for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
+            for (int64_t j = 0; j <= k->b.ey; j++)
+                for (int64_t i = 0; i <= k->b.ex; i++, t++)
+                    k->node[0][t] = k->node[1][t] = gnode(&k->b, i, j, kk) + 1e7 * s;
+    }
+    exchange_nodes(bl, nb, 2, 1);
+    for (int s = 0; s < nb; s++) {
+        blk_t *k = &bl[s];
+        for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
+            for (int64_t j = 0; j <= k->b.ey; j++)
+                for (int64_t i = 0; i <= k->b.ex; i++, t++) {
+                    int    hc[3] = {last_part(k->b.ox + i, gx), last_part(k->b.oy + j, gy),
+                                    last_part(k->b.oz + kk, gz)};
+                    double want  = gnode(&k->b, i, j, kk) + 1e7 * lin(hc);
+                    for (int q = 0; q < 2; q++)
+                        if (k->node[q][t] != want)
+                            fail("node-copy", k, t, k->node[q][t], want);
+                }
+    }
+
+    /* element ghosts of (3 × id + q) */
+    for (int s = 0; s < nb; s++) {
+        blk_t *k = &bl[s];
+        for (int64_t kk = 0, e = 0; kk < k->b.ez; kk++)
+            for (int64_t j = 0; j < k->b.ey; j++)
+                for (int64_t i = 0; i < k->b.ex; i++, e++)
+                    for (int q = 0; q < 3; q++)
+                        k->elem[q][e] = 3 * gelem(k->b.ox + i, k->b.oy + j, k->b.oz + kk) + q;
+    }
+    for (int s = 0; s < nb; s++) {
+        blk_t       *k  = &bl[s];
+        lul_fields_t fl = {{k->elem[0], k->elem[1], k->elem[2]}, 3};
+        for (int f = 0; f < 6; f++) {
+            k->out[f] = NULL;
+            if (!lul_dir_neighbor(grid, k->c, lul_face_dir(f), NULL))
+                continue;
+            k->out[f] = malloc(sizeof(double) * 3 * lul_face_count(k->b.ex, k->b.ey, k->b.ez, f));
+            lul_xch_pack_elems(NULL, fl, k->b.ex, k->b.ey, k->b.ez, f, k->out[f]);
+        }
+    }
+    for (int r = 0; r < nb; r++) {
+        blk_t       *k  = &bl[r];
+        lul_fields_t fl = {{k->elem[0], k->elem[1], k->elem[2]}, 3};
+        for (int f = 0; f < 6; f++) {
+            int nc[3];
+            if (lul_dir_neighbor(grid, k->c, lul_face_dir(f), nc))
+                lul_xch_unpack_elems(NULL, fl, k->b.ex, k->b.ey, k->b.ez, f,
+                                     bl[lin(nc)].out[lul_face_opposite(f)]);
+        }
+    }
+    for (int r = 0; r < nb; r++) {
+        blk_t *k = &bl[r];
+        for (int f = 0; f < 6; f++) {
+            int     has  = lul_dir_neighbor(grid, k->c, lul_face_dir(f), NULL);
+            int64_t base = lul_ghost_offset(k->b.ex, k->b.ey, k->b.ez, f);
+            int64_t cnt  = lul_face_count(k->b.ex, k->b.ey, k->b.ez, f);
+            for (int64_t t = 0; t < cnt; t++) {
+                int64_t x, y, z, s = f % 2 ? 1 : -1;
+                if (f / 2 == 0) {
+                    x = s < 0 ? k->b.ox - 1 : k->b.ox + k->b.ex;
+                    y = k->b.oy + t % k->b.ey;
+                    z = k->b.oz + t / k->b.ey;
+                } else if (f / 2 == 1) {
+                    y = s < 0 ? k->b.oy - 1 : k->b.oy + k->b.ey;
+                    x = k->b.ox + t % k->b.ex;
+                    z = k->b.oz + t / k->b.ex;
+                } else {
+                    z = s < 0 ? k->b.oz - 1 : k->b.oz + k->b.ez;
+                    x = k->b.ox + t % k->b.ex;
+                    y = k->b.oy + t / k->b.ex;
+                }
+                for (int q = 0; q < 3; q++) {
+                    double want = has ? 3 * gelem(x, y, z) + q : -1;
+                    if (k->elem[q][base + t] != want)
+                        fail("ghost", k, base + t, k->elem[q][base + t], want);
+                }
+            }
+        }
+        for (int f = 0; f < 6; f++)
+            free(k->out[f]);
+    }
+
+    for (int s = 0; s < nb; s++) {
+        for (int q = 0; q < 2; q++)
+            free(bl[s].node[q]);
+        for (int q = 0; q < 3; q++)
+            free(bl[s].elem[q]);
+    }
+    free(bl);
+    printf("N=%lld grid %dx%dx%d: %s\n", (long long)n, gx, gy, gz,
+           failures == before ? "ok" : "WRONG");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5) {
+        check_grid(atoll(argv[1]), atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+    } else {
+        static const int cases[][4] = {{4, 1, 1, 1}, {5, 2, 2, 2}, {7, 3, 2, 2}, {10, 3, 2, 1},
+                                       {6, 1, 3, 2}, {9, 4, 3, 3}, {3, 3, 3, 3}, {11, 2, 5, 3}};
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+            check_grid(cases[i][0], cases[i][1], cases[i][2], cases[i][3]);
+    }
+    printf("exchange_check: %s\n", failures ? "FAILED" : "all ok");
+    return failures ? 1 : 0;
+}

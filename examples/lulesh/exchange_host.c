@@ -1,0 +1,118 @@
+/* exchange_host.c — the host versions of the LULESH exchange kernels, and the launchers that
+ * choose between them and the CUDA ones (exchange.h). No dependency on Tessera or MPI. */
+#include "exchange.h"
+
+int lul_xch_backend = LUL_XCH_HOST;
+void (*lul_xch_host_launch)(void *stream, lul_xch_host_fn_t fn, const void *args,
+                            size_t args_size);
+
+static void launch(void *stream, lul_xch_host_fn_t fn, const void *args, size_t size)
+{
+    if (stream && lul_xch_host_launch)
+        lul_xch_host_launch(stream, fn, args, size);
+    else
+        fn((void *)args);
+}
+
+/* ---- nodes ----------------------------------------------------------------------------------- */
+
+typedef struct node_args {
+    lul_fields_t fl;
+    lul_region_t r;
+    double      *buf;
+    int          add;
+} node_args_t;
+
+static void host_pack_nodes(void *p)
+{
+    node_args_t *a = p;
+    for (int64_t t = 0; t < a->r.count; t++)
+        lul_pack_node(&a->fl, &a->r, a->buf, t);
+}
+
+static void host_unpack_nodes(void *p)
+{
+    node_args_t *a = p;
+    for (int64_t t = 0; t < a->r.count; t++)
+        lul_unpack_node(&a->fl, &a->r, a->buf, t, a->add);
+}
+
+void lul_xch_pack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int d,
+                        double *buf)
+{
+    lul_region_t r = lul_node_region(ex, ey, ez, d);
+#ifdef LULESH_CUDA
+    if (lul_xch_backend == LUL_XCH_CUDA) {
+        lul_xch_cuda_pack_nodes(stream, fl, r, buf);
+        return;
+    }
+#endif
+    node_args_t a = {fl, r, buf, 0};
+    launch(stream, host_pack_nodes, &a, sizeof(a));
+}
+
+void lul_xch_unpack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int d,
+                          const double *buf, int add)
+{
+    lul_region_t r = lul_node_region(ex, ey, ez, d);
+#ifdef LULESH_CUDA
+    if (lul_xch_backend == LUL_XCH_CUDA) {
+        lul_xch_cuda_unpack_nodes(stream, fl, r, buf, add);
+        return;
+    }
+#endif
+    node_args_t a = {fl, r, (double *)buf, add};
+    launch(stream, host_unpack_nodes, &a, sizeof(a));
+}
+
+/* ---- element layers and ghost slabs ------------------------------------------------------ */
+
+typedef struct elem_args {
+    lul_fields_t fl;
+    int64_t      ex, ey, ez, base, count;
+    int          f;
+    double      *buf;
+} elem_args_t;
+
+static void host_pack_elems(void *p)
+{
+    elem_args_t *a = p;
+    for (int q = 0; q < a->fl.nf; q++)
+        for (int64_t t = 0; t < a->count; t++)
+            a->buf[q * a->count + t] = a->fl.f[q][lul_face_elem(a->ex, a->ey, a->ez, a->f, t)];
+}
+
+static void host_unpack_elems(void *p)
+{
+    elem_args_t *a = p;
+    for (int q = 0; q < a->fl.nf; q++)
+        for (int64_t t = 0; t < a->count; t++)
+            a->fl.f[q][a->base + t] = a->buf[q * a->count + t];
+}
+
+void lul_xch_pack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int f,
+                        double *buf)
+{
+#ifdef LULESH_CUDA
+    if (lul_xch_backend == LUL_XCH_CUDA) {
+        lul_xch_cuda_pack_elems(stream, fl, ex, ey, ez, f, buf);
+        return;
+    }
+#endif
+    elem_args_t a = {fl, ex, ey, ez, 0, lul_face_count(ex, ey, ez, f), f, buf};
+    launch(stream, host_pack_elems, &a, sizeof(a));
+}
+
+void lul_xch_unpack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int f,
+                          const double *buf)
+{
+    int64_t base = lul_ghost_offset(ex, ey, ez, f), count = lul_face_count(ex, ey, ez, f);
+#ifdef LULESH_CUDA
+    if (lul_xch_backend == LUL_XCH_CUDA) {
+        lul_xch_cuda_unpack_elems(stream, fl, base, count, buf);
+        return;
+    }
+#endif
+    elem_args_t a = {fl, ex, ey, ez, base, count, f, (double *)buf};
+    launch(stream, host_unpack_elems, &a, sizeof(a));
+}
