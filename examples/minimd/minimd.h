@@ -1,0 +1,402 @@
+/*
+ * minimd.h — MiniMD (the Lennard-Jones benchmark of the public miniMD), shared by the pure MPI
+ * program and the Tessera one: the problem, the decomposition, the per-atom math (written once,
+ * for CUDA and the host) and the launchers.
+ *
+ * The problem: an fcc lattice of nx × ny × nz unit cells at reduced density 0.8442 (4 atoms a
+ * cell) in a periodic box; velocities from a Park-Miller stream per lattice site, centre-of-mass
+ * motion removed, scaled to T0 = 1.44; velocity Verlet with dt 0.005; LJ (eps = sigma = 1) cut
+ * at 2.5, no shift; full neighbor lists of the pairs within 2.8 (cutoff + skin 0.3) built every
+ * 20 steps, the pair set and each pair's periodic image kept until the next build (exactly as
+ * the reference does: a ghost atom is a copy made at the build, later steps resend its owner's
+ * position plus the same shift).
+ *
+ * Storage of a subdomain: positions x[3*i] (owned atoms 0..nlocal-1, then ghosts), velocities
+ * v[3*i] and forces f[3*i] of the owned atoms. The neighbor list is column-major for coalesced
+ * reads on a device: neighbor k of atom i is neigh[k*stride + i], numneigh[i] of them.
+ */
+#ifndef MINIMD_H
+#define MINIMD_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <tessera/kernel.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the problem ------------------------------------------------------------------------- */
+
+typedef struct mmd_problem {
+    int     nx, ny, nz;     /* unit cells */
+    int64_t natoms;         /* 4 nx ny nz */
+    double  alat;           /* lattice constant (4 / rho)^(1/3) */
+    double  L[3];           /* box */
+    double  dt, dtforce;    /* time step, 0.5 dt / mass */
+    double  cutforce, cutneigh;
+    double  t0;
+    int     reneigh;        /* rebuild every this many steps */
+} mmd_problem_t;
+
+static inline mmd_problem_t mmd_problem(int nx, int ny, int nz)
+{
+    mmd_problem_t p;
+    p.nx = nx;
+    p.ny = ny;
+    p.nz = nz;
+    p.natoms   = 4 * (int64_t)nx * ny * nz;
+    p.alat     = pow(4.0 / 0.8442, 1.0 / 3.0);
+    p.L[0]     = nx * p.alat;
+    p.L[1]     = ny * p.alat;
+    p.L[2]     = nz * p.alat;
+    p.dt       = 0.005;
+    p.dtforce  = 0.5 * p.dt / 1.0;
+    p.cutforce = 2.5;
+    p.cutneigh = 2.5 + 0.3;
+    p.t0       = 1.44;
+    p.reneigh  = 20;
+    return p;
+}
+
+/* ---- decomposition ------------------------------------------------------------------------- */
+
+/** The grid of `parts` subdomains with the least surface, the first found in the order the
+ *  reference searches (px, then py, strictly smaller). */
+static inline void mmd_factor(int parts, const double L[3], int p[3])
+{
+    double best = -1;
+    for (int px = 1; px <= parts; px++) {
+        if (parts % px)
+            continue;
+        for (int py = 1; py <= parts / px; py++) {
+            if ((parts / px) % py)
+                continue;
+            int    pz   = parts / px / py;
+            double surf = L[0] * L[1] / (px * py) + L[0] * L[2] / (px * pz) +
+                          L[1] * L[2] / (py * pz);
+            if (best < 0 || surf < best) {
+                best = surf;
+                p[0] = px;
+                p[1] = py;
+                p[2] = pz;
+            }
+        }
+    }
+}
+
+/** Boundary c of p subdomains along a box side L: subdomain c is [bound(c), bound(c+1)). */
+static inline double mmd_bound(double L, int p, int c)
+{
+    return c >= p ? L : c * (L / p);
+}
+
+/* ---- bins ---------------------------------------------------------------------------------- */
+
+/* Bins over a subdomain and its ghost shell [lo - cutneigh, hi + cutneigh], each at least half
+ * the neighbor cutoff wide; a bin holds at most `cap` atoms (the build reports the largest count
+ * seen so a caller can grow and rebuild). */
+typedef struct mmd_bins {
+    double lo[3], inv[3]; /* origin, bins per unit length */
+    int    n[3], reach[3];
+    int    cap;
+} mmd_bins_t;
+
+static inline void mmd_bins_setup(const double lo[3], const double hi[3], double cutneigh,
+                                  int cap, mmd_bins_t *b)
+{
+    for (int d = 0; d < 3; d++) {
+        double ext = hi[d] - lo[d] + 2 * cutneigh;
+        int    n   = (int)(ext / (0.5 * cutneigh));
+        if (n < 1)
+            n = 1;
+        b->lo[d]    = lo[d] - cutneigh;
+        b->n[d]     = n;
+        b->inv[d]   = n / ext;
+        b->reach[d] = (int)ceil(cutneigh * b->inv[d]);
+    }
+    b->cap = cap;
+}
+
+static inline TESS_HD int mmd_bin_coord(const mmd_bins_t *b, int d, double x)
+{
+    int c = (int)floor((x - b->lo[d]) * b->inv[d]);
+    return c < 0 ? 0 : c >= b->n[d] ? b->n[d] - 1 : c;
+}
+
+static inline TESS_HD int mmd_bin_of(const mmd_bins_t *b, const double *xi)
+{
+    return (mmd_bin_coord(b, 2, xi[2]) * b->n[1] + mmd_bin_coord(b, 1, xi[1])) * b->n[0] +
+           mmd_bin_coord(b, 0, xi[0]);
+}
+
+/* ---- per-atom math (one source for every backend) ------------------------------------------ */
+
+static inline TESS_HD void mmd_initial_integrate_atom(double *TESS_RESTRICT x,
+                                                      double *TESS_RESTRICT v,
+                                                      const double *TESS_RESTRICT f, int64_t i,
+                                                      double dt, double dtforce)
+{
+    for (int c = 0; c < 3; c++) {
+        v[3 * i + c] += dtforce * f[3 * i + c];
+        x[3 * i + c] += dt * v[3 * i + c];
+    }
+}
+
+static inline TESS_HD void mmd_final_integrate_atom(double *TESS_RESTRICT v,
+                                                    const double *TESS_RESTRICT f, int64_t i,
+                                                    double dtforce)
+{
+    for (int c = 0; c < 3; c++)
+        v[3 * i + c] += dtforce * f[3 * i + c];
+}
+
+/* Wrap an owned atom into [0, L) (only at rebuilds, as the reference); L = 0 leaves a
+ * dimension alone. */
+static inline TESS_HD void mmd_pbc_atom(double *x, int64_t i, double L0, double L1, double L2)
+{
+    double L[3] = {L0, L1, L2};
+    for (int c = 0; c < 3; c++) {
+        if (x[3 * i + c] < 0)
+            x[3 * i + c] += L[c];
+        if (x[3 * i + c] >= L[c])
+            x[3 * i + c] -= L[c];
+    }
+}
+
+/* The LJ force on atom i from its full neighbor list; with eatom, also its half of the pair
+ * energies and virials (each pair is in two lists). */
+static inline TESS_HD void mmd_force_atom(const double *TESS_RESTRICT x, double *TESS_RESTRICT f,
+                                          const int *TESS_RESTRICT neigh,
+                                          const int *TESS_RESTRICT numneigh, int64_t stride,
+                                          int64_t i, double cutforcesq,
+                                          double *TESS_RESTRICT eatom,
+                                          double *TESS_RESTRICT watom)
+{
+    double xi = x[3 * i], yi = x[3 * i + 1], zi = x[3 * i + 2];
+    double fx = 0, fy = 0, fz = 0, e = 0, w = 0;
+    int    nn = numneigh[i];
+    for (int k = 0; k < nn; k++) {
+        int64_t j  = neigh[k * stride + i];
+        double  dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
+        double  r2 = dx * dx + dy * dy + dz * dz;
+        if (r2 < cutforcesq) {
+            double sr2   = 1.0 / r2;
+            double sr6   = sr2 * sr2 * sr2;
+            double fpair = 48.0 * sr6 * (sr6 - 0.5) * sr2;
+            fx += dx * fpair;
+            fy += dy * fpair;
+            fz += dz * fpair;
+            if (eatom) {
+                e += 4.0 * sr6 * (sr6 - 1.0);
+                w += r2 * fpair;
+            }
+        }
+    }
+    f[3 * i]     = fx;
+    f[3 * i + 1] = fy;
+    f[3 * i + 2] = fz;
+    if (eatom) {
+        eatom[i] = 0.5 * e;
+        watom[i] = 0.5 * w;
+    }
+}
+
+/* The full neighbor list of owned atom i (pairs within the neighbor cutoff, any atom j != i of
+ * the bins around it); returns the count, of which at most maxneigh are stored. */
+static inline TESS_HD int mmd_neigh_atom(const double *TESS_RESTRICT x, int64_t i,
+                                         const mmd_bins_t *b, const int *TESS_RESTRICT bincount,
+                                         const int *TESS_RESTRICT binatoms, double cutneighsq,
+                                         int *TESS_RESTRICT neigh, int64_t stride, int maxneigh)
+{
+    const double *xi = x + 3 * i;
+    int cx = mmd_bin_coord(b, 0, xi[0]), cy = mmd_bin_coord(b, 1, xi[1]);
+    int cz = mmd_bin_coord(b, 2, xi[2]);
+    int n  = 0;
+    for (int bz = cz - b->reach[2]; bz <= cz + b->reach[2]; bz++) {
+        if (bz < 0 || bz >= b->n[2])
+            continue;
+        for (int by = cy - b->reach[1]; by <= cy + b->reach[1]; by++) {
+            if (by < 0 || by >= b->n[1])
+                continue;
+            for (int bx = cx - b->reach[0]; bx <= cx + b->reach[0]; bx++) {
+                if (bx < 0 || bx >= b->n[0])
+                    continue;
+                int        bin = (bz * b->n[1] + by) * b->n[0] + bx;
+                int        cnt = bincount[bin] < b->cap ? bincount[bin] : b->cap;
+                const int *in  = binatoms + (int64_t)bin * b->cap;
+                for (int k = 0; k < cnt; k++) {
+                    int64_t j = in[k];
+                    if (j == i)
+                        continue;
+                    double dx = xi[0] - x[3 * j], dy = xi[1] - x[3 * j + 1];
+                    double dz = xi[2] - x[3 * j + 2];
+                    if (dx * dx + dy * dy + dz * dz <= cutneighsq) {
+                        if (n < maxneigh)
+                            neigh[n * stride + i] = (int)j;
+                        n++;
+                    }
+                }
+            }
+        }
+    }
+    return n;
+}
+
+/* Pack atom list[k]: its position shifted by `shift` along dimension d (a periodic image), and
+ * with v its velocity (an atom that moves to another subdomain): 3 or 6 doubles per atom. */
+static inline TESS_HD void mmd_pack_atom(const double *TESS_RESTRICT x,
+                                         const double *TESS_RESTRICT v,
+                                         const int *TESS_RESTRICT list, int64_t k, int d,
+                                         double shift, double *TESS_RESTRICT buf)
+{
+    int64_t i  = list[k];
+    int     w  = v ? 6 : 3;
+    for (int c = 0; c < 3; c++)
+        buf[w * k + c] = x[3 * i + c] + (c == d ? shift : 0.0);
+    if (v)
+        for (int c = 0; c < 3; c++)
+            buf[w * k + 3 + c] = v[3 * i + c];
+}
+
+static inline TESS_HD void mmd_unpack_atom(const double *TESS_RESTRICT buf, int64_t k,
+                                           double *TESS_RESTRICT x, double *TESS_RESTRICT v,
+                                           int64_t first)
+{
+    for (int c = 0; c < 3; c++) {
+        x[3 * (first + k) + c] = buf[6 * k + c];
+        v[3 * (first + k) + c] = buf[6 * k + 3 + c];
+    }
+}
+
+/* Number of entries of the sorted list a[0..n) that are < value. */
+static inline TESS_HD int64_t mmd_lower_bound(const int *a, int64_t n, int64_t value)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (a[mid] < value)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Removal of the atoms of two sorted lists (la, lb: disjoint) from n owned atoms: atom j of
+ * [n - na - nb, n) that stays fills the r-th hole (the r-th removed index below the new end).
+ * Returns the destination of atom j, or -1 if j does not move. */
+static inline TESS_HD int64_t mmd_remove_dest(const int *la, int64_t na, const int *lb,
+                                              int64_t nb, int64_t n, int64_t j)
+{
+    int64_t nn = n - na - nb;
+    if (j < nn)
+        return -1;
+    int64_t ra = mmd_lower_bound(la, na, j), rb = mmd_lower_bound(lb, nb, j);
+    if ((ra < na && la[ra] == j) || (rb < nb && lb[rb] == j))
+        return -1; /* removed itself */
+    /* Removed atoms in [nn, j), and staying atoms before j in the tail. */
+    int64_t ta = ra - mmd_lower_bound(la, na, nn), tb = rb - mmd_lower_bound(lb, nb, nn);
+    int64_t rank = (j - nn) - ta - tb;
+    /* The rank-th hole: the rank-th smallest removed index below nn, merging la and lb. */
+    int64_t lo = 0, hi = nn; /* find the smallest h with #removed in [0, h] > rank */
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (mmd_lower_bound(la, na, mid + 1) + mmd_lower_bound(lb, nb, mid + 1) > rank)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* ---- launchers ------------------------------------------------------------------------------ */
+
+/*
+ * A stream is a tess_stream_t (Tessera) or a cudaStream_t (the MPI program). With the host
+ * backend the launchers enqueue host loops with mmd_host_launch; with `stream == NULL` and no GPU
+ * (the MPI program on a CPU machine) they run the loop at once. No MPI, no Tessera here.
+ */
+enum { MMD_HOST = 0, MMD_CUDA = 1 };
+extern int mmd_backend; /* set by the program before the first launch */
+typedef void (*mmd_host_fn_t)(void *args);
+extern void (*mmd_host_launch)(void *stream, mmd_host_fn_t fn, const void *args, size_t args_size);
+
+#define MMD_THERMO_PARTS 256 /* partial sums of the thermo reduction */
+#define MMD_THERMO_OUT   (3 * (MMD_THERMO_PARTS + 1))
+#define MMD_SCAN_BLOCKS  1024
+#define MMD_SCAN_SCRATCH (MMD_SCAN_BLOCKS + 1) /* ints of scratch a selection needs */
+
+void mmd_initial_integrate(void *s, double *x, double *v, const double *f, int64_t n, double dt,
+                           double dtforce);
+void mmd_final_integrate(void *s, double *v, const double *f, int64_t n, double dtforce);
+/** f of the n owned atoms; eatom/watom (NULL or both given): per-atom energy and virial. */
+void mmd_force(void *s, const double *x, double *f, const int *neigh, const int *numneigh,
+               int64_t stride, int64_t n, double cutforcesq, double *eatom, double *watom);
+/** out[0..2] (device, MMD_THERMO_OUT doubles) ← sum of |v|^2, eatom, watom over n atoms, in a
+ *  fixed order (the same result every run). */
+void mmd_thermo_sums(void *s, const double *v, const double *eatom, const double *watom,
+                     int64_t n, double *out);
+void mmd_pbc(void *s, double *x, int64_t n, const double L[3]);
+/** list ← indices i of [first, last) with a <= x[3i+d] < b, in increasing order (at most cap
+ *  stored); *count (device) ← how many there are. scratch: MMD_SCAN_SCRATCH device ints. */
+void mmd_select(void *s, const double *x, int64_t first, int64_t last, int d, double a, double b,
+                int *list, int *count, int64_t cap, int *scratch);
+/** buf ← the n atoms of list (mmd_pack_atom; v may be NULL). */
+void mmd_pack(void *s, const double *x, const double *v, const int *list, int64_t n, int d,
+              double shift, double *buf);
+/** Remove the atoms of sorted lists la and lb from the n owned atoms (x, v), filling holes with
+ *  atoms from the end; n - na - nb remain. */
+void mmd_remove(void *s, double *x, double *v, const int *la, int64_t na, const int *lb,
+                int64_t nb, int64_t n);
+/** Atoms first.. ← the n atoms (6 doubles each) of buf. */
+void mmd_unpack(void *s, const double *buf, int64_t n, double *x, double *v, int64_t first);
+/** Bin n atoms; status[0] ← the largest bin count (> b.cap: rebin with a larger cap), status[1]
+ *  ← 0. bincount: b.n[0]*b.n[1]*b.n[2] ints, binatoms: that many times b.cap. */
+void mmd_bin(void *s, const double *x, int64_t n, mmd_bins_t b, int *bincount, int *binatoms,
+             int *status);
+/** Full lists of the nlocal owned atoms; status[1] ← the largest count (> maxneigh: rebuild with
+ *  a larger capacity). */
+void mmd_neighbor(void *s, const double *x, int64_t nlocal, mmd_bins_t b, const int *bincount,
+                  const int *binatoms, double cutneighsq, int *neigh, int *numneigh,
+                  int64_t stride, int maxneigh, int *status);
+
+#ifdef MINIMD_CUDA
+/* CUDA launchers (kernels_cuda.cu); the C launchers above call them when mmd_backend says so. */
+void mmd_cuda_initial_integrate(void *s, double *x, double *v, const double *f, int64_t n,
+                                double dt, double dtforce);
+void mmd_cuda_final_integrate(void *s, double *v, const double *f, int64_t n, double dtforce);
+void mmd_cuda_force(void *s, const double *x, double *f, const int *neigh, const int *numneigh,
+                    int64_t stride, int64_t n, double cutforcesq, double *eatom, double *watom);
+void mmd_cuda_thermo_sums(void *s, const double *v, const double *eatom, const double *watom,
+                          int64_t n, double *out);
+void mmd_cuda_pbc(void *s, double *x, int64_t n, const double L[3]);
+void mmd_cuda_select(void *s, const double *x, int64_t first, int64_t last, int d, double a,
+                     double b, int *list, int *count, int64_t cap, int *scratch);
+void mmd_cuda_pack(void *s, const double *x, const double *v, const int *list, int64_t n, int d,
+                   double shift, double *buf);
+void mmd_cuda_remove(void *s, double *x, double *v, const int *la, int64_t na, const int *lb,
+                     int64_t nb, int64_t n);
+void mmd_cuda_unpack(void *s, const double *buf, int64_t n, double *x, double *v, int64_t first);
+void mmd_cuda_bin(void *s, const double *x, int64_t n, mmd_bins_t b, int *bincount,
+                  int *binatoms, int *status);
+void mmd_cuda_neighbor(void *s, const double *x, int64_t nlocal, mmd_bins_t b,
+                       const int *bincount, const int *binatoms, double cutneighsq, int *neigh,
+                       int *numneigh, int64_t stride, int maxneigh, int *status);
+int  mmd_cuda_devices(void);
+#endif
+
+/* ---- set-up on the host (plain C, no MPI) ---------------------------------------------------- */
+
+/** The lattice sites of subdomain [lo, hi) with their reference velocities (before centring and
+ *  scaling): *x_p, *v_p are malloc'ed arrays of 3 * *n_p doubles. Returns 0, or -1 without
+ *  memory. */
+int mmd_lattice(const mmd_problem_t *p, const double lo[3], const double hi[3], double **x_p,
+                double **v_p, int64_t *n_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MINIMD_H */
