@@ -1,0 +1,747 @@
+/*
+ * minimd_tess — MiniMD with Tessera: ODF chares per GPU in a 3-D grid over the box, each a
+ * subdomain with its own stream. The time-step phase runs as entry methods: the same kernels and
+ * the same phases as minimd_mpi, every exchange a device message whose header carries the step,
+ * the stage and the direction (so two messages from one chare — 2 chares along a dimension —
+ * or from itself are told apart; counts travel with the data), thermo sums as Tessera
+ * reductions. Lattice set-up and the final report stay in plain MPI around tess_run.
+ *
+ * Stages of a step: 0-2 the ghost update along x, y, z; on rebuild steps 0-2 move atoms to their
+ * new owners along x, y, z and 3-5 rebuild the ghosts. Messages land in receive buffers of
+ * parity step % 2 (a neighbor is at most one step ahead), or straight in the ghost positions
+ * when they are for the step the chare is in.
+ *
+ *   mpirun -np P minimd_tess [+ppn T] [-s N | -nx NX -ny NY -nz NZ] [-n STEPS] -odf N …
+ */
+#include "common.h"
+#include "minimd.h"
+
+#include <mpi.h>
+#include <tessera.h>
+#include <tessera/gpu.h>
+
+typedef struct hdr {
+    int32_t step, stage, dir; /* dir: 0 sent to the lower neighbor, 1 to the upper */
+} hdr_t;
+
+typedef struct dom {
+    int          c[3];
+    double       lo[3], hi[3];
+    tess_index_t nbr[3][2];
+    int64_t      nlocal, nghost, cap_all, cap_own;
+    double      *x, *v, *f, *eatom, *watom;
+    int         *neigh, *numneigh, maxneigh;
+    int64_t      neigh_cap, neigh_alloc, stride;
+    mmd_bins_t   bins;
+    int         *bincount, *binatoms, *status, *dcount, *scratch, *hstatus, *hcount;
+    int64_t      bincount_cap, binatoms_cap;
+    int         *xlist[2], *blist[3][2];
+    int64_t      xlist_cap[2], blist_cap[3][2], bcount[3][2], roff[3][2], rcnt[3][2];
+    double      *sbuf[2][6][2], *rbuf[2][6][2]; /* [parity][stage][side] */
+    int64_t      sbuf_cap[2][6][2], rbuf_cap[2][6][2], rcount[2][6][2];
+    int          arrived[2][6][2], direct[2][6][2];
+    double      *thermo_out, *hthermo;
+    int          step, stage, target, waiting, nthermo;
+    double       t_force, t_neigh;
+} dom_t;
+
+typedef struct thermo_note {
+    int     step, slot;
+    int64_t nlocal;
+} thermo_note_t;
+
+static mmd_opts_t    opt;
+static mmd_problem_t pr;
+static int           cg[3] = {1, 1, 1}; /* chare grid */
+static tess_array_h  grid;
+static tess_entry_t  E_RESUME, E_ATOMS, E_COUNTED, E_NEIGH, E_THERMO_READY, E_THERMO;
+static int           nslots;
+
+/* Process 0: the thermo table, filled by the reduction callback on chare (0,0,0). */
+static mmd_thermo_row_t *rows;
+static int               nrows, lost_atoms;
+static double            t_end;
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "minimd_tess: %s failed: %s\n", what, tess_error_detail());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void launch_host(void *stream, mmd_host_fn_t fn, const void *args, size_t size)
+{
+    if (tess_gpu_launch_host(stream, fn, args, size) != TESS_OK)
+        fail("launch");
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (tess_gpu_malloc(&p, bytes ? bytes : 8) != TESS_OK)
+        fail("device allocation");
+    return p;
+}
+
+/* Make *p hold `need` elements (with headroom), keeping the first `keep`; the old buffer is
+ * freed once the stream has drained (nothing may still read it). */
+static void grow(tess_stream_t s, void **p, int64_t *cap, int64_t need, int64_t keep,
+                 size_t elem)
+{
+    if (need <= *cap)
+        return;
+    int64_t n = need + need / 4 + 16;
+    void   *q = dev_alloc((size_t)n * elem);
+    if (keep > 0)
+        tess_gpu_memcpy_async(q, *p, (size_t)keep * elem, s);
+    if (*p) {
+        tess_gpu_stream_sync(s);
+        tess_gpu_free(*p);
+    }
+    *p   = q;
+    *cap = n;
+}
+
+static void grow_atoms(tess_stream_t s, dom_t *c, int64_t need_all, int64_t need_own,
+                       int64_t keep)
+{
+    if (need_own > c->cap_own) {
+        int64_t k = c->cap_own;
+        grow(s, (void **)&c->v, &k, need_own, keep, 3 * sizeof(double));
+        k = c->cap_own;
+        grow(s, (void **)&c->f, &k, need_own, 0, 3 * sizeof(double));
+        k = c->cap_own;
+        grow(s, (void **)&c->eatom, &k, need_own, 0, sizeof(double));
+        k = c->cap_own;
+        grow(s, (void **)&c->watom, &k, need_own, 0, sizeof(double));
+        c->cap_own = k;
+    }
+    grow(s, (void **)&c->x, &c->cap_all, need_all, keep, 3 * sizeof(double));
+}
+
+static double shift_of(const dom_t *c, int d, int s)
+{
+    if (s == 0)
+        return c->c[d] == 0 ? pr.L[d] : 0.0;
+    return c->c[d] == cg[d] - 1 ? -pr.L[d] : 0.0;
+}
+
+static int is_rebuild(int step)
+{
+    return step % pr.reneigh == 0;
+}
+
+static void begin_step(tess_ctx_h ctx, dom_t *c);
+static void exch_stage(tess_ctx_h ctx, dom_t *c);
+static void border_stage(tess_ctx_h ctx, dom_t *c);
+static void ghost_stage(tess_ctx_h ctx, dom_t *c);
+static void build_neighbors(tess_ctx_h ctx, dom_t *c);
+
+/* ---- messages ------------------------------------------------------------------------------- */
+
+/* The two sends of a stage (to the lower and the upper neighbor), after the packing. */
+static void send_two(tess_ctx_h ctx, dom_t *c, int d, const int64_t n[2], int width)
+{
+    int             p = c->step % 2;
+    hdr_t           h[2];
+    tess_dev_buf_t  b[2];
+    tess_dev_send_t s[2];
+    for (int k = 0; k < 2; k++) {
+        h[k] = (hdr_t){c->step, c->stage, k};
+        b[k] = (tess_dev_buf_t){c->sbuf[p][c->stage][k], (size_t)(n[k] * width) * sizeof(double)};
+        s[k] = (tess_dev_send_t){grid, c->nbr[d][k], E_ATOMS, &h[k], sizeof(h[k]), &b[k], 1,
+                                 NULL, NULL};
+    }
+    tess_send_device_many(s, 2, tess_ctx_stream(ctx));
+    c->waiting = 1;
+}
+
+static void atoms_post(tess_ctx_h ctx, void *e, const void *header, size_t header_len, int nbufs,
+                       const size_t *sizes, void **dst, tess_stream_t *stream_p)
+{
+    (void)header_len;
+    (void)nbufs;
+    (void)stream_p;
+    dom_t       *c    = e;
+    const hdr_t *h    = header;
+    int          p    = h->step % 2, from = 1 - h->dir, st = h->stage;
+    /* A ghost update for the step this chare is in goes straight to the ghost positions: the
+     * force of the step before is already enqueued, and the layout is that of the last rebuild. */
+    if (!is_rebuild(h->step) && h->step == c->step &&
+        sizes[0] == (size_t)c->rcnt[st][from] * 3 * sizeof(double)) {
+        dst[0]              = c->x + 3 * c->roff[st][from];
+        c->direct[p][st][from] = 1;
+    } else {
+        int64_t n = (int64_t)(sizes[0] / sizeof(double));
+        grow(tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from], &c->rbuf_cap[p][st][from], n,
+             0, sizeof(double));
+        dst[0]              = sizes[0] ? c->rbuf[p][st][from] : NULL;
+        c->direct[p][st][from] = 0;
+    }
+    c->rcount[p][st][from] = (int64_t)(sizes[0] / sizeof(double));
+}
+
+/* Consume the stage's two messages once both are in and this chare's own sends are out. */
+static void try_consume(tess_ctx_h ctx, dom_t *c)
+{
+    int p = c->step % 2, st = c->stage;
+    if (!c->waiting || !c->arrived[p][st][0] || !c->arrived[p][st][1])
+        return;
+    tess_stream_t s = tess_ctx_stream(ctx);
+    c->waiting      = 0;
+    c->arrived[p][st][0] = c->arrived[p][st][1] = 0;
+    if (is_rebuild(c->step) && st < 3) { /* atoms moving in: 6 doubles each */
+        int64_t r0 = c->rcount[p][st][0] / 6, r1 = c->rcount[p][st][1] / 6;
+        grow_atoms(s, c, c->nlocal + r0 + r1, c->nlocal + r0 + r1, c->nlocal);
+        mmd_unpack(s, c->rbuf[p][st][0], r0, c->x, c->v, c->nlocal);
+        mmd_unpack(s, c->rbuf[p][st][1], r1, c->x, c->v, c->nlocal + r0);
+        c->nlocal += r0 + r1;
+        c->stage++;
+        exch_stage(ctx, c);
+    } else if (is_rebuild(c->step)) { /* new ghosts */
+        int     d = st - 3;
+        int64_t n = c->nlocal + c->nghost;
+        c->rcnt[d][0] = c->rcount[p][st][0] / 3;
+        c->rcnt[d][1] = c->rcount[p][st][1] / 3;
+        c->roff[d][0] = n;
+        c->roff[d][1] = n + c->rcnt[d][0];
+        grow_atoms(s, c, n + c->rcnt[d][0] + c->rcnt[d][1], 0, n);
+        for (int k = 0; k < 2; k++)
+            if (c->rcnt[d][k])
+                tess_gpu_memcpy_async(c->x + 3 * c->roff[d][k], c->rbuf[p][st][k],
+                                      (size_t)c->rcnt[d][k] * 3 * sizeof(double), s);
+        c->nghost += c->rcnt[d][0] + c->rcnt[d][1];
+        c->stage++;
+        border_stage(ctx, c);
+    } else { /* ghost positions */
+        for (int k = 0; k < 2; k++)
+            if (!c->direct[p][st][k] && c->rcnt[st][k])
+                tess_gpu_memcpy_async(c->x + 3 * c->roff[st][k], c->rbuf[p][st][k],
+                                      (size_t)c->rcnt[st][k] * 3 * sizeof(double), s);
+        c->stage++;
+        ghost_stage(ctx, c);
+    }
+}
+
+static void on_atoms(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    dom_t       *c = e;
+    const hdr_t *h = msg;
+    c->arrived[h->step % 2][h->stage][1 - h->dir] = 1;
+    if (h->step == c->step && h->stage == c->stage)
+        try_consume(ctx, c);
+}
+
+/* ---- rebuild steps ---------------------------------------------------------------------------- */
+
+/* Select into list[k] the atoms of [0, n) with a[k] <= x_d < b[k]; the counts come back to the
+ * host, and on_counted goes on. */
+static void select_two(tess_ctx_h ctx, dom_t *c, int d, int64_t n, const double a[2],
+                       const double b[2], int *list[2], const int64_t cap[2])
+{
+    tess_stream_t s = tess_ctx_stream(ctx);
+    for (int k = 0; k < 2; k++)
+        mmd_select(s, c->x, 0, n, d, a[k], b[k], list[k], c->dcount + k, cap[k], c->scratch);
+    tess_gpu_memcpy_async(c->hcount, c->dcount, 2 * sizeof(int), s);
+    tess_gpu_then(ctx, E_COUNTED, NULL, 0);
+}
+
+static void exch_select(tess_ctx_h ctx, dom_t *c)
+{
+    int    d    = c->stage;
+    double a[2] = {-INFINITY, c->hi[d]}, b[2] = {c->lo[d], INFINITY};
+    select_two(ctx, c, d, c->nlocal, a, b, c->xlist, c->xlist_cap);
+}
+
+static void border_select(tess_ctx_h ctx, dom_t *c)
+{
+    int    d    = c->stage - 3;
+    double a[2] = {c->lo[d], c->hi[d] - pr.cutneigh};
+    double b[2] = {nextafter(c->lo[d] + pr.cutneigh, INFINITY), nextafter(c->hi[d], INFINITY)};
+    select_two(ctx, c, d, c->nlocal + c->nghost, a, b, c->blist[d], c->blist_cap[d]);
+}
+
+/* Atoms that left go to the lower or upper neighbor along x, then y, then z (an atom that left
+ * along two dimensions reaches its owner in two hops). Along a dimension of one chare the atoms
+ * were wrapped into the box in place. */
+static void exch_stage(tess_ctx_h ctx, dom_t *c)
+{
+    while (c->stage < 3 && cg[c->stage] == 1)
+        c->stage++;
+    if (c->stage == 3) {
+        c->nghost = 0;
+        border_stage(ctx, c);
+        return;
+    }
+    exch_select(ctx, c);
+}
+
+static void border_stage(tess_ctx_h ctx, dom_t *c)
+{
+    if (c->stage == 6) {
+        build_neighbors(ctx, c);
+        return;
+    }
+    border_select(ctx, c);
+}
+
+static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    dom_t        *c   = e;
+    tess_stream_t s   = tess_ctx_stream(ctx);
+    int           st  = c->stage, p = c->step % 2, exch = st < 3;
+    int           d   = exch ? st : st - 3;
+    int         **lst = exch ? c->xlist : c->blist[d];
+    int64_t      *cap = exch ? c->xlist_cap : c->blist_cap[d];
+    int64_t       n[2] = {c->hcount[0], c->hcount[1]};
+    if (n[0] > cap[0] || n[1] > cap[1]) { /* a list did not fit: grow it, select again */
+        for (int k = 0; k < 2; k++)
+            grow(s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
+        if (exch)
+            exch_select(ctx, c);
+        else
+            border_select(ctx, c);
+        return;
+    }
+    if (exch) {
+        for (int k = 0; k < 2; k++) {
+            grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], 6 * n[k], 0,
+                 sizeof(double));
+            mmd_pack(s, c->x, c->v, lst[k], n[k], d, shift_of(c, d, k), c->sbuf[p][st][k]);
+        }
+        mmd_remove(s, c->x, c->v, lst[0], n[0], lst[1], n[1], c->nlocal);
+        c->nlocal -= n[0] + n[1];
+        send_two(ctx, c, d, n, 6);
+        try_consume(ctx, c);
+        return;
+    }
+    c->bcount[d][0] = n[0];
+    c->bcount[d][1] = n[1];
+    if (cg[d] == 1) { /* its own neighbor on both sides: the ghosts are packed in place */
+        int64_t base = c->nlocal + c->nghost;
+        c->rcnt[d][0] = n[1];
+        c->rcnt[d][1] = n[0];
+        c->roff[d][0] = base;
+        c->roff[d][1] = base + n[1];
+        grow_atoms(s, c, base + n[0] + n[1], 0, base);
+        mmd_pack(s, c->x, NULL, lst[1], n[1], d, shift_of(c, d, 1), c->x + 3 * c->roff[d][0]);
+        mmd_pack(s, c->x, NULL, lst[0], n[0], d, shift_of(c, d, 0), c->x + 3 * c->roff[d][1]);
+        c->nghost += n[0] + n[1];
+        c->stage++;
+        border_stage(ctx, c);
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], 3 * n[k], 0,
+             sizeof(double));
+        mmd_pack(s, c->x, NULL, lst[k], n[k], d, shift_of(c, d, k), c->sbuf[p][st][k]);
+    }
+    send_two(ctx, c, d, n, 3);
+    try_consume(ctx, c);
+}
+
+static void do_force(tess_ctx_h ctx, dom_t *c);
+
+static void build_neighbors(tess_ctx_h ctx, dom_t *c)
+{
+    tess_stream_t s     = tess_ctx_stream(ctx);
+    int64_t       nbins = (int64_t)c->bins.n[0] * c->bins.n[1] * c->bins.n[2];
+    double        t     = 0;
+    grow(s, (void **)&c->bincount, &c->bincount_cap, nbins, 0, sizeof(int));
+    grow(s, (void **)&c->binatoms, &c->binatoms_cap, nbins * c->bins.cap, 0, sizeof(int));
+    grow(s, (void **)&c->numneigh, &c->neigh_cap, c->cap_own, 0, sizeof(int));
+    grow(s, (void **)&c->neigh, &c->neigh_alloc, (int64_t)c->maxneigh * c->cap_own, 0,
+         sizeof(int));
+    c->stride = c->cap_own;
+    if (opt.timing) {
+        tess_gpu_stream_sync(s);
+        t = tess_wtime();
+    }
+    mmd_bin(s, c->x, c->nlocal + c->nghost, c->bins, c->bincount, c->binatoms, c->status);
+    mmd_neighbor(s, c->x, c->nlocal, c->bins, c->bincount, c->binatoms,
+                 pr.cutneigh * pr.cutneigh, c->neigh, c->numneigh, c->stride, c->maxneigh,
+                 c->status);
+    if (opt.timing) {
+        tess_gpu_stream_sync(s);
+        c->t_neigh += tess_wtime() - t;
+    }
+    tess_gpu_memcpy_async(c->hstatus, c->status, 2 * sizeof(int), s);
+    tess_gpu_then(ctx, E_NEIGH, NULL, 0);
+}
+
+static void on_neigh(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    dom_t *c = e;
+    if (c->hstatus[0] > c->bins.cap || c->hstatus[1] > c->maxneigh) {
+        if (c->hstatus[0] > c->bins.cap)
+            c->bins.cap = c->hstatus[0] + 2;
+        else
+            c->maxneigh = c->hstatus[1] + 8;
+        build_neighbors(ctx, c);
+        return;
+    }
+    do_force(ctx, c);
+}
+
+/* ---- ordinary steps ------------------------------------------------------------------------- */
+
+static void ghost_stage(tess_ctx_h ctx, dom_t *c)
+{
+    tess_stream_t s = tess_ctx_stream(ctx);
+    int           p = c->step % 2;
+    while (c->stage < 3 && cg[c->stage] == 1) { /* its own neighbor: in place */
+        int d = c->stage;
+        mmd_pack(s, c->x, NULL, c->blist[d][1], c->bcount[d][1], d, shift_of(c, d, 1),
+                 c->x + 3 * c->roff[d][0]);
+        mmd_pack(s, c->x, NULL, c->blist[d][0], c->bcount[d][0], d, shift_of(c, d, 0),
+                 c->x + 3 * c->roff[d][1]);
+        c->stage++;
+    }
+    if (c->stage == 3) {
+        do_force(ctx, c);
+        return;
+    }
+    int d = c->stage;
+    for (int k = 0; k < 2; k++) {
+        grow(s, (void **)&c->sbuf[p][d][k], &c->sbuf_cap[p][d][k], 3 * c->bcount[d][k], 0,
+             sizeof(double));
+        mmd_pack(s, c->x, NULL, c->blist[d][k], c->bcount[d][k], d, shift_of(c, d, k),
+                 c->sbuf[p][d][k]);
+    }
+    send_two(ctx, c, d, c->bcount[d], 3);
+    try_consume(ctx, c);
+}
+
+static void do_force(tess_ctx_h ctx, dom_t *c)
+{
+    tess_stream_t s      = tess_ctx_stream(ctx);
+    int           thermo = mmd_is_thermo(&opt, c->step);
+    double        t      = 0;
+    if (opt.timing) {
+        tess_gpu_stream_sync(s);
+        t = tess_wtime();
+    }
+    mmd_force(s, c->x, c->f, c->neigh, c->numneigh, c->stride, c->nlocal,
+              pr.cutforce * pr.cutforce, thermo ? c->eatom : NULL, thermo ? c->watom : NULL);
+    if (opt.timing) {
+        tess_gpu_stream_sync(s);
+        c->t_force += tess_wtime() - t;
+    }
+    if (c->step > 0)
+        mmd_final_integrate(s, c->v, c->f, c->nlocal, pr.dtforce);
+    if (thermo) {
+        int slot = c->nthermo++ % nslots;
+        mmd_thermo_sums(s, c->v, c->eatom, c->watom, c->nlocal, c->thermo_out);
+        tess_gpu_memcpy_async(c->hthermo + 3 * slot, c->thermo_out, 3 * sizeof(double), s);
+        thermo_note_t note = {c->step, slot, c->nlocal};
+        tess_gpu_then(ctx, E_THERMO_READY, &note, sizeof(note));
+    }
+    c->step++;
+    if (c->step <= c->target)
+        begin_step(ctx, c);
+}
+
+static void begin_step(tess_ctx_h ctx, dom_t *c)
+{
+    tess_stream_t s = tess_ctx_stream(ctx);
+    if (c->step > 0)
+        mmd_initial_integrate(s, c->x, c->v, c->f, c->nlocal, pr.dt, pr.dtforce);
+    c->stage = 0;
+    if (is_rebuild(c->step)) {
+        double wrap[3];
+        for (int d = 0; d < 3; d++)
+            wrap[d] = cg[d] == 1 ? pr.L[d] : 0.0;
+        mmd_pbc(s, c->x, c->nlocal, wrap);
+        exch_stage(ctx, c);
+    } else {
+        ghost_stage(ctx, c);
+    }
+}
+
+/* ---- thermo and phases ---------------------------------------------------------------------- */
+
+static void on_thermo_ready(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    dom_t               *c = e;
+    const thermo_note_t *n = msg;
+    double sums[5] = {c->hthermo[3 * n->slot], c->hthermo[3 * n->slot + 1],
+                      c->hthermo[3 * n->slot + 2], (double)n->nlocal, (double)n->step};
+    tess_contribute(ctx, (uint64_t)n->step, sums, 5, TESS_DOUBLE, TESS_SUM,
+                    tess_cb_element(grid, tess_idx3(0, 0, 0), E_THERMO));
+}
+
+static void on_thermo(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)ctx;
+    (void)e;
+    (void)size;
+    const double *s    = msg;
+    int           step = (int)(s[4] / ((double)cg[0] * cg[1] * cg[2]) + 0.5);
+    rows[nrows++]      = mmd_thermo_row(&pr, step, s);
+    if ((int64_t)(s[3] + 0.5) != pr.natoms)
+        lost_atoms = 1;
+    if (step == opt.steps && step > 0) {
+        t_end = tess_wtime();
+        tess_exit();
+    }
+}
+
+static void on_resume(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    dom_t *c  = e;
+    c->target = *(const int *)msg;
+    if (c->step <= c->target)
+        begin_step(ctx, c);
+}
+
+static int phase_target;
+static void start_phase(void *arg)
+{
+    (void)arg;
+    if (tess_process() == 0)
+        tess_broadcast(grid, E_RESUME, &phase_target, sizeof(phase_target));
+}
+
+/* ---- set-up (plain MPI around the chares) -------------------------------------------------------- */
+
+static void dom_ctor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    dom_t        *c  = e;
+    tess_index_t  ix = tess_ctx_index(ctx);
+    tess_stream_t s  = tess_ctx_stream(ctx);
+    int           i3[3] = {ix.x, ix.y, ix.z};
+    for (int d = 0; d < 3; d++) {
+        c->c[d]  = i3[d];
+        c->lo[d] = mmd_bound(pr.L[d], cg[d], i3[d]);
+        c->hi[d] = mmd_bound(pr.L[d], cg[d], i3[d] + 1);
+        for (int k = 0; k < 2; k++) {
+            int n[3] = {i3[0], i3[1], i3[2]};
+            n[d]     = (n[d] + (k ? 1 : -1) + cg[d]) % cg[d];
+            c->nbr[d][k] = tess_idx3(n[0], n[1], n[2]);
+        }
+    }
+    mmd_bins_setup(c->lo, c->hi, pr.cutneigh, opt.small ? 1 : 8, &c->bins);
+    c->maxneigh = opt.small ? 4 : 100;
+    c->status   = dev_alloc(2 * sizeof(int));
+    c->dcount   = dev_alloc(2 * sizeof(int));
+    c->scratch  = dev_alloc(MMD_SCAN_SCRATCH * sizeof(int));
+    c->thermo_out = dev_alloc(MMD_THERMO_OUT * sizeof(double));
+    if (tess_gpu_malloc_host((void **)&c->hstatus, 2 * sizeof(int)) != TESS_OK ||
+        tess_gpu_malloc_host((void **)&c->hcount, 2 * sizeof(int)) != TESS_OK ||
+        tess_gpu_malloc_host((void **)&c->hthermo, 3 * sizeof(double) * (size_t)nslots) != TESS_OK)
+        fail("pinned allocation");
+    for (int k = 0; k < 2; k++) {
+        grow(s, (void **)&c->xlist[k], &c->xlist_cap[k], opt.small ? 1 : 1024, 0, sizeof(int));
+        for (int d = 0; d < 3; d++)
+            grow(s, (void **)&c->blist[d][k], &c->blist_cap[d][k], opt.small ? 1 : 1024, 0,
+                 sizeof(int));
+    }
+}
+
+static void dom_dtor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    dom_t *c = e;
+    tess_gpu_stream_sync(tess_ctx_stream(ctx));
+    void *dev[] = {c->x, c->v, c->f, c->eatom, c->watom, c->neigh, c->numneigh, c->bincount,
+                   c->binatoms, c->status, c->dcount, c->scratch, c->thermo_out};
+    for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+        if (dev[i])
+            tess_gpu_free(dev[i]);
+    for (int k = 0; k < 2; k++) {
+        tess_gpu_free(c->xlist[k]);
+        for (int d = 0; d < 3; d++)
+            tess_gpu_free(c->blist[d][k]);
+        for (int p = 0; p < 2; p++)
+            for (int st = 0; st < 6; st++) {
+                if (c->sbuf[p][st][k])
+                    tess_gpu_free(c->sbuf[p][st][k]);
+                if (c->rbuf[p][st][k])
+                    tess_gpu_free(c->rbuf[p][st][k]);
+            }
+    }
+    tess_gpu_free_host(c->hstatus);
+    tess_gpu_free_host(c->hcount);
+    tess_gpu_free_host(c->hthermo);
+}
+
+/* The lattice: each local chare's sites, then the velocities centred and scaled over all of
+ * them (MPI sums), then copied to the chares' device memory. */
+typedef struct lattice {
+    int      n;
+    double **x, **v;
+    int64_t *count;
+    dom_t  **dom;
+    tess_stream_t *stream;
+} lattice_t;
+
+static void lattice_make(tess_ctx_h ctx, void *e, void *arg)
+{
+    lattice_t *l = arg;
+    dom_t     *c = e;
+    if (mmd_lattice(&pr, c->lo, c->hi, &l->x[l->n], &l->v[l->n], &l->count[l->n]) != 0)
+        fail("lattice allocation");
+    l->dom[l->n]    = c;
+    l->stream[l->n] = tess_ctx_stream(ctx);
+    l->n++;
+}
+
+static void sync_dom(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)e;
+    (void)arg;
+    tess_gpu_stream_sync(tess_ctx_stream(ctx));
+}
+
+static void sum_times(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)ctx;
+    dom_t  *c = e;
+    double *t = arg;
+    t[0] += c->t_force;
+    t[1] += c->t_neigh;
+}
+
+/* GPUs in the job: on each node, min(devices, processes). */
+static int count_gpus(void)
+{
+    MPI_Comm node;
+    int      lrank, lsize, mine = 0, total = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &lrank);
+    MPI_Comm_size(node, &lsize);
+    if (lrank == 0)
+        mine = tess_gpu_num_devices() < lsize ? tess_gpu_num_devices() : lsize;
+    MPI_Comm_free(&node);
+    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return total > 0 ? total : 1;
+}
+
+static int cmp_rows(const void *a, const void *b)
+{
+    return ((const mmd_thermo_row_t *)a)->step - ((const mmd_thermo_row_t *)b)->step;
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, nprocs;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK)
+        fail("tess_init");
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    opt = mmd_parse(argc, argv, rank);
+    pr  = mmd_problem(opt.nx, opt.ny, opt.nz);
+#ifdef MINIMD_CUDA
+    mmd_backend = tess_gpu_backend() == TESS_GPU_CUDA ? MMD_CUDA : MMD_HOST;
+#endif
+    mmd_host_launch = launch_host;
+    int gpus = count_gpus();
+    mmd_grid(&opt, &pr, opt.odf * gpus, "chares", rank, cg);
+    nslots = mmd_thermo_rows(&opt);
+    rows   = calloc((size_t)nslots, sizeof(*rows));
+
+    if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
+        tess_entry_register_device("atoms", atoms_post, on_atoms, 0, &E_ATOMS) != TESS_OK ||
+        tess_entry_register("counted", on_counted, &E_COUNTED) != TESS_OK ||
+        tess_entry_register("neighbors", on_neigh, &E_NEIGH) != TESS_OK ||
+        tess_entry_register("thermo_ready", on_thermo_ready, &E_THERMO_READY) != TESS_OK ||
+        tess_entry_register("thermo", on_thermo, &E_THERMO) != TESS_OK)
+        fail("entry registration");
+    tess_array_params_t ap = {
+        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR,
+        .name       = "minimd",
+        .ndims      = 3,
+        .extents    = {cg[0], cg[1], cg[2]},
+        .elem_size  = sizeof(dom_t),
+        .ctor       = dom_ctor,
+        .dtor       = dom_dtor,
+    };
+    if (tess_array_create(&ap, &grid) != TESS_OK)
+        fail("tess_array_create");
+
+    /* Plain MPI: the lattice of every local chare and the reference's velocities. */
+    int64_t   nl = tess_array_num_local(grid);
+    lattice_t l  = {0, calloc(nl, sizeof(double *)), calloc(nl, sizeof(double *)),
+                    calloc(nl, sizeof(int64_t)), calloc(nl, sizeof(dom_t *)),
+                    calloc(nl, sizeof(tess_stream_t))};
+    tess_array_foreach(grid, lattice_make, &l);
+    mmd_setup_velocities(&pr, l.n, l.v, l.count);
+    double density = (double)pr.natoms / (pr.L[0] * pr.L[1] * pr.L[2]);
+    for (int k = 0; k < l.n; k++) {
+        dom_t  *c = l.dom[k];
+        int64_t n = l.count[k], g = 1;
+        for (int d = 0; d < 3; d++)
+            g *= (int64_t)(c->hi[d] - c->lo[d] + 2 * pr.cutneigh) + 1;
+        g = (int64_t)(density * (double)g);
+        grow_atoms(l.stream[k], c, opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64, 0);
+        tess_gpu_memcpy_async(c->x, l.x[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
+        tess_gpu_memcpy_async(c->v, l.v[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
+        tess_gpu_stream_sync(l.stream[k]);
+        c->nlocal = n;
+        free(l.x[k]);
+        free(l.v[k]);
+    }
+    free(l.x);
+    free(l.v);
+    free(l.count);
+    free(l.dom);
+    free(l.stream);
+
+    /* Step 0 (exchange, ghosts, lists, force, thermo) as a phase of its own, then the timed
+     * steps. */
+    phase_target = 0;
+    if (tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
+        fail("tess_run");
+    tess_array_foreach(grid, sync_dom, NULL);
+    double tz[2] = {0, 0};
+    tess_array_foreach(grid, sum_times, tz); /* the set-up's share, taken off below */
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = tess_wtime();
+    if (opt.steps > 0) {
+        phase_target = opt.steps;
+        if (tess_run(TESS_RUN_UNTIL_EXIT, start_phase, NULL) != TESS_OK)
+            fail("tess_run");
+    }
+    double tl[2] = {-tz[0], -tz[1]}, tsum[2];
+    tess_array_foreach(grid, sum_times, tl);
+    MPI_Reduce(tl, tsum, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+
+    int st = 0;
+    if (rank == 0) {
+        int    ns  = opt.steps > 0 ? opt.steps : 1;
+        double per = opt.steps > 0 ? (t_end - t0) / ns : 0;
+        /* Kernel time summed over a GPU's chares (the --timing run only); the rest is not split. */
+        double split[4] = {-1, -1, -1, -1};
+        if (opt.timing) {
+            split[0] = tsum[0] / gpus / ns * 1e3;
+            split[1] = tsum[1] / gpus / ns * 1e3;
+        }
+        qsort(rows, (size_t)nrows, sizeof(*rows), cmp_rows);
+        char config[256], fields[256];
+        snprintf(config, sizeof(config), "%d processes x %d PEs, %d GPU(s), ODF %d: %d x %d x %d "
+                 "chares, backend %s%s", nprocs, tess_ppn(), gpus, opt.odf, cg[0], cg[1], cg[2],
+                 tess_gpu_backend_name(), opt.timing ? " (timing run)" : "");
+        snprintf(fields, sizeof(fields), "procs=%d ppn=%d gpus=%d odf=%d chares=%dx%dx%d "
+                 "backend=%s", nprocs, tess_ppn(), gpus, opt.odf, cg[0], cg[1], cg[2],
+                 tess_gpu_backend_name());
+        st = mmd_report("tess", &opt, &pr, rows, nrows, config, fields, per, split);
+        if (lost_atoms) {
+            printf("atoms: the count changed during the run: WRONG\n");
+            st = 3;
+        }
+    }
+    MPI_Bcast(&st, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(rows);
+    tess_array_destroy(grid);
+    tess_finalize();
+    MPI_Finalize();
+    return st;
+}
