@@ -283,6 +283,13 @@ static void exchange(void)
     }
 }
 
+/* Along a dimension of one subdomain the atoms near each face are the ghosts of the other. */
+static void pack_in_place(int d)
+{
+    mmd_pack(stream, x, NULL, blist[d][1], bcount[d][1], d, bshift[d][1], x + 3 * roff[d][0]);
+    mmd_pack(stream, x, NULL, blist[d][0], bcount[d][0], d, bshift[d][0], x + 3 * roff[d][1]);
+}
+
 /* Ghosts: per dimension, the owned atoms and the ghosts of earlier dimensions within the
  * neighbor cutoff of each face go to that neighbor, shifted by a box length across the periodic
  * boundary. The lists are kept for the steps until the next rebuild. */
@@ -296,6 +303,16 @@ static void borders(void)
         select_two(d, n, a, b, blist[d], blist_cap[d], bcount[d]);
         bshift[d][0] = bshift_of(d, 0);
         bshift[d][1] = bshift_of(d, 1);
+        if (pgrid[d] == 1) { /* its own neighbor on both sides: the ghosts are packed in place */
+            rcnt[d][0] = bcount[d][1];
+            rcnt[d][1] = bcount[d][0];
+            roff[d][0] = n;
+            roff[d][1] = n + rcnt[d][0];
+            grow_atoms(n + rcnt[d][0] + rcnt[d][1], 0, n);
+            pack_in_place(d);
+            nghost += rcnt[d][0] + rcnt[d][1];
+            continue;
+        }
         for (int s = 0; s < 2; s++) {
             grow((void **)&sbuf[s], &sbuf_cap[s], 3 * bcount[d][s], 0, sizeof(double), 0);
             mmd_pack(stream, x, NULL, blist[d][s], bcount[d][s], d, bshift[d][s], sbuf[s]);
@@ -314,6 +331,10 @@ static void borders(void)
 static void communicate(void)
 {
     for (int d = 0; d < 3; d++) {
+        if (pgrid[d] == 1) {
+            pack_in_place(d);
+            continue;
+        }
         for (int s = 0; s < 2; s++)
             mmd_pack(stream, x, NULL, blist[d][s], bcount[d][s], d, bshift[d][s], sbuf[s]);
         double *dst[2] = {x + 3 * roff[d][0], x + 3 * roff[d][1]};
