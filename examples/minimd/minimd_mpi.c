@@ -377,8 +377,10 @@ static void thermo_row(int step, mmd_thermo_row_t *rows, int *nrows)
     rows[(*nrows)++] = mmd_thermo_row(&pr, step, sums);
 }
 
+/* The force, timed on its own (the stream drained before and after). */
 static void force(int thermo)
 {
+    sync_stream();
     double t = MPI_Wtime();
     mmd_force(stream, x, f, neigh, numneigh, stride, nlocal, pr.cutforce * pr.cutforce,
               thermo ? eatom : NULL, thermo ? watom : NULL);
@@ -477,6 +479,15 @@ int main(int argc, char **argv)
     double total = MPI_Wtime() - t0;
     int64_t mine = nlocal, all = 0;
     MPI_Reduce(&mine, &all, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    int64_t nn = 0, nn_all = 0;
+    int    *hn = malloc(sizeof(int) * (size_t)(nlocal ? nlocal : 1));
+    check(hn != NULL, "malloc");
+    copy(hn, numneigh, sizeof(int) * (size_t)nlocal);
+    sync_stream();
+    for (int64_t i = 0; i < nlocal; i++)
+        nn += hn[i];
+    free(hn);
+    MPI_Reduce(&nn, &nn_all, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     double tm[3] = {t_force, t_neigh, t_comm}, tmax[3];
     MPI_Reduce(tm, tmax, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
@@ -494,7 +505,8 @@ int main(int argc, char **argv)
                  pgrid[0], pgrid[1], pgrid[2], backend, cuda_aware ? " (CUDA-aware MPI)" : "");
         snprintf(fields, sizeof(fields), "procs=%d ppn=1 gpus=0 odf=0 chares=%dx%dx%d backend=%s",
                  nprocs, pgrid[0], pgrid[1], pgrid[2], backend);
-        st = mmd_report("mpi", &opt, &pr, rows, nrows, config, fields, per, split);
+        st = mmd_report("mpi", &opt, &pr, rows, nrows, config, fields, per, split,
+                         (double)nn_all / (double)pr.natoms);
         if (all != pr.natoms) {
             printf("atoms: %lld at the end, %lld at the start: WRONG\n", (long long)all,
                    (long long)pr.natoms);
