@@ -1,0 +1,191 @@
+// kernels_cuda.cu — the CUDA versions of LULESH's stages: thin wrappers around the math of
+// lulesh.h (one thread per element or node), launched on the caller's stream. The domain is
+// passed by value (its device pointers and sizes). As in LLNL's CUDA port: forces are computed
+// per element (stress and hourglass fused) into corner arrays and gathered per node (no
+// atomics); monotonic Q, EOS and the volume update are one kernel over the elements grouped
+// by region (the groups ordered by EOS repetitions, so a warp mostly shares one count); the
+// time constraints are a two-pass minimum whose result is copied to pinned host memory, the
+// only thing the host waits for.
+#include "lulesh.h"
+
+#include <cuda_runtime.h>
+
+#define LUL_BLOCK       128
+#define LUL_RED_BLOCKS  1024 /* at most this many blocks in the constraint reduction */
+#define LUL_RED_THREADS 256
+
+static __device__ inline void record_err(const lul_domain_t &d, int err)
+{
+    if (err)
+        atomicCAS((int *)d.err, 0, err);
+}
+
+static __global__ void __launch_bounds__(LUL_BLOCK) k_force_elem(const lul_domain_t d)
+{
+    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < d.numElem)
+        record_err(d, lul_elem_force(&d, k));
+}
+
+static __global__ void k_force_node(const lul_domain_t d)
+{
+    int64_t n = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < d.numNode)
+        lul_node_force(&d, n);
+}
+
+static __global__ void k_nodes(const lul_domain_t d, double dt)
+{
+    int64_t n = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < d.numNode)
+        lul_node_update(&d, n, dt);
+}
+
+static __global__ void __launch_bounds__(LUL_BLOCK) k_gradients(const lul_domain_t d, double dt)
+{
+    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < d.numElem)
+        record_err(d, lul_elem_gradients(&d, k, dt));
+}
+
+static __global__ void __launch_bounds__(LUL_BLOCK) k_eos(const lul_domain_t d)
+{
+    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= d.numElem)
+        return;
+    int g = 0;
+    while (g < d.numReg - 1 && t >= d.regStart[g + 1])
+        g++;
+    record_err(d, lul_elem_eos(&d, d.regElemlist[t], d.regRep[g]));
+}
+
+static __device__ inline void block_min2(double &a, double &b)
+{
+    __shared__ double sa[LUL_RED_THREADS], sb[LUL_RED_THREADS];
+    sa[threadIdx.x] = a;
+    sb[threadIdx.x] = b;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            sa[threadIdx.x] = fmin(sa[threadIdx.x], sa[threadIdx.x + s]);
+            sb[threadIdx.x] = fmin(sb[threadIdx.x], sb[threadIdx.x + s]);
+        }
+        __syncthreads();
+    }
+    a = sa[0];
+    b = sb[0];
+}
+
+static __global__ void k_constraints(const lul_domain_t d)
+{
+    double c = 1.0e20, h = 1.0e20;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < d.numElem;
+         k += (int64_t)blockDim.x * gridDim.x) {
+        double ck, hk;
+        lul_elem_constraints(&d, k, &ck, &hk);
+        c = fmin(c, ck);
+        h = fmin(h, hk);
+    }
+    block_min2(c, h);
+    if (threadIdx.x == 0) {
+        d.dt_part[blockIdx.x]                  = c;
+        d.dt_part[LUL_RED_BLOCKS + blockIdx.x] = h;
+    }
+}
+
+static __global__ void k_constraints_final(const lul_domain_t d, unsigned nblocks)
+{
+    double c = 1.0e20, h = 1.0e20;
+    for (unsigned b = threadIdx.x; b < nblocks; b += blockDim.x) {
+        c = fmin(c, d.dt_part[b]);
+        h = fmin(h, d.dt_part[LUL_RED_BLOCKS + b]);
+    }
+    block_min2(c, h);
+    if (threadIdx.x == 0) {
+        d.out_dev->dtcourant = c;
+        d.out_dev->dthydro   = h;
+        d.out_dev->err       = *d.err;
+    }
+}
+
+static unsigned blocks_for(int64_t n, unsigned block)
+{
+    return (unsigned)((n + block - 1) / block);
+}
+
+extern "C" {
+
+void lul_cuda_force(void *s, const lul_domain_t *d)
+{
+    cudaStream_t st = (cudaStream_t)s;
+    k_force_elem<<<blocks_for(d->numElem, LUL_BLOCK), LUL_BLOCK, 0, st>>>(*d);
+    k_force_node<<<blocks_for(d->numNode, 256), 256, 0, st>>>(*d);
+}
+
+void lul_cuda_nodes(void *s, const lul_domain_t *d, double dt)
+{
+    k_nodes<<<blocks_for(d->numNode, 256), 256, 0, (cudaStream_t)s>>>(*d, dt);
+}
+
+void lul_cuda_gradients(void *s, const lul_domain_t *d, double dt)
+{
+    k_gradients<<<blocks_for(d->numElem, LUL_BLOCK), LUL_BLOCK, 0, (cudaStream_t)s>>>(*d, dt);
+}
+
+void lul_cuda_eos(void *s, const lul_domain_t *d)
+{
+    k_eos<<<blocks_for(d->numElem, LUL_BLOCK), LUL_BLOCK, 0, (cudaStream_t)s>>>(*d);
+}
+
+void lul_cuda_constraints(void *s, const lul_domain_t *d)
+{
+    cudaStream_t st = (cudaStream_t)s;
+    unsigned     nb = tess_kernel_blocks(d->numElem, LUL_RED_THREADS, LUL_RED_BLOCKS);
+    k_constraints<<<nb, LUL_RED_THREADS, 0, st>>>(*d);
+    k_constraints_final<<<1, LUL_RED_THREADS, 0, st>>>(*d, nb);
+    cudaMemcpyAsync(d->out, d->out_dev, sizeof(lul_out_t), cudaMemcpyDeviceToHost, st);
+}
+
+void *lul_cuda_malloc(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess)
+        return NULL;
+    return p;
+}
+
+void lul_cuda_free(void *p)
+{
+    cudaFree(p);
+}
+
+void *lul_cuda_malloc_host(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+void lul_cuda_free_host(void *p)
+{
+    cudaFreeHost(p);
+}
+
+void lul_cuda_copy(void *dst, const void *src, size_t bytes)
+{
+    cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+}
+
+int lul_cuda_devices(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+} // extern "C"

@@ -1,0 +1,308 @@
+/*
+ * lulesh_mpi — LULESH 2.0 as a plain MPI + GPU program: one domain per rank, a cube of ranks as
+ * in the reference (LLNL/LULESH), the reference's exchanges (nodal mass once; forces summed over
+ * the 26 neighbours, positions and velocities copied, monotonic-Q gradients on faces every
+ * cycle) packed and unpacked in kernels (exchange.h), staged through pinned host memory: pack
+ * kernels, one copy, MPI, one copy, unpack kernels (or device buffers straight to MPI when it is
+ * CUDA-aware). The time step is the global minimum of every cycle's constraints. Without a GPU
+ * it runs the same kernels on the host. It shares its kernels, options and report with
+ * lulesh_tess.
+ *
+ *   mpirun -np P³ lulesh_mpi -s SIZE [-i ITERS] [-r R] [-b B] [-c C] [-p] [-q] [-verify CASE]
+ */
+#include "common.h"
+#include "exchange.h"
+#include "lulesh.h"
+
+#include <mpi.h>
+#if defined(OPEN_MPI) && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
+#ifdef LULESH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define TAG_NODES 100
+#define TAG_ELEMS 200
+
+static void *stream;     /* cudaStream_t, or NULL on the host */
+static int   cuda_aware; /* MPI takes device pointers */
+
+static void die(const char *what)
+{
+    fprintf(stderr, "lulesh_mpi: %s failed\n", what);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void sync_stream(void)
+{
+#ifdef LULESH_CUDA
+    if (lul_backend == LUL_CUDA && cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess)
+        die("cudaStreamSynchronize");
+#endif
+}
+
+/* A copy ordered on the stream (host: at once). */
+static void copy_async(void *dst, const void *src, size_t bytes)
+{
+#ifdef LULESH_CUDA
+    if (lul_backend == LUL_CUDA) {
+        if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream) !=
+            cudaSuccess)
+            die("cudaMemcpyAsync");
+        return;
+    }
+#endif
+    memcpy(dst, src, bytes);
+}
+
+static void select_device(void)
+{
+#ifdef LULESH_CUDA
+    const char *want = getenv("LULESH_GPU");
+    int         ndev = lul_cuda_devices();
+    if (ndev > 0 && !(want && !strcmp(want, "host"))) {
+        MPI_Comm node;
+        int      lrank, lsize;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &lrank);
+        MPI_Comm_size(node, &lsize);
+        MPI_Comm_free(&node);
+        if (cudaSetDevice((int)((int64_t)lrank * ndev / lsize)) != cudaSuccess)
+            die("cudaSetDevice");
+        cudaStream_t s;
+        if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+            die("cudaStreamCreate");
+        stream          = s;
+        lul_backend     = LUL_CUDA;
+        lul_xch_backend = LUL_XCH_CUDA;
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+        cuda_aware = MPIX_Query_cuda_support();
+#endif
+    }
+#endif
+}
+
+/* ---- exchanges ------------------------------------------------------------------------------ */
+
+/* One buffer per direction (26 node directions; faces use their direction's slot) inside one
+ * device allocation and one pinned one, so a whole exchange is one copy each way. */
+typedef struct xch {
+    const lul_domain_t *d;
+    int                 nbr[27]; /* rank in direction dir, or -1 */
+    int64_t             off[28]; /* doubles before direction dir's buffer (6 fields) */
+    double             *dsend, *drecv, *hsend, *hrecv;
+} xch_t;
+
+static int64_t face_of_dir(int dir)
+{
+    for (int f = 0; f < 6; f++)
+        if (lul_face_dir(f) == dir)
+            return f;
+    return -1;
+}
+
+/* Move the buffers of the directions in want_send/want_recv (bit masks over dir). `counts`:
+ * doubles per direction. Sends carry the sender's dir in the tag. */
+static void xch_move(xch_t *x, uint32_t want_send, uint32_t want_recv, const int64_t counts[27],
+                     int tag)
+{
+    int direct = cuda_aware || lul_backend == LUL_HOST;
+    if (!direct) /* one copy: everything packed, from the first buffer to the last used */
+        copy_async(x->hsend, x->dsend, sizeof(double) * (size_t)x->off[27]);
+    sync_stream();
+    MPI_Request req[54];
+    int         nreq = 0;
+    for (int dir = 0; dir < 27; dir++) {
+        if (x->nbr[dir] < 0)
+            continue;
+        double *rb = (direct ? x->drecv : x->hrecv) + x->off[dir];
+        double *sb = (direct ? x->dsend : x->hsend) + x->off[dir];
+        if (want_recv >> dir & 1)
+            MPI_Irecv(rb, (int)counts[dir], MPI_DOUBLE, x->nbr[dir], tag + lul_dir_opposite(dir),
+                      MPI_COMM_WORLD, &req[nreq++]);
+        if (want_send >> dir & 1)
+            MPI_Isend(sb, (int)counts[dir], MPI_DOUBLE, x->nbr[dir], tag + dir, MPI_COMM_WORLD,
+                      &req[nreq++]);
+    }
+    MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    if (!direct)
+        copy_async(x->drecv, x->hrecv, sizeof(double) * (size_t)x->off[27]);
+}
+
+/* Node-sum (add = 1: nodal mass, forces) with every neighbour, or node-copy (add = 0: positions
+ * and velocities; send to dir < 13, receive from dir > 13), unpacked in ascending dir. */
+static void xch_nodes(xch_t *x, lul_fields_t fl, int add)
+{
+    const lul_domain_t *d = x->d;
+    int64_t             counts[27] = {0};
+    uint32_t            snd = 0, rcv = 0;
+    for (int dir = 0; dir < 27; dir++) {
+        if (x->nbr[dir] < 0)
+            continue;
+        counts[dir] = lul_node_count(d->ex, d->ey, d->ez, dir) * fl.nf;
+        if (add || lul_xch_sync_sends(dir)) {
+            snd |= 1u << dir;
+            lul_xch_pack_nodes(stream, fl, d->ex, d->ey, d->ez, dir, x->dsend + x->off[dir]);
+        }
+        if (add || lul_xch_sync_recvs(dir))
+            rcv |= 1u << dir;
+    }
+    if (!snd && !rcv)
+        return;
+    xch_move(x, snd, rcv, counts, TAG_NODES);
+    for (int dir = 0; dir < 27; dir++)
+        if (rcv >> dir & 1)
+            lul_xch_unpack_nodes(stream, fl, d->ex, d->ey, d->ez, dir, x->drecv + x->off[dir],
+                                 add);
+}
+
+/* Element ghosts: the layer next to each face with a neighbour goes to its ghost slab there. */
+static void xch_elems(xch_t *x, lul_fields_t fl)
+{
+    const lul_domain_t *d = x->d;
+    int64_t             counts[27] = {0};
+    uint32_t            mask = 0;
+    for (int f = 0; f < 6; f++) {
+        int dir = lul_face_dir(f);
+        if (x->nbr[dir] < 0)
+            continue;
+        counts[dir] = lul_face_count(d->ex, d->ey, d->ez, f) * fl.nf;
+        mask |= 1u << dir;
+        lul_xch_pack_elems(stream, fl, d->ex, d->ey, d->ez, f, x->dsend + x->off[dir]);
+    }
+    if (!mask)
+        return;
+    xch_move(x, mask, mask, counts, TAG_ELEMS);
+    for (int dir = 0; dir < 27; dir++)
+        if (mask >> dir & 1)
+            lul_xch_unpack_elems(stream, fl, d->ex, d->ey, d->ez, (int)face_of_dir(dir),
+                                 x->drecv + x->off[dir]);
+}
+
+static void xch_init(xch_t *x, const lul_domain_t *d, const int grid[3], const int c[3])
+{
+    x->d      = d;
+    x->off[0] = 0;
+    for (int dir = 0; dir < 27; dir++) {
+        int nc[3];
+        x->nbr[dir] = lul_dir_neighbor(grid, c, dir, nc)
+                          ? (nc[2] * grid[1] + nc[1]) * grid[0] + nc[0]
+                          : -1;
+        int64_t cnt = 0;
+        if (x->nbr[dir] >= 0) {
+            cnt = lul_node_count(d->ex, d->ey, d->ez, dir) * LUL_XCH_MAX_FIELDS;
+            int64_t f = face_of_dir(dir);
+            if (f >= 0 && lul_face_count(d->ex, d->ey, d->ez, (int)f) * 3 > cnt)
+                cnt = lul_face_count(d->ex, d->ey, d->ez, (int)f) * 3;
+        }
+        x->off[dir + 1] = x->off[dir] + cnt;
+    }
+    size_t bytes = sizeof(double) * (size_t)(x->off[27] ? x->off[27] : 1);
+    x->dsend     = lul_dev_alloc(bytes);
+    x->drecv     = lul_dev_alloc(bytes);
+    x->hsend     = lul_backend == LUL_HOST ? x->dsend : lul_pinned_alloc(bytes);
+    x->hrecv     = lul_backend == LUL_HOST ? x->drecv : lul_pinned_alloc(bytes);
+    if (!x->dsend || !x->drecv || !x->hsend || !x->hrecv)
+        die("exchange buffer allocation");
+}
+
+static void xch_free(xch_t *x)
+{
+    if (x->hsend != x->dsend) {
+        lul_pinned_release(x->hsend);
+        lul_pinned_release(x->hrecv);
+    }
+    lul_dev_release(x->dsend);
+    lul_dev_release(x->drecv);
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    int provided, rank, nprocs;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    lul_opts_t opt = lul_parse(argc, argv, rank);
+    select_device();
+
+    /* a cube of ranks, rank = (plane * p + row) * p + col, as the reference's InitMeshDecomp */
+    int p = (int)(cbrt((double)nprocs) + 0.5);
+    if (p * p * p != nprocs) {
+        if (rank == 0)
+            printf("Num processors must be a cube of an integer (1, 8, 27, ...)\n");
+        MPI_Abort(MPI_COMM_WORLD, -1);
+    }
+    int       grid[3] = {p, p, p}, c[3] = {rank % p, rank / p % p, rank / (p * p)};
+    int64_t   n       = (int64_t)opt.s * p;
+    lul_box_t b       = lul_box_of(n, grid, c);
+    if (rank == 0)
+        lul_print_banner(&opt, opt.s, nprocs, n);
+
+    lul_domain_t dom, *d = &dom;
+    if (lul_domain_init(d, n, b.ox, b.oy, b.oz, b.ex, b.ey, b.ez, opt.numReg, opt.balance,
+                        opt.cost))
+        die("domain allocation");
+    xch_t x;
+    xch_init(&x, d, grid, c);
+    lul_fields_t mass  = {{d->nodalMass}, 1};
+    lul_fields_t force = {{d->fx, d->fy, d->fz}, 3};
+    lul_fields_t posv  = {{d->x, d->y, d->z, d->xd, d->yd, d->zd}, 6};
+    lul_fields_t grad  = {{d->delv_xi, d->delv_eta, d->delv_zeta}, 3};
+    xch_nodes(&x, mass, 1);
+    sync_stream();
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    double t0 = MPI_Wtime();
+    while (d->time < d->stoptime && d->cycle < opt.its) {
+        double local[2] = {d->out->dtcourant, d->out->dthydro}, global[2] = {1e20, 1e20};
+        if (d->cycle > 0)
+            MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        lul_time_increment(d, global[0], global[1]);
+
+        lul_stage_force(stream, d);
+        xch_nodes(&x, force, 1);
+        lul_stage_nodes(stream, d);
+        xch_nodes(&x, posv, 0);
+        lul_stage_gradients(stream, d);
+        xch_elems(&x, grad);
+        lul_stage_eos(stream, d);
+        lul_stage_constraints(stream, d);
+        sync_stream();
+        if (d->out->err) {
+            fprintf(stderr, "lulesh_mpi: rank %d, cycle %d: %s\n", rank, d->cycle,
+                    lul_error_string(d->out->err));
+            MPI_Abort(MPI_COMM_WORLD, d->out->err);
+        }
+        if (rank == 0)
+            lul_print_progress(&opt, d->cycle, d->time, d->deltatime);
+    }
+    double elapsed = MPI_Wtime() - t0, elapsed_max = 0;
+    MPI_Reduce(&elapsed, &elapsed_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+
+    int status = 0;
+    if (rank == 0) {
+        /* rank 0 holds the origin and the plane the reference checks (its own plane 0) */
+        int64_t m     = opt.s;
+        double *plane = malloc(sizeof(double) * (size_t)(m * m));
+        if (!plane)
+            die("malloc");
+        for (int64_t j = 0; j < m; j++)
+            lul_copy_from_dev(plane + j * m, d->e + j * d->ex, sizeof(double) * (size_t)m);
+        lul_report_t r = {.prog = "mpi", .backend = lul_backend == LUL_CUDA ? "cuda" : "host",
+                          .size = m, .n = n, .domains = nprocs, .procs = nprocs, .ppn = 1,
+                          .odf = 0, .cycles = d->cycle, .origin_e = plane[0], .plane = plane,
+                          .elapsed = elapsed_max};
+        status = lul_report_print(&r, &opt);
+        free(plane);
+    }
+    MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    xch_free(&x);
+    lul_domain_free(d);
+    MPI_Finalize();
+    return status;
+}
