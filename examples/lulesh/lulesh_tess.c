@@ -1,0 +1,724 @@
+/*
+ * lulesh_tess — LULESH 2.0 with Tessera: a cx × cy × cz grid of chares over the global N³ mesh
+ * (any grid: blocks differ by at most one element per side, so every ODF is a whole number of
+ * chares at any GPU count), each chare a block with its own stream. Set-up and the final report
+ * are plain MPI around tess_run; inside it each cycle is
+ *
+ *     dt (reduction result, broadcast) -> lul_time_increment -> lul_stage_force
+ *       -> node-sum of fx, fy, fz with every neighbour          (device messages, PH_FORCE)
+ *       -> lul_stage_nodes -> node-copy of x, y, z, xd, yd, zd   (PH_POSVEL)
+ *       -> lul_stage_gradients -> ghosts of delv_xi/eta/zeta     (PH_MONOQ)
+ *       -> lul_stage_eos, lul_stage_constraints -> (stream drained: tess_gpu_then)
+ *       -> contribute min(dtcourant), min(dthydro) -> broadcast to every chare: the next cycle
+ *
+ * Every exchange is a device message whose header carries the phase, the cycle and the
+ * receiver's direction of the sender; the post function names the receive buffer of that
+ * (phase, cycle parity, direction). A neighbour one cycle ahead writes the other parity's
+ * buffers and is counted under its own parity. Received data is unpacked only when all of a
+ * phase is in, in ascending direction order, so sums do not depend on arrival order.
+ * With -lb K every chare enters a load-balancing step (tess_at_sync) after every K-th cycle's
+ * time constraints; chares migrate with all their device arrays (tess_pup_device).
+ *
+ *   mpirun -np P lulesh_tess [+ppn T] -g N [-odf K | -d CXxCYxCZ] [-i ITS] [-r R] [-b B] [-c C]
+ *                            [-lb K]
+ */
+#include "common.h"
+#include "exchange.h"
+#include "lulesh.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tessera.h>
+#include <tessera/gpu.h>
+
+enum { PH_FORCE = 0, PH_POSVEL = 1, PH_MONOQ = 2, PH_MASS = 3, NPHASES = 4 };
+/* Buffers: PH_MASS uses PH_FORCE's (1 field of its 3). */
+enum { NBUFSETS = 3 };
+static const int phase_fields[NBUFSETS] = {3, 6, 3};
+/* The domain's device scratch of the constraint reduction (lul_domain_init: 2 × 1024). */
+#ifndef LUL_DT_PART_BYTES
+#define LUL_DT_PART_BYTES (2 * 1024 * sizeof(double))
+#endif
+
+typedef struct xhdr {
+    int32_t cycle;
+    int16_t phase, dir; /* dir: the receiver's direction of the sender */
+} xhdr_t;
+
+/* The options besides the shared ones (common.h): the chare grid and load balancing. */
+typedef struct tess_opts {
+    int64_t n;          /* global edge elements */
+    int     cx, cy, cz; /* -d CXxCYxCZ (0: from -odf) */
+    int     lb_period;  /* -lb K */
+} tess_opts_t;
+
+typedef struct chare {
+    int          c[3];
+    lul_box_t    box;
+    lul_domain_t d;
+    int          nbr[27];          /* neighbour present in direction d */
+    int          expect[NPHASES];  /* messages of a phase per cycle */
+    int          got[NPHASES][2];  /* [phase][cycle parity] */
+    int          waiting;          /* the phase whose messages the chare waits for, or -1 */
+    int          cycle;            /* the cycle being computed (0: the nodal-mass sum) */
+    char        *arena;            /* device: every array of the domain */
+    size_t       arena_size;
+    double      *xbuf;             /* device: every exchange buffer, one allocation */
+    size_t       xbytes;
+    int64_t      off[NBUFSETS][2][2][27]; /* [set][parity][send/recv][dir] in doubles, -1: none */
+    double       dtmin[2];         /* this chare's contribution to the next reduction */
+    int          done;
+} chare_t;
+
+static lul_opts_t   opt;
+static tess_opts_t  topt;
+static tess_array_h chares;
+static tess_entry_t E_START, E_XCH, E_DTREADY, E_DT, E_BALANCED;
+static int          grid3[3];
+
+static void die(const char *what)
+{
+    fprintf(stderr, "lulesh_tess: %s: %s\n", what, tess_error_detail());
+    exit(1);
+}
+
+/* ---- memory hooks for lulesh.h ---------------------------------------------------------------
+ *
+ * A chare's domain lives in one device allocation (its arena): the runtime migrates a few device
+ * buffers per element, and one move is cheaper than forty. lul_domain_init allocates through
+ * lul_dev_alloc, which carves the arena set up by the constructor; pointers into it are rebased
+ * when the chare migrates. */
+
+#define ARENA_ALIGN 256
+
+static char  *arena_next, *arena_end; /* the arena being carved (constructor, main thread) */
+
+static size_t arena_round(size_t b)
+{
+    return (b + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+}
+
+/* Device bytes of a domain (lul_domain_init's allocations, each rounded up), with room to
+ * spare for small ones. */
+static size_t arena_bytes(const lul_box_t *b, int numReg)
+{
+    size_t ne = (size_t)(b->ex * b->ey * b->ez), nn = (size_t)((b->ex + 1) * (b->ey + 1) * (b->ez + 1));
+    size_t ng = (size_t)lul_elems_with_ghosts(b->ex, b->ey, b->ez), nr = (size_t)(numReg < 1 ? 1 : numReg);
+    size_t D = sizeof(double), I = sizeof(int32_t);
+    return 10 * arena_round(nn * D) + 16 * arena_round(ne * D) + 3 * arena_round(ng * D) +
+           3 * arena_round(8 * ne * D) + arena_round(8 * ne * I) + 8 * arena_round(ne * I) +
+           arena_round((nr + 1) * I) + arena_round(nr * I) + arena_round(I) +
+           arena_round(LUL_DT_PART_BYTES) + arena_round(sizeof(lul_out_t)) + 64 * ARENA_ALIGN;
+}
+
+static void *tess_dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (arena_next) {
+        if (arena_round(bytes) > (size_t)(arena_end - arena_next)) {
+            fprintf(stderr, "lulesh_tess: the domain arena is too small (lul_domain_init "
+                            "allocates more than arena_bytes counts)\n");
+            exit(1);
+        }
+        p = arena_next;
+        arena_next += arena_round(bytes);
+        return p;
+    }
+    if (tess_gpu_malloc(&p, bytes ? bytes : 8) != TESS_OK)
+        return NULL;
+    return p;
+}
+static void tess_dev_release(void *p)
+{
+    (void)p; /* the domain's arrays go with its arena */
+}
+static void *tess_pinned_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (tess_gpu_malloc_host(&p, bytes ? bytes : 8) != TESS_OK)
+        return NULL;
+    return p;
+}
+static void tess_pinned_release(void *p)
+{
+    if (p)
+        tess_gpu_free_host(p);
+}
+static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t size)
+{
+    if (tess_gpu_launch_host(stream, fn, args, size) != TESS_OK)
+        die("launch");
+}
+
+/* ---- exchange buffers ------------------------------------------------------------------------ */
+
+static int64_t set_count(const chare_t *c, int set, int d)
+{
+    const lul_box_t *b = &c->box;
+    if (set == PH_MONOQ) {
+        for (int f = 0; f < 6; f++)
+            if (lul_face_dir(f) == d)
+                return lul_face_count(b->ex, b->ey, b->ez, f);
+        return 0;
+    }
+    return lul_node_count(b->ex, b->ey, b->ez, d);
+}
+
+static int set_sends(int set, int d)
+{
+    return set == PH_POSVEL ? lul_xch_sync_sends(d) : 1;
+}
+static int set_recvs(int set, int d)
+{
+    return set == PH_POSVEL ? lul_xch_sync_recvs(d) : 1;
+}
+
+static void xbuf_alloc(chare_t *c)
+{
+    int64_t total = 0;
+    for (int s = 0; s < NBUFSETS; s++)
+        for (int p = 0; p < 2; p++)
+            for (int r = 0; r < 2; r++)
+                for (int d = 0; d < 27; d++) {
+                    int64_t n  = set_count(c, s, d);
+                    int     ok = c->nbr[d] && n > 0 && (r ? set_recvs(s, d) : set_sends(s, d));
+                    c->off[s][p][r][d] = ok ? total : -1;
+                    if (ok)
+                        total += n * phase_fields[s];
+                }
+    c->xbytes = (size_t)(total ? total : 1) * sizeof(double);
+    if (tess_gpu_malloc((void **)&c->xbuf, c->xbytes) != TESS_OK)
+        die("exchange buffers");
+}
+
+static double *xbuf(chare_t *c, int set, int parity, int recv, int d)
+{
+    return c->xbuf + c->off[set][parity][recv][d];
+}
+
+/* ---- set-up ---------------------------------------------------------------------------------- */
+
+static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    chare_t     *c  = e;
+    tess_index_t ix = tess_ctx_index(ctx);
+    c->c[0] = ix.x, c->c[1] = ix.y, c->c[2] = ix.z;
+    c->box   = lul_box_of(topt.n, grid3, c->c);
+    c->arena_size = arena_bytes(&c->box, opt.numReg);
+    if (tess_gpu_malloc((void **)&c->arena, c->arena_size) != TESS_OK)
+        die("domain allocation");
+    arena_next = c->arena;
+    arena_end  = c->arena + c->arena_size;
+    int rc = lul_domain_init(&c->d, topt.n, c->box.ox, c->box.oy, c->box.oz, c->box.ex, c->box.ey,
+                             c->box.ez, opt.numReg, opt.balance, opt.cost);
+    arena_next = arena_end = NULL;
+    if (rc != 0)
+        die("domain set-up");
+    for (int d = 0; d < 27; d++)
+        c->nbr[d] = lul_dir_neighbor(grid3, c->c, d, NULL);
+    for (int d = 0; d < 27; d++) {
+        c->expect[PH_MASS] += c->nbr[d];
+        c->expect[PH_FORCE] += c->nbr[d];
+        c->expect[PH_POSVEL] += c->nbr[d] && lul_xch_sync_recvs(d);
+    }
+    for (int f = 0; f < 6; f++)
+        c->expect[PH_MONOQ] += c->nbr[lul_face_dir(f)];
+    c->waiting = -1;
+    xbuf_alloc(c);
+}
+
+static void chare_dtor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    chare_t *c = e;
+    tess_gpu_stream_sync(tess_ctx_stream(ctx));
+    lul_domain_free(&c->d);
+    tess_gpu_free(c->arena);
+    tess_gpu_free(c->xbuf);
+}
+
+/* Migration: the arena moves with its data and the domain's pointers into it are rebased; the
+ * pinned output block and the exchange buffers (nothing in them is still to be read at a
+ * load-balancing step) are made anew; the host arrays of the region sets move as bytes. */
+static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
+{
+    chare_t      *c  = e;
+    lul_domain_t *d  = &c->d;
+    size_t        nr = (size_t)d->numReg, I = sizeof(int32_t);
+    if (tess_pup_is_packing(p)) {
+        tess_gpu_stream_sync(tess_ctx_stream(ctx));
+        tess_gpu_free(c->xbuf);
+    }
+    char *old = c->arena;
+    tess_pup_device(p, (void **)&c->arena, c->arena_size);
+    if (tess_pup_is_unpacking(p)) {
+#define REBASE(f) (d->f = (void *)(c->arena + ((char *)d->f - old)))
+        REBASE(x), REBASE(y), REBASE(z), REBASE(xd), REBASE(yd), REBASE(zd);
+        REBASE(fx), REBASE(fy), REBASE(fz), REBASE(nodalMass);
+        REBASE(e), REBASE(p), REBASE(q), REBASE(ql), REBASE(qq), REBASE(v), REBASE(volo);
+        REBASE(vnew), REBASE(delv), REBASE(vdov), REBASE(arealg), REBASE(ss), REBASE(elemMass);
+        REBASE(delv_xi), REBASE(delv_eta), REBASE(delv_zeta);
+        REBASE(delx_xi), REBASE(delx_eta), REBASE(delx_zeta);
+        REBASE(fx_elem), REBASE(fy_elem), REBASE(fz_elem);
+        REBASE(nodelist), REBASE(lxim), REBASE(lxip), REBASE(letam), REBASE(letap);
+        REBASE(lzetam), REBASE(lzetap), REBASE(elemBC);
+        REBASE(regElemlist), REBASE(regStart), REBASE(regRep);
+        REBASE(dt_part), REBASE(err), REBASE(out_dev);
+#undef REBASE
+        d->h_regStart = malloc((nr + 1) * I);
+        d->h_regRep   = malloc(nr * I);
+        d->h_regOf    = malloc(nr * I);
+        d->out        = tess_pinned_alloc(sizeof(lul_out_t));
+        if (!d->h_regStart || !d->h_regRep || !d->h_regOf || !d->out)
+            die("migration");
+    }
+    tess_pup_bytes(p, d->h_regStart, (nr + 1) * I);
+    tess_pup_bytes(p, d->h_regRep, nr * I);
+    tess_pup_bytes(p, d->h_regOf, nr * I);
+    tess_pup_bytes(p, d->out, sizeof(lul_out_t));
+    if (tess_pup_is_packing(p)) {
+        free(d->h_regStart);
+        free(d->h_regRep);
+        free(d->h_regOf);
+        tess_pinned_release(d->out);
+    }
+    if (tess_pup_is_unpacking(p))
+        xbuf_alloc(c);
+}
+
+/* ---- the cycle ------------------------------------------------------------------------------ */
+
+static void fields_of(chare_t *c, int phase, lul_fields_t *fl)
+{
+    lul_domain_t *d = &c->d;
+    memset(fl, 0, sizeof(*fl));
+    switch (phase) {
+    case PH_MASS:
+        fl->f[0] = d->nodalMass;
+        fl->nf   = 1;
+        break;
+    case PH_FORCE:
+        fl->f[0] = d->fx, fl->f[1] = d->fy, fl->f[2] = d->fz;
+        fl->nf   = 3;
+        break;
+    case PH_POSVEL:
+        fl->f[0] = d->x, fl->f[1] = d->y, fl->f[2] = d->z;
+        fl->f[3] = d->xd, fl->f[4] = d->yd, fl->f[5] = d->zd;
+        fl->nf   = 6;
+        break;
+    default:
+        fl->f[0] = d->delv_xi, fl->f[1] = d->delv_eta, fl->f[2] = d->delv_zeta;
+        fl->nf   = 3;
+        break;
+    }
+}
+
+static int set_of(int phase)
+{
+    return phase == PH_MASS ? PH_FORCE : phase;
+}
+
+static void advance(tess_ctx_h ctx, chare_t *c);
+
+/* Pack this phase's data for every neighbour that gets it and send it all in one
+ * tess_send_device_many, ordered after the stage just enqueued; then wait for the phase. */
+static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
+{
+    tess_stream_t   s   = tess_ctx_stream(ctx);
+    int             set = set_of(phase), par = c->cycle % 2;
+    lul_fields_t    fl;
+    xhdr_t          h[26];
+    tess_dev_buf_t  buf[26];
+    tess_dev_send_t send[26];
+    int             n = 0;
+    const lul_box_t *b = &c->box;
+    fields_of(c, phase, &fl);
+    for (int d = 0; d < 27; d++) {
+        if (c->off[set][par][0][d] < 0)
+            continue;
+        int    nc[3] = {0, 0, 0};
+        double *out = xbuf(c, set, par, 0, d);
+        int64_t cnt = set_count(c, set, d);
+        if (phase == PH_MONOQ) {
+            int f = 0;
+            while (lul_face_dir(f) != d)
+                f++;
+            lul_xch_pack_elems(s, fl, b->ex, b->ey, b->ez, f, out);
+        } else {
+            lul_xch_pack_nodes(s, fl, b->ex, b->ey, b->ez, d, out);
+        }
+        lul_dir_neighbor(grid3, c->c, d, nc);
+        h[n]    = (xhdr_t){c->cycle, (int16_t)phase, (int16_t)lul_dir_opposite(d)};
+        buf[n]  = (tess_dev_buf_t){out, (size_t)(cnt * fl.nf) * sizeof(double)};
+        send[n] = (tess_dev_send_t){chares, tess_idx3(nc[0], nc[1], nc[2]), E_XCH, &h[n],
+                                    sizeof(h[n]), &buf[n], 1, NULL, NULL};
+        n++;
+    }
+    if (n && tess_send_device_many(send, n, s) != TESS_OK)
+        die("send");
+    c->waiting = phase;
+    advance(ctx, c);
+}
+
+/* Everything of the phase is in: unpack it in ascending direction order. */
+static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
+{
+    tess_stream_t    s   = tess_ctx_stream(ctx);
+    int              set = set_of(phase), par = c->cycle % 2;
+    const lul_box_t *b   = &c->box;
+    lul_fields_t     fl;
+    fields_of(c, phase, &fl);
+    for (int d = 0; d < 27; d++) {
+        if (c->off[set][par][1][d] < 0)
+            continue;
+        const double *in = xbuf(c, set, par, 1, d);
+        if (phase == PH_MONOQ) {
+            int f = 0;
+            while (lul_face_dir(f) != d)
+                f++;
+            lul_xch_unpack_elems(s, fl, b->ex, b->ey, b->ez, f, in);
+        } else {
+            lul_xch_unpack_nodes(s, fl, b->ex, b->ey, b->ez, d, in, phase != PH_POSVEL);
+        }
+    }
+}
+
+/* Run the stages whose messages are all in. */
+static void advance(tess_ctx_h ctx, chare_t *c)
+{
+    tess_stream_t s = tess_ctx_stream(ctx);
+    while (c->waiting >= 0) {
+        int ph = c->waiting, par = c->cycle % 2;
+        if (c->got[ph][par] < c->expect[ph])
+            return;
+        c->got[ph][par] = 0;
+        c->waiting      = -1;
+        unpack(ctx, c, ph);
+        switch (ph) {
+        case PH_MASS: /* cycle 0: the sum of the nodal mass; the first dt is the initial one */
+            c->dtmin[0] = c->dtmin[1] = 1e20;
+            tess_contribute(ctx, 0, c->dtmin, 2, TESS_DOUBLE, TESS_MIN,
+                            tess_cb_broadcast(chares, E_DT));
+            return;
+        case PH_FORCE:
+            lul_stage_nodes(s, &c->d);
+            exchange(ctx, c, PH_POSVEL);
+            return;
+        case PH_POSVEL:
+            lul_stage_gradients(s, &c->d);
+            exchange(ctx, c, PH_MONOQ);
+            return;
+        case PH_MONOQ:
+            lul_stage_eos(s, &c->d);
+            lul_stage_constraints(s, &c->d);
+            tess_gpu_then(ctx, E_DTREADY, NULL, 0);
+            return;
+        }
+    }
+}
+
+static void xch_post(tess_ctx_h ctx, void *e, const void *header, size_t header_len, int nbufs,
+                     const size_t *sizes, void **dst, tess_stream_t *stream_p)
+{
+    (void)ctx;
+    (void)header_len;
+    (void)nbufs;
+    (void)sizes;
+    (void)stream_p;
+    chare_t      *c = e;
+    const xhdr_t *h = header;
+    dst[0]          = xbuf(c, set_of(h->phase), h->cycle % 2, 1, h->dir);
+}
+
+static void on_xch(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    chare_t      *c = e;
+    const xhdr_t *h = msg;
+    c->got[h->phase][h->cycle % 2]++;
+    advance(ctx, c);
+}
+
+static void on_start(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    chare_t *c = e;
+    c->cycle   = 0;
+    exchange(ctx, c, PH_MASS);
+}
+
+static void contribute(tess_ctx_h ctx, chare_t *c)
+{
+    tess_contribute(ctx, (uint64_t)c->cycle, c->dtmin, 2, TESS_DOUBLE, TESS_MIN,
+                    tess_cb_broadcast(chares, E_DT));
+}
+
+/* The time constraints are on the host: contribute them (after a load-balancing step every
+ * -lb cycles). */
+static void on_dtready(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    chare_t *c = e;
+    if (c->d.out->err != LUL_OK) {
+        fprintf(stderr, "lulesh_tess: chare (%d,%d,%d): %s at cycle %d\n", c->c[0], c->c[1],
+                c->c[2], lul_error_string(c->d.out->err), c->d.cycle);
+        exit(1);
+    }
+    c->dtmin[0] = c->d.out->dtcourant;
+    c->dtmin[1] = c->d.out->dthydro;
+    if (topt.lb_period && c->cycle % topt.lb_period == 0 &&
+        c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
+        tess_at_sync(ctx);
+        return;
+    }
+    contribute(ctx, c);
+}
+
+static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    contribute(ctx, e);
+}
+
+/* The global minima of the last cycle's constraints: the next cycle starts (or the run ends,
+ * everywhere at once: every chare has the same time and cycle). */
+static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    chare_t      *c = e;
+    const double *m = msg;
+    if (!(c->d.time < c->d.stoptime && c->d.cycle < opt.its)) {
+        c->done = 1;
+        return;
+    }
+    lul_time_increment(&c->d, m[0], m[1]);
+    c->cycle = c->d.cycle;
+    if (c->c[0] == 0 && c->c[1] == 0 && c->c[2] == 0)
+        lul_print_progress(&opt, c->d.cycle, c->d.time, c->d.deltatime);
+    lul_stage_force(tess_ctx_stream(ctx), &c->d);
+    exchange(ctx, c, PH_FORCE);
+}
+
+static void start_phase(void *arg)
+{
+    (void)arg;
+    if (tess_process() == 0)
+        tess_broadcast(chares, E_START, NULL, 0);
+}
+
+/* ---- options and the chare grid -------------------------------------------------------------- */
+
+/* Take -d and -lb out of argv (the rest is common.h's). */
+static void parse_tess(int *argc, char **argv, int rank)
+{
+    int k = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i], *v = i + 1 < *argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-d") && v) {
+            if (sscanf(v, "%dx%dx%d", &topt.cx, &topt.cy, &topt.cz) != 3 || topt.cx < 1 ||
+                topt.cy < 1 || topt.cz < 1) {
+                if (rank == 0)
+                    fprintf(stderr, "bad chare grid '%s' (want CXxCYxCZ)\n", v);
+                exit(2);
+            }
+            i++;
+        } else if (!strcmp(a, "-lb") && v) {
+            topt.lb_period = atoi(v);
+            if (topt.lb_period < 0) {
+                if (rank == 0)
+                    fprintf(stderr, "bad load-balancing period '%s'\n", v);
+                exit(2);
+            }
+            i++;
+        } else if (!strcmp(a, "-h") && rank == 0) {
+            fprintf(stderr, "lulesh_tess also takes -d CXxCYxCZ (the chare grid, instead of "
+                            "-odf) and -lb K (a load-balancing step every K cycles)\n");
+            argv[k++] = argv[i];
+        } else {
+            argv[k++] = argv[i];
+        }
+    }
+    *argc = k;
+}
+
+/* The grid of `parts` chares over n³ whose blocks have the least surface. */
+static void factor3(int parts, int64_t n, int g[3])
+{
+    double best = -1;
+    for (int a = 1; a <= parts; a++) {
+        if (parts % a)
+            continue;
+        for (int b = 1; b <= parts / a; b++) {
+            if ((parts / a) % b)
+                continue;
+            int c = parts / a / b;
+            if (a > n || b > n || c > n)
+                continue;
+            double sx = (double)n / a, sy = (double)n / b, sz = (double)n / c;
+            double surf = sx * sy + sy * sz + sx * sz;
+            if (best < 0 || surf < best - 1e-9) {
+                best = surf;
+                g[0] = a, g[1] = b, g[2] = c;
+            }
+        }
+    }
+    if (best < 0) { /* more chares than elements along a side */
+        fprintf(stderr, "lulesh_tess: %d chares do not fit a %lld^3 mesh\n", parts,
+                (long long)n);
+        exit(2);
+    }
+}
+
+/* GPUs in the job: on each node, min(devices, processes). */
+static int count_gpus(void)
+{
+    MPI_Comm node;
+    int      lrank, lsize, mine = 0, total = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &lrank);
+    MPI_Comm_size(node, &lsize);
+    if (lrank == 0)
+        mine = tess_gpu_num_devices() < lsize ? tess_gpu_num_devices() : lsize;
+    MPI_Comm_free(&node);
+    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return total > 0 ? total : 1;
+}
+
+/* ---- the final report (plain MPI) -------------------------------------------------------------- */
+
+typedef struct gather {
+    double *plane; /* n × n energies of the global plane z = 0 */
+    int     cycles;
+} gather_t;
+
+static void collect(tess_ctx_h ctx, void *e, void *arg)
+{
+    chare_t  *c = e;
+    gather_t *g = arg;
+    tess_gpu_stream_sync(tess_ctx_stream(ctx));
+    g->cycles = c->d.cycle;
+    if (c->box.oz != 0)
+        return;
+    size_t  nplane = (size_t)(c->box.ex * c->box.ey);
+    double *tmp    = malloc(nplane * sizeof(double));
+    lul_copy_from_dev(tmp, c->d.e, nplane * sizeof(double));
+    for (int64_t j = 0; j < c->box.ey; j++)
+        for (int64_t i = 0; i < c->box.ex; i++)
+            g->plane[(c->box.oy + j) * topt.n + c->box.ox + i] = tmp[j * c->box.ex + i];
+    free(tmp);
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, nprocs;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK) {
+        fprintf(stderr, "tess_init failed: %s\n", tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    parse_tess(&argc, argv, rank);
+    opt = lul_parse(argc, argv, rank);
+#ifdef LULESH_CUDA
+    if (tess_gpu_backend() == TESS_GPU_CUDA) {
+        lul_backend     = LUL_CUDA;
+        lul_xch_backend = LUL_XCH_CUDA;
+    }
+#endif
+    lul_host_launch     = launch_host;
+    lul_xch_host_launch = launch_host;
+    lul_dev_alloc       = tess_dev_alloc;
+    lul_dev_release     = tess_dev_release;
+    lul_pinned_alloc    = tess_pinned_alloc;
+    lul_pinned_release  = tess_pinned_release;
+
+    /* The global mesh: -g N, or -s per rank of a cube of ranks as the MPI program (else -s). */
+    int p = (int)(cbrt((double)nprocs) + 0.5);
+    topt.n = opt.g ? opt.g : (int64_t)opt.s * (p * p * p == nprocs ? p : 1);
+    int gpus = count_gpus();
+    if (topt.cx) {
+        grid3[0] = topt.cx, grid3[1] = topt.cy, grid3[2] = topt.cz;
+    } else {
+        factor3(opt.odf * gpus, topt.n, grid3);
+    }
+    if (grid3[0] > topt.n || grid3[1] > topt.n || grid3[2] > topt.n) {
+        if (rank == 0)
+            fprintf(stderr, "a %dx%dx%d chare grid does not fit a %lld^3 mesh\n", grid3[0],
+                    grid3[1], grid3[2], (long long)topt.n);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    int nchares = grid3[0] * grid3[1] * grid3[2];
+    if (rank == 0)
+        lul_print_banner(&opt, topt.n, nchares, topt.n);
+
+    if (tess_entry_register("start", on_start, &E_START) != TESS_OK ||
+        tess_entry_register_device("exchange", xch_post, on_xch, 0, &E_XCH) != TESS_OK ||
+        tess_entry_register("dtready", on_dtready, &E_DTREADY) != TESS_OK ||
+        tess_entry_register("dt", on_dt, &E_DT) != TESS_OK ||
+        tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK)
+        die("entry registration");
+    tess_array_params_t ap = {
+        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP |
+                      TESS_ARRAY_FIELD_RESUME,
+        .name       = "lulesh",
+        .ndims      = 3,
+        .extents    = {grid3[0], grid3[1], grid3[2]},
+        .elem_size  = sizeof(chare_t),
+        .ctor       = chare_ctor,
+        .dtor       = chare_dtor,
+        .pup        = chare_pup,
+        .resume     = E_BALANCED,
+    };
+    if (tess_array_create(&ap, &chares) != TESS_OK)
+        die("tess_array_create");
+
+    /* The run, nodal-mass sum included, is one phase: it ends when no message is left. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    if (tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
+        die("tess_run");
+    double elapsed = MPI_Wtime() - t0, elapsed_max = 0;
+    MPI_Reduce(&elapsed, &elapsed_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+
+    /* The report: the global plane z = 0 (every chare touching it adds its part) and the
+     * origin, gathered in plain MPI. */
+    int64_t  n = topt.n;
+    gather_t g = {.plane = calloc((size_t)(n * n), sizeof(double))};
+    tess_array_foreach(chares, collect, &g);
+    double *plane = rank == 0 ? calloc((size_t)(n * n), sizeof(double)) : NULL;
+    MPI_Reduce(g.plane, plane, (int)(n * n), MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    int cycles = 0;
+    MPI_Reduce(&g.cycles, &cycles, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+
+    int status = 0;
+    if (rank == 0) {
+        lul_report_t r = {.prog = "tess", .backend = tess_gpu_backend_name(), .size = n, .n = n,
+                          .domains = nchares, .procs = nprocs, .ppn = tess_ppn(),
+                          .odf = topt.cx ? 0 : opt.odf, .cycles = cycles, .origin_e = plane[0],
+                          .plane = plane, .elapsed = elapsed_max};
+        status = lul_report_print(&r, &opt);
+        tess_lb_stats_t lbs;
+        if (topt.lb_period && tess_lb_get_stats(chares, &lbs) == TESS_OK)
+            printf("load balancing: %llu steps; the last moved %lld chares, imbalance %.3f -> "
+                   "%.3f\n", (unsigned long long)lbs.steps, (long long)lbs.migrations,
+                   lbs.imbalance_before, lbs.imbalance_after);
+        printf("RESULT-TESS chares=%dx%dx%d gpus=%d lb=%d ms_per_cycle=%.6f\n", grid3[0],
+               grid3[1], grid3[2], gpus, topt.lb_period,
+               cycles ? elapsed_max * 1e3 / cycles : 0.0);
+        fflush(stdout);
+    }
+    MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(plane);
+    free(g.plane);
+    tess_array_destroy(chares);
+    tess_finalize();
+    MPI_Finalize();
+    return status;
+}
