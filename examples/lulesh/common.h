@@ -212,7 +212,7 @@ static inline int lul_report_print(const lul_report_t *r, const lul_opts_t *o)
         printf("        MaxAbsDiff   = %.15e\n", maxabs);
         printf("        TotalAbsDiff = %.15e\n", totabs);
         printf("        MaxRelDiff   = %.15e\n\n", maxrel);
-        printf("Elapsed time         = %10.2f (s)\n", r->elapsed);
+        printf("Elapsed time         = %10.2g (s)\n", r->elapsed);
         printf("Grind time (us/z/c)  = %10.8g (per dom)  (%10.8g overall)\n", grind1, r->elapsed);
         printf("FOM                  = %10.8g (z/s)\n\n", fom);
     }
