@@ -115,7 +115,7 @@ typedef struct lul_domain {
     double *v, *volo, *vnew, *delv, *vdov, *arealg, *ss, *elemMass;
     double *delv_xi, *delv_eta, *delv_zeta; /* numElemGhost entries */
     double *delx_xi, *delx_eta, *delx_zeta;
-    double *fx_elem, *fy_elem, *fz_elem;    /* 8 corner forces per element (gathered per node) */
+    double *fx_elem, *fy_elem, *fz_elem;    /* corner c of element k at c*numElem + k */
     int32_t *nodelist;                      /* 8 nodes per element */
     int32_t *lxim, *lxip, *letam, *letap, *lzetam, *lzetap;
     int32_t *elemBC;
@@ -303,7 +303,7 @@ static inline TESS_HD void lul_elem_nodes(int64_t ex, int64_t ey, int64_t i, int
 
 /*
  * Stage 2, one element: the stress and hourglass forces on its 8 corners, written to
- * fx_elem[8*k + c] (gathered per node by lul_node_force). Returns LUL_VOLUME_ERROR on a
+ * fx_elem[c*numElem + k] (gathered per node by lul_node_force). Returns LUL_VOLUME_ERROR on a
  * non-positive volume.
  */
 static inline TESS_HD int lul_elem_force(const lul_domain_t *TESS_RESTRICT d, int64_t k)
@@ -366,19 +366,31 @@ static inline TESS_HD int lul_elem_force(const lul_domain_t *TESS_RESTRICT d, in
                                hg[c][3] * h[3]);
     }
     for (int c = 0; c < 8; c++) {
-        d->fx_elem[8 * k + c] = f[0][c];
-        d->fy_elem[8 * k + c] = f[1][c];
-        d->fz_elem[8 * k + c] = f[2][c];
+        d->fx_elem[c * d->numElem + k] = f[0][c];
+        d->fy_elem[c * d->numElem + k] = f[1][c];
+        d->fz_elem[c * d->numElem + k] = f[2][c];
     }
     return err;
+}
+
+/* (i,j,k) of local node n (32-bit division: a block has fewer than 2^31 nodes, as int32_t
+ * nodelist entries imply, and a device divides 32-bit integers much faster). */
+static inline TESS_HD void lul_node_ijk(const lul_domain_t *TESS_RESTRICT d, int64_t n,
+                                        int64_t *i, int64_t *j, int64_t *k)
+{
+    uint32_t nx = (uint32_t)d->ex + 1, ny = (uint32_t)d->ey + 1, m = (uint32_t)n;
+    uint32_t row = m / nx;
+    *i           = m - row * nx;
+    *j           = row % ny;
+    *k           = row / ny;
 }
 
 /* Stage 2, one node: the sum of its corners' forces over the elements around it (ascending
  * element order). Node n is (i,j,k) of the block. */
 static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, int64_t n)
 {
-    int64_t nx = d->ex + 1, ny = d->ey + 1;
-    int64_t i = n % nx, j = n / nx % ny, k = n / (nx * ny);
+    int64_t i, j, k;
+    lul_node_ijk(d, n, &i, &j, &k);
     double  fx = 0, fy = 0, fz = 0;
     for (int c = 1; c >= 0; c--) {
         int64_t ke = k - c;
@@ -395,7 +407,7 @@ static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, i
                 /* the corner of element (ie,je,ke) at offset (a,b,c): 0 1 2 3 at c = 0 are
                  * (0,0) (1,0) (1,1) (0,1), 4 … 7 the same at c = 1 */
                 int     corner = 4 * c + (b ? 3 - a : a);
-                int64_t e      = ((ke * d->ey + je) * d->ex + ie) * 8 + corner;
+                int64_t e      = corner * d->numElem + (ke * d->ey + je) * d->ex + ie;
                 fx += d->fx_elem[e];
                 fy += d->fy_elem[e];
                 fz += d->fz_elem[e];
@@ -410,8 +422,8 @@ static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, i
 /* Stage 3, one node: acceleration, symmetry-plane BCs, velocity and position. */
 static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, int64_t n, double dt)
 {
-    int64_t nx = d->ex + 1, ny = d->ey + 1;
-    int64_t i = n % nx, j = n / nx % ny, k = n / (nx * ny);
+    int64_t i, j, k;
+    lul_node_ijk(d, n, &i, &j, &k);
     double  m   = d->nodalMass[n];
     double  xdd = d->fx[n] / m, ydd = d->fy[n] / m, zdd = d->fz[n] / m;
     if (d->ox + i == 0)
