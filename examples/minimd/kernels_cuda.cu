@@ -27,14 +27,16 @@ static __global__ void k_final(double *v, const double *f, int64_t n, double dtf
 }
 
 // One thread per atom; the neighbor list is column-major, so the threads of a warp read
-// consecutive words of it.
+// consecutive words of it. The energy and virial are compiled in only for thermo steps.
+template <bool ENERGY>
 static __global__ void __launch_bounds__(128)
     k_force(const double *__restrict__ x, double *__restrict__ f, const int *__restrict__ neigh,
             const int *__restrict__ numneigh, int64_t stride, int64_t n, double cutforcesq,
             double *eatom, double *watom)
 {
     TESS_KERNEL_LOOP(i, n)
-    mmd_force_atom(x, f, neigh, numneigh, stride, i, cutforcesq, eatom, watom);
+    mmd_force_atom(x, f, neigh, numneigh, stride, i, cutforcesq, ENERGY ? eatom : nullptr,
+                   ENERGY ? watom : nullptr);
 }
 
 enum { THERMO_BLOCK = 256 };
@@ -229,9 +231,14 @@ void mmd_cuda_final_integrate(void *s, double *v, const double *f, int64_t n, do
 void mmd_cuda_force(void *s, const double *x, double *f, const int *neigh, const int *numneigh,
                     int64_t stride, int64_t n, double cutforcesq, double *eatom, double *watom)
 {
-    if (n > 0)
-        k_force<<<blocks_for(n, 128), 128, 0, (cudaStream_t)s>>>(x, f, neigh, numneigh, stride,
-                                                                  n, cutforcesq, eatom, watom);
+    if (n <= 0)
+        return;
+    if (eatom)
+        k_force<true><<<blocks_for(n, 128), 128, 0, (cudaStream_t)s>>>(
+            x, f, neigh, numneigh, stride, n, cutforcesq, eatom, watom);
+    else
+        k_force<false><<<blocks_for(n, 128), 128, 0, (cudaStream_t)s>>>(
+            x, f, neigh, numneigh, stride, n, cutforcesq, nullptr, nullptr);
 }
 
 void mmd_cuda_thermo_sums(void *s, const double *v, const double *eatom, const double *watom,

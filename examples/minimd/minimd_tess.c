@@ -22,6 +22,7 @@
 
 typedef struct hdr {
     int32_t step, stage, dir; /* dir: 0 sent to the lower neighbor, 1 to the upper */
+    int32_t proc;             /* the sender's process */
 } hdr_t;
 
 typedef struct dom {
@@ -146,7 +147,7 @@ static void send_two(tess_ctx_h ctx, dom_t *c, int d, const int64_t n[2], int wi
     tess_dev_buf_t  b[2];
     tess_dev_send_t s[2];
     for (int k = 0; k < 2; k++) {
-        h[k] = (hdr_t){c->step, c->stage, k};
+        h[k] = (hdr_t){c->step, c->stage, k, tess_process()};
         b[k] = (tess_dev_buf_t){c->sbuf[p][c->stage][k], (size_t)(n[k] * width) * sizeof(double)};
         s[k] = (tess_dev_send_t){grid, c->nbr[d][k], E_ATOMS, &h[k], sizeof(h[k]), &b[k], 1,
                                  NULL, NULL};
@@ -165,8 +166,10 @@ static void atoms_post(tess_ctx_h ctx, void *e, const void *header, size_t heade
     const hdr_t *h    = header;
     int          p    = h->step % 2, from = 1 - h->dir, st = h->stage;
     /* A ghost update for the step this chare is in goes straight to the ghost positions: the
-     * force of the step before is already enqueued, and the layout is that of the last rebuild. */
-    if (!is_rebuild(h->step) && h->step == c->step &&
+     * force of the step before is already enqueued, and the layout is that of the last rebuild.
+     * Only from this process, whose copies are ordered on this chare's stream (an RDMA get from
+     * another node is not, and could overwrite positions that force still reads). */
+    if (!is_rebuild(h->step) && h->step == c->step && h->proc == tess_process() &&
         sizes[0] == (size_t)c->rcnt[st][from] * 3 * sizeof(double)) {
         dst[0]              = c->x + 3 * c->roff[st][from];
         c->direct[p][st][from] = 1;
