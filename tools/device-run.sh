@@ -5,6 +5,11 @@
 #   suite   the gpu and examples test lists on the CUDA backend (under MPS, so the multi-process
 #           entries share the GPU), then bench/gpu-bench.sh
 #   comm    bench/devcomm/run.sh, the Jacobi2D sweep, the load-balancing demonstration
+#   apps    the minimd and lulesh test lists on CUDA (under MPS), LLNL's CUDA LULESH
+#           (build-cuda/peer/lulesh-cuda, tools/build-peer-lulesh.sh) checked at -s 30, and one
+#           timing run of each program at a mid size (APPS_QUICK_ONLY=1: no tests)
+#   minimd  examples/minimd/sweep.sh (MINIMD_BUDGET seconds, default 500)
+#   lulesh  examples/lulesh/sweep.sh beside LLNL's CUDA LULESH (LULESH_BUDGET, default 500)
 #
 # Everything lands in OUTDIR/STAGE.tar.gz (logs, CSVs) and OUTDIR/STAGE-summary.txt; the last
 # lines printed are the summary. Budgets keep each stage inside one 10-minute call.
@@ -101,6 +106,50 @@ jacobi)
     mps_off
     note "lb demo exit $? ($((SECONDS - t0)) s)"
     tail -8 "$work/lb.log" >>"$summary"
+    ;;
+apps)
+    if [ "${APPS_QUICK_ONLY:-0}" != 1 ]; then
+        mps_on
+        t0=$SECONDS
+        TESS_GPU=$gpu timeout 360 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" minimd lulesh \
+            >"$work/tests.log" 2>&1
+        mps_off
+        note "minimd + lulesh tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
+        grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
+        cp -r "$b/test/logs" "$work/testlogs" 2>/dev/null
+    fi
+    # LLNL's CUDA LULESH writes xyz.asc where it runs: a scratch folder.
+    peer=$b/peer/lulesh-cuda
+    if [ -x "$peer" ]; then
+        (cd "$(mktemp -d)" && timeout 60 "$peer" -s 30) >"$work/peer-s30.log" 2>&1
+        note "LLNL CUDA LULESH -s 30: $(grep -iE 'iteration count|origin energy' "$work/peer-s30.log" | tr -s ' ' | tr '\n' ' ')"
+    fi
+    run1() { # label cmd...
+        local o
+        o=$(timeout 120 mpirun --allow-run-as-root --bind-to none -np 1 "$@" 2>&1)
+        echo "$o" >>"$work/quick.log"
+        note "$1: $(echo "$o" | grep -E '^RESULT|FOM' | tail -2 | tr '\n' ' ')"
+    }
+    run1 "$b/examples/minimd/minimd_mpi" -s 64 -n 200
+    run1 "$b/examples/minimd/minimd_tess" -s 64 -n 200 -odf 8
+    run1 "$b/examples/lulesh/lulesh_mpi" -s 128 -i 100
+    run1 "$b/examples/lulesh/lulesh_tess" -g 128 -odf 8 -i 100
+    [ -x "$peer" ] && { (cd "$(mktemp -d)" && timeout 120 "$peer" -s 128 -i 100) >"$work/peer-128.log" 2>&1
+        note "LLNL CUDA LULESH -s 128 -i 100: $(grep -E 'FOM|Elapsed' "$work/peer-128.log" | tr -s ' ' | tr '\n' ' ')"; }
+    ;;
+minimd)
+    t0=$SECONDS
+    SWEEP_BUDGET=${MINIMD_BUDGET:-500} timeout $(( ${MINIMD_BUDGET:-500} + 60 )) \
+        examples/minimd/sweep.sh "$work/minimd" "$b" >"$work/minimd.log" 2>&1
+    note "minimd sweep exit $? ($((SECONDS - t0)) s)"
+    tail -40 "$work/minimd.log" >>"$summary"
+    ;;
+lulesh)
+    t0=$SECONDS
+    SWEEP_BUDGET=${LULESH_BUDGET:-500} timeout $(( ${LULESH_BUDGET:-500} + 60 )) \
+        examples/lulesh/sweep.sh "$work/lulesh" "$b" >"$work/lulesh.log" 2>&1
+    note "lulesh sweep exit $? ($((SECONDS - t0)) s)"
+    tail -40 "$work/lulesh.log" >>"$summary"
     ;;
 *)
     echo "device-run.sh: unknown stage $stage" >&2
