@@ -426,19 +426,13 @@ static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, 
     lul_node_ijk(d, n, &i, &j, &k);
     double  m   = d->nodalMass[n];
     double  xdd = d->fx[n] / m, ydd = d->fy[n] / m, zdd = d->fz[n] / m;
-    if (d->ox + i == 0)
-        xdd = 0.0;
-    if (d->oy + j == 0)
-        ydd = 0.0;
-    if (d->oz + k == 0)
-        zdd = 0.0;
+    xdd = d->ox + i == 0 ? 0.0 : xdd; /* symmetry planes */
+    ydd = d->oy + j == 0 ? 0.0 : ydd;
+    zdd = d->oz + k == 0 ? 0.0 : zdd;
     double xd = d->xd[n] + xdd * dt, yd = d->yd[n] + ydd * dt, zd = d->zd[n] + zdd * dt;
-    if (fabs(xd) < LUL_U_CUT)
-        xd = 0.0;
-    if (fabs(yd) < LUL_U_CUT)
-        yd = 0.0;
-    if (fabs(zd) < LUL_U_CUT)
-        zd = 0.0;
+    xd = fabs(xd) < LUL_U_CUT ? 0.0 : xd;
+    yd = fabs(yd) < LUL_U_CUT ? 0.0 : yd;
+    zd = fabs(zd) < LUL_U_CUT ? 0.0 : zd;
     d->xd[n] = xd;
     d->yd[n] = yd;
     d->zd[n] = zd;
@@ -463,19 +457,13 @@ static inline TESS_HD double lul_area_face(const double x[8], const double y[8],
 static inline TESS_HD double lul_char_length(const double x[8], const double y[8],
                                              const double z[8], double volume)
 {
-    double cl = 0.0, a;
-    a  = lul_area_face(x, y, z, 0, 1, 2, 3);
-    cl = a > cl ? a : cl;
-    a  = lul_area_face(x, y, z, 4, 5, 6, 7);
-    cl = a > cl ? a : cl;
-    a  = lul_area_face(x, y, z, 0, 1, 5, 4);
-    cl = a > cl ? a : cl;
-    a  = lul_area_face(x, y, z, 1, 2, 6, 5);
-    cl = a > cl ? a : cl;
-    a  = lul_area_face(x, y, z, 2, 3, 7, 6);
-    cl = a > cl ? a : cl;
-    a  = lul_area_face(x, y, z, 3, 0, 4, 7);
-    cl = a > cl ? a : cl;
+    const int fc[6][4] = {{0, 1, 2, 3}, {4, 5, 6, 7}, {0, 1, 5, 4},
+                          {1, 2, 6, 5}, {2, 3, 7, 6}, {3, 0, 4, 7}};
+    double    cl       = 0.0;
+    for (int f = 0; f < 6; f++) {
+        double a = lul_area_face(x, y, z, fc[f][0], fc[f][1], fc[f][2], fc[f][3]);
+        cl       = a > cl ? a : cl;
+    }
     return 4.0 * volume / sqrt(cl);
 }
 
@@ -635,12 +623,9 @@ static inline TESS_HD int lul_elem_eos(const lul_domain_t *TESS_RESTRICT d, int6
         double dxi   = d->delv_xi[k] * d->delx_xi[k];
         double deta  = d->delv_eta[k] * d->delx_eta[k];
         double dzeta = d->delv_zeta[k] * d->delx_zeta[k];
-        if (dxi > 0.0)
-            dxi = 0.0;
-        if (deta > 0.0)
-            deta = 0.0;
-        if (dzeta > 0.0)
-            dzeta = 0.0;
+        dxi   = dxi > 0.0 ? 0.0 : dxi;
+        deta  = deta > 0.0 ? 0.0 : deta;
+        dzeta = dzeta > 0.0 ? 0.0 : dzeta;
         double rho = d->elemMass[k] / (d->volo[k] * vnew);
         qlin  = -LUL_QLC_MONOQ * rho *
                (dxi * (1.0 - phixi) + deta * (1.0 - phieta) + dzeta * (1.0 - phizeta));
@@ -654,16 +639,10 @@ static inline TESS_HD int lul_elem_eos(const lul_domain_t *TESS_RESTRICT d, int6
         err = LUL_QSTOP_ERROR;
 
     /* material properties */
-    double vnewc = vnew;
-    if (vnewc < LUL_EOSVMIN)
-        vnewc = LUL_EOSVMIN;
-    if (vnewc > LUL_EOSVMAX)
-        vnewc = LUL_EOSVMAX;
-    double vc = d->v[k];
-    if (vc < LUL_EOSVMIN)
-        vc = LUL_EOSVMIN;
-    if (vc > LUL_EOSVMAX)
-        vc = LUL_EOSVMAX;
+    double vnewc = vnew < LUL_EOSVMIN ? LUL_EOSVMIN : vnew;
+    vnewc        = vnewc > LUL_EOSVMAX ? LUL_EOSVMAX : vnewc;
+    double vc    = d->v[k] < LUL_EOSVMIN ? LUL_EOSVMIN : d->v[k];
+    vc           = vc > LUL_EOSVMAX ? LUL_EOSVMAX : vc;
     if (vc <= 0.0)
         err = LUL_VOLUME_ERROR;
 
