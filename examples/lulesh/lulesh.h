@@ -309,15 +309,12 @@ static inline TESS_HD void lul_elem_nodes(int64_t ex, int64_t ey, int64_t i, int
 static inline TESS_HD int lul_elem_force(const lul_domain_t *TESS_RESTRICT d, int64_t k)
 {
     const int32_t *nl = d->nodelist + 8 * k;
-    double         x[8], y[8], z[8], xd[8], yd[8], zd[8];
+    double         x[8], y[8], z[8];
     for (int c = 0; c < 8; c++) {
         int32_t n = nl[c];
         x[c]      = d->x[n];
         y[c]      = d->y[n];
         z[c]      = d->z[n];
-        xd[c]     = d->xd[n];
-        yd[c]     = d->yd[n];
-        zd[c]     = d->zd[n];
     }
     int    err = LUL_OK;
     double sig = -d->p[k] - d->q[k];
@@ -354,10 +351,12 @@ static inline TESS_HD int lul_elem_force(const lul_domain_t *TESS_RESTRICT d, in
             hg[c][m] = lul_gamma(m, c) - volinv * (dv[0][c] * hx + dv[1][c] * hy + dv[2][c] * hz);
     }
     double coef = -LUL_HGCOEF * 0.01 * d->ss[k] * d->elemMass[k] / cbrt(vol);
-    const double *vel[3] = {xd, yd, zd};
+    /* velocities loaded one component at a time, where they are used (fewer live registers) */
+    const double *vel[3] = {d->xd, d->yd, d->zd};
     for (int a = 0; a < 3; a++) {
-        const double *u = vel[a];
-        double        h[4];
+        double u[8], h[4];
+        for (int c = 0; c < 8; c++)
+            u[c] = vel[a][nl[c]];
         for (int m = 0; m < 4; m++)
             h[m] = hg[0][m] * u[0] + hg[1][m] * u[1] + hg[2][m] * u[2] + hg[3][m] * u[3] +
                    hg[4][m] * u[4] + hg[5][m] * u[5] + hg[6][m] * u[6] + hg[7][m] * u[7];
