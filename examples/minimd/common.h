@@ -218,10 +218,12 @@ static inline int mmd_report(const char *prog, const mmd_opts_t *o, const mmd_pr
                              const double split_ms[4], double neigh_per_atom)
 {
     /* The force kernel's effective bandwidth: per atom its list (4 B a neighbor), the neighbors'
-     * positions as if every one came from memory (24 B), its own position, force and count. */
-    double gbs = split_ms[0] > 0 ? (double)pr->natoms * (neigh_per_atom * 28.0 + 52.0) /
-                                       (split_ms[0] * 1e-3) / 1e9
-                                 : -1;
+     * positions as if every one came from memory (24 B), its own position, force and count (52
+     * B); and counting the list and the atom's own data only (the bytes that must come from
+     * memory when the neighbors' positions are found in cache). */
+    double sec  = split_ms[0] * 1e-3;
+    double gbs  = sec > 0 ? (double)pr->natoms * (neigh_per_atom * 28.0 + 52.0) / sec / 1e9 : -1;
+    double lgbs = sec > 0 ? (double)pr->natoms * (neigh_per_atom * 4.0 + 52.0) / sec / 1e9 : -1;
     printf("# Timestep T U P Time\n");
     for (int i = 0; i < nrows; i++)
         printf("%d %.15e %.15e %.15e %6.3f\n", rows[i].step, rows[i].T, rows[i].U, rows[i].P,
@@ -235,7 +237,7 @@ static inline int mmd_report(const char *prog, const mmd_opts_t *o, const mmd_pr
            gbs > 0 ? "" : "not timed (minimd_tess --timing times it)\n");
     if (gbs > 0)
         printf("effective bandwidth %.1f GB/s (list 4 B + position 24 B a neighbor, 52 B an "
-               "atom)\n", gbs);
+               "atom), %.1f GB/s of list and atom data alone\n", gbs, lgbs);
     int status = 0;
     if (o->ref) {
         mmd_thermo_row_t ref[1024];
@@ -272,10 +274,10 @@ static inline int mmd_report(const char *prog, const mmd_opts_t *o, const mmd_pr
     const mmd_thermo_row_t *f = nrows ? &rows[nrows - 1] : NULL;
     printf("RESULT prog=%s nx=%d ny=%d nz=%d natoms=%lld steps=%d %s ms_per_step=%.6f "
            "force_ms=%.6f neigh_ms=%.6f comm_ms=%.6f other_ms=%.6f atom_steps_per_s=%.6e "
-           "neigh_per_atom=%.3f force_gbs=%.1f T=%.17g U=%.17g P=%.17g\n", prog, o->nx, o->ny, o->nz, (long long)pr->natoms,
+           "neigh_per_atom=%.3f force_gbs=%.1f force_list_gbs=%.1f T=%.17g U=%.17g P=%.17g\n", prog, o->nx, o->ny, o->nz, (long long)pr->natoms,
            o->steps, result_fields, sec_per_step * 1e3, split_ms[0], split_ms[1], split_ms[2],
            split_ms[3], sec_per_step > 0 ? (double)pr->natoms / sec_per_step : 0.0,
-           neigh_per_atom, gbs, f ? f->T : 0, f ? f->U : 0, f ? f->P : 0);
+           neigh_per_atom, gbs, lgbs, f ? f->T : 0, f ? f->U : 0, f ? f->P : 0);
     fflush(stdout);
     return status;
 }
