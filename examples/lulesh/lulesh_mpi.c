@@ -29,6 +29,8 @@
 
 static void *stream;     /* cudaStream_t, or NULL on the host */
 static int   cuda_aware; /* MPI takes device pointers */
+static int   staged;     /* MPI moves pinned host copies (CUDA without CUDA-aware MPI; on the
+                          * host backend when LULESH_STAGED is set, to test that path) */
 
 static void die(const char *what)
 {
@@ -117,16 +119,37 @@ static void select_device(void)
 
 /* ---- exchanges ------------------------------------------------------------------------------ */
 
-/* One buffer per direction (26 node directions; faces use their direction's slot) inside one
- * device allocation and one pinned one, so a whole exchange is one copy each way. */
+/* The neighbours, and send and receive buffers (one device allocation each, and pinned host
+ * copies) that hold the messages of one exchange back to back, so that an exchange is one copy
+ * each way. */
 typedef struct xch {
     const lul_domain_t *d;
     int                 nbr[27]; /* rank in direction dir, or -1 */
-    int64_t             off[28]; /* doubles before direction dir's buffer (6 fields) */
+    int64_t             cap;     /* doubles per buffer */
     double             *dsend, *drecv, *hsend, *hrecv;
 } xch_t;
 
-static int64_t face_of_dir(int dir)
+/* One exchange: doubles per direction, the directions sent to and received from, and where each
+ * message sits in the send and receive buffers. */
+typedef struct xch_plan {
+    int64_t  count[27], soff[27], roff[27], stotal, rtotal;
+    uint32_t snd, rcv;
+} xch_plan_t;
+
+static void plan_offsets(xch_plan_t *p)
+{
+    p->stotal = p->rtotal = 0;
+    for (int dir = 0; dir < 27; dir++) {
+        p->soff[dir] = p->stotal;
+        p->roff[dir] = p->rtotal;
+        if (p->snd >> dir & 1)
+            p->stotal += p->count[dir];
+        if (p->rcv >> dir & 1)
+            p->rtotal += p->count[dir];
+    }
+}
+
+static int face_of_dir(int dir)
 {
     for (int f = 0; f < 6; f++)
         if (lul_face_dir(f) == dir)
@@ -134,32 +157,27 @@ static int64_t face_of_dir(int dir)
     return -1;
 }
 
-/* Move the buffers of the directions in want_send/want_recv (bit masks over dir). `counts`:
- * doubles per direction. Sends carry the sender's dir in the tag. */
-static void xch_move(xch_t *x, uint32_t want_send, uint32_t want_recv, const int64_t counts[27],
-                     int tag)
+/* Move the packed messages of plan p (sends carry the sender's direction in the tag). */
+static void xch_move(xch_t *x, const xch_plan_t *p, int tag)
 {
-    int direct = cuda_aware || lul_backend == LUL_HOST;
-    if (!direct) /* one copy: everything packed, from the first buffer to the last used */
-        copy_async(x->hsend, x->dsend, sizeof(double) * (size_t)x->off[27]);
+    int direct = !staged;
+    if (!direct && p->stotal)
+        copy_async(x->hsend, x->dsend, sizeof(double) * (size_t)p->stotal);
     sync_stream();
     MPI_Request req[54];
     int         nreq = 0;
+    double     *rb = direct ? x->drecv : x->hrecv, *sb = direct ? x->dsend : x->hsend;
     for (int dir = 0; dir < 27; dir++) {
-        if (x->nbr[dir] < 0)
-            continue;
-        double *rb = (direct ? x->drecv : x->hrecv) + x->off[dir];
-        double *sb = (direct ? x->dsend : x->hsend) + x->off[dir];
-        if (want_recv >> dir & 1)
-            MPI_Irecv(rb, (int)counts[dir], MPI_DOUBLE, x->nbr[dir], tag + lul_dir_opposite(dir),
+        if (p->rcv >> dir & 1)
+            MPI_Irecv(rb + p->roff[dir], (int)p->count[dir], MPI_DOUBLE, x->nbr[dir],
+                      tag + lul_dir_opposite(dir), MPI_COMM_WORLD, &req[nreq++]);
+        if (p->snd >> dir & 1)
+            MPI_Isend(sb + p->soff[dir], (int)p->count[dir], MPI_DOUBLE, x->nbr[dir], tag + dir,
                       MPI_COMM_WORLD, &req[nreq++]);
-        if (want_send >> dir & 1)
-            MPI_Isend(sb, (int)counts[dir], MPI_DOUBLE, x->nbr[dir], tag + dir, MPI_COMM_WORLD,
-                      &req[nreq++]);
     }
     MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
-    if (!direct)
-        copy_async(x->drecv, x->hrecv, sizeof(double) * (size_t)x->off[27]);
+    if (!direct && p->rtotal)
+        copy_async(x->drecv, x->hrecv, sizeof(double) * (size_t)p->rtotal);
 }
 
 /* Node-sum (add = 1: nodal mass, forces) with every neighbour, or node-copy (add = 0: positions
@@ -167,25 +185,24 @@ static void xch_move(xch_t *x, uint32_t want_send, uint32_t want_recv, const int
 static void xch_nodes(xch_t *x, lul_fields_t fl, int add)
 {
     const lul_domain_t *d = x->d;
-    int64_t             counts[27] = {0};
-    uint32_t            snd = 0, rcv = 0;
+    xch_plan_t          p = {.snd = 0};
     for (int dir = 0; dir < 27; dir++) {
         if (x->nbr[dir] < 0)
             continue;
-        counts[dir] = lul_node_count(d->ex, d->ey, d->ez, dir) * fl.nf;
-        if (add || lul_xch_sync_sends(dir)) {
-            snd |= 1u << dir;
-            lul_xch_pack_nodes(stream, fl, d->ex, d->ey, d->ez, dir, x->dsend + x->off[dir]);
-        }
-        if (add || lul_xch_sync_recvs(dir))
-            rcv |= 1u << dir;
+        p.count[dir] = lul_node_count(d->ex, d->ey, d->ez, dir) * fl.nf;
+        p.snd |= (uint32_t)(add || lul_xch_sync_sends(dir)) << dir;
+        p.rcv |= (uint32_t)(add || lul_xch_sync_recvs(dir)) << dir;
     }
-    if (!snd && !rcv)
+    if (!p.snd && !p.rcv)
         return;
-    xch_move(x, snd, rcv, counts, TAG_NODES);
+    plan_offsets(&p);
     for (int dir = 0; dir < 27; dir++)
-        if (rcv >> dir & 1)
-            lul_xch_unpack_nodes(stream, fl, d->ex, d->ey, d->ez, dir, x->drecv + x->off[dir],
+        if (p.snd >> dir & 1)
+            lul_xch_pack_nodes(stream, fl, d->ex, d->ey, d->ez, dir, x->dsend + p.soff[dir]);
+    xch_move(x, &p, TAG_NODES);
+    for (int dir = 0; dir < 27; dir++)
+        if (p.rcv >> dir & 1)
+            lul_xch_unpack_nodes(stream, fl, d->ex, d->ey, d->ez, dir, x->drecv + p.roff[dir],
                                  add);
 }
 
@@ -193,55 +210,60 @@ static void xch_nodes(xch_t *x, lul_fields_t fl, int add)
 static void xch_elems(xch_t *x, lul_fields_t fl)
 {
     const lul_domain_t *d = x->d;
-    int64_t             counts[27] = {0};
-    uint32_t            mask = 0;
+    xch_plan_t          p = {.snd = 0};
     for (int f = 0; f < 6; f++) {
         int dir = lul_face_dir(f);
         if (x->nbr[dir] < 0)
             continue;
-        counts[dir] = lul_face_count(d->ex, d->ey, d->ez, f) * fl.nf;
-        mask |= 1u << dir;
-        lul_xch_pack_elems(stream, fl, d->ex, d->ey, d->ez, f, x->dsend + x->off[dir]);
+        p.count[dir] = lul_face_count(d->ex, d->ey, d->ez, f) * fl.nf;
+        p.snd |= 1u << dir;
     }
-    if (!mask)
+    if (!p.snd)
         return;
-    xch_move(x, mask, mask, counts, TAG_ELEMS);
+    p.rcv = p.snd;
+    plan_offsets(&p);
     for (int dir = 0; dir < 27; dir++)
-        if (mask >> dir & 1)
-            lul_xch_unpack_elems(stream, fl, d->ex, d->ey, d->ez, (int)face_of_dir(dir),
-                                 x->drecv + x->off[dir]);
+        if (p.snd >> dir & 1)
+            lul_xch_pack_elems(stream, fl, d->ex, d->ey, d->ez, face_of_dir(dir),
+                               x->dsend + p.soff[dir]);
+    xch_move(x, &p, TAG_ELEMS);
+    for (int dir = 0; dir < 27; dir++)
+        if (p.rcv >> dir & 1)
+            lul_xch_unpack_elems(stream, fl, d->ex, d->ey, d->ez, face_of_dir(dir),
+                                 x->drecv + p.roff[dir]);
 }
 
 static void xch_init(xch_t *x, const lul_domain_t *d, const int grid[3], const int c[3])
 {
-    x->d      = d;
-    x->off[0] = 0;
+    x->d   = d;
+    x->cap = 1;
     for (int dir = 0; dir < 27; dir++) {
         int nc[3];
         x->nbr[dir] = lul_dir_neighbor(grid, c, dir, nc)
                           ? (nc[2] * grid[1] + nc[1]) * grid[0] + nc[0]
                           : -1;
-        int64_t cnt = 0;
-        if (x->nbr[dir] >= 0) {
-            cnt = lul_node_count(d->ex, d->ey, d->ez, dir) * LUL_XCH_MAX_FIELDS;
-            int64_t f = face_of_dir(dir);
-            if (f >= 0 && lul_face_count(d->ex, d->ey, d->ez, (int)f) * 3 > cnt)
-                cnt = lul_face_count(d->ex, d->ey, d->ez, (int)f) * 3;
-        }
-        x->off[dir + 1] = x->off[dir] + cnt;
+        if (x->nbr[dir] < 0)
+            continue;
+        int64_t cnt = lul_node_count(d->ex, d->ey, d->ez, dir) * LUL_XCH_MAX_FIELDS;
+        int     f   = face_of_dir(dir);
+        if (f >= 0 && lul_face_count(d->ex, d->ey, d->ez, f) * 3 > cnt)
+            cnt = lul_face_count(d->ex, d->ey, d->ez, f) * 3;
+        x->cap += cnt;
     }
-    size_t bytes = sizeof(double) * (size_t)(x->off[27] ? x->off[27] : 1);
+    size_t bytes = sizeof(double) * (size_t)x->cap;
     x->dsend     = lul_dev_alloc(bytes);
     x->drecv     = lul_dev_alloc(bytes);
-    x->hsend     = lul_backend == LUL_HOST ? x->dsend : lul_pinned_alloc(bytes);
-    x->hrecv     = lul_backend == LUL_HOST ? x->drecv : lul_pinned_alloc(bytes);
+    const char *env = getenv("LULESH_STAGED");
+    staged          = !cuda_aware && (lul_backend == LUL_CUDA || (env && *env && *env != '0'));
+    x->hsend        = staged ? lul_pinned_alloc(bytes) : x->dsend;
+    x->hrecv        = staged ? lul_pinned_alloc(bytes) : x->drecv;
     if (!x->dsend || !x->drecv || !x->hsend || !x->hrecv)
         die("exchange buffer allocation");
 }
 
 static void xch_free(xch_t *x)
 {
-    if (x->hsend != x->dsend) {
+    if (staged) {
         lul_pinned_release(x->hsend);
         lul_pinned_release(x->hrecv);
     }
