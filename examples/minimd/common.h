@@ -23,13 +23,14 @@ typedef struct mmd_opts {
     const char *ref;       /* reference output to compare with */
     int         small;     /* start every buffer small (tests their growth) */
     int         timing;    /* Tessera: time the force kernel (a separate timing run) */
+    int         void_octant; /* a test: an eighth of the box starts empty */
 } mmd_opts_t;
 
 static inline void mmd_usage(const char *prog)
 {
     fprintf(stderr,
             "usage: %s [-s N | -nx NX -ny NY -nz NZ] [-n STEPS] [--thermo N] [-odf N]\n"
-            "          [-d PXxPYxPZ] [-ref FILE] [--small] [--timing]\n"
+            "          [-d PXxPYxPZ] [-ref FILE] [--small] [--timing] [--void]\n"
             "  -s N         N x N x N fcc unit cells (default 32); -nx/-ny/-nz per axis\n"
             "  -n, -i       time steps (default 100)\n"
             "  --thermo N   thermo output every N steps and at the end (default 10)\n"
@@ -38,7 +39,9 @@ static inline void mmd_usage(const char *prog)
             "  -ref FILE    compare the thermo rows with a stored miniMD run (1e-10 relative at\n"
             "               step 0, 1e-8 after; pressure relative to max(|P|, 1))\n"
             "  --small      start every buffer small, so they all grow during the run\n"
-            "  --timing     Tessera: also time the force kernel (synchronises: a separate run)\n",
+            "  --timing     Tessera: also time the force kernel (synchronises: a separate run)\n"
+            "  --void       a test, not the benchmark: the octant [0, L/2)^3 starts empty, so\n"
+            "               subdomains start with no atoms and atom counts change a lot\n",
             prog);
 }
 
@@ -74,6 +77,9 @@ static inline mmd_opts_t mmd_parse(int argc, char **argv, int rank)
         } else if (!strcmp(a, "--small")) {
             o.small = 1;
             used    = 0;
+        } else if (!strcmp(a, "--void")) {
+            o.void_octant = 1;
+            used          = 0;
         } else if (!strcmp(a, "--timing")) {
             o.timing = 1;
             used     = 0;
@@ -124,12 +130,17 @@ static inline void mmd_grid(const mmd_opts_t *o, const mmd_problem_t *pr, int pa
         }
 }
 
-/** Centre and scale the velocities of `nsets` sets of atoms (this process's subdomains) as the
- *  reference does: subtract the mean over all atoms, then scale to temperature t0. Collective. */
-static inline void mmd_setup_velocities(const mmd_problem_t *pr, int nsets, double **v,
+/** Count the atoms (pr->natoms) and centre and scale the velocities of `nsets` sets of atoms
+ *  (this process's subdomains) as the reference does: subtract the mean over all atoms, then
+ *  scale to temperature t0. Collective. */
+static inline void mmd_setup_velocities(mmd_problem_t *pr, int nsets, double **v,
                                         const int64_t *n)
 {
-    double s[3] = {0, 0, 0}, vcm[3], t = 0, tsum;
+    double  s[3] = {0, 0, 0}, vcm[3], t = 0, tsum;
+    int64_t mine = 0;
+    for (int k = 0; k < nsets; k++)
+        mine += n[k];
+    MPI_Allreduce(&mine, &pr->natoms, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     for (int k = 0; k < nsets; k++)
         for (int64_t i = 0; i < n[k]; i++)
             for (int c = 0; c < 3; c++)

@@ -370,6 +370,9 @@ int mmd_lattice(const mmd_problem_t *p, const double lo[3], const double hi[3], 
                 x[3 * n]     = 0.5 * p->alat * i;
                 x[3 * n + 1] = 0.5 * p->alat * j;
                 x[3 * n + 2] = 0.5 * p->alat * k;
+                if (p->void_octant && x[3 * n] < 0.5 * p->L[0] && x[3 * n + 1] < 0.5 * p->L[1] &&
+                    x[3 * n + 2] < 0.5 * p->L[2])
+                    continue;
                 int seed     = k * (2 * p->ny) * (2 * p->nx) + j * (2 * p->nx) + i + 1;
                 for (int c = 0; c < 3; c++) {
                     for (int m = 0; m < 5; m++)

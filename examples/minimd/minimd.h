@@ -38,6 +38,8 @@ typedef struct mmd_problem {
     double  cutforce, cutneigh;
     double  t0;
     int     reneigh;        /* rebuild every this many steps */
+    int     void_octant;    /* a test: no atoms in [0, L/2)^3 at the start (natoms then counts
+                               the sites made) */
 } mmd_problem_t;
 
 static inline mmd_problem_t mmd_problem(int nx, int ny, int nz)
@@ -57,6 +59,7 @@ static inline mmd_problem_t mmd_problem(int nx, int ny, int nz)
     p.cutneigh = 2.5 + 0.3;
     p.t0       = 1.44;
     p.reneigh  = 20;
+    p.void_octant = 0;
     return p;
 }
 
@@ -390,8 +393,8 @@ int  mmd_cuda_devices(void);
 /* ---- set-up on the host (plain C, no MPI) ---------------------------------------------------- */
 
 /** The lattice sites of subdomain [lo, hi) with their reference velocities (before centring and
- *  scaling): *x_p, *v_p are malloc'ed arrays of 3 * *n_p doubles. Returns 0, or -1 without
- *  memory. */
+ *  scaling), less those of the empty octant when p->void_octant: *x_p, *v_p are malloc'ed
+ *  arrays of 3 * *n_p doubles. Returns 0, or -1 without memory. */
 int mmd_lattice(const mmd_problem_t *p, const double lo[3], const double hi[3], double **x_p,
                 double **v_p, int64_t *n_p);
 

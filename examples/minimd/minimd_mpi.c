@@ -396,6 +396,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     opt = mmd_parse(argc, argv, rank);
     pr  = mmd_problem(opt.nx, opt.ny, opt.nz);
+    pr.void_octant = opt.void_octant;
     select_device();
     mmd_grid(&opt, &pr, nprocs, "processes", rank, pgrid);
     /* Ranks in the reference's order: z fastest. */

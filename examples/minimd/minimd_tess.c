@@ -652,6 +652,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     opt = mmd_parse(argc, argv, rank);
     pr  = mmd_problem(opt.nx, opt.ny, opt.nz);
+    pr.void_octant = opt.void_octant;
 #ifdef MINIMD_CUDA
     mmd_backend = tess_gpu_backend() == TESS_GPU_CUDA ? MMD_CUDA : MMD_HOST;
 #endif
