@@ -43,7 +43,7 @@ static inline void lul_usage(const char *prog)
             "  -p       print each cycle's time and time step; -q only the RESULT line\n"
             "  -g       global edge elements (Tessera; default SIZE × cube root of ranks)\n"
             "  -odf     chares per GPU (Tessera only, default 8)\n"
-            "  -verify  compare with case CASE of the reference's reports (reference/reports.csv)\n",
+            "  -verify  compare with case CASE of reference/reports.csv (LLNL's reports)\n",
             prog);
 }
 

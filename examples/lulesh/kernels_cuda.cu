@@ -11,6 +11,18 @@
 #include <cuda_runtime.h>
 
 #define LUL_BLOCK       128
+/* Minimum resident blocks per SM of the three heavy element kernels (0: let ptxas choose
+ * registers; the defaults need no spills). LLNL's port bounds its force kernel to 256 and its
+ * kinematics kernel to 512 threads per SM; try e.g. -DLUL_GRAD_MINB=4 in NVCC_CPPFLAGS. */
+#ifndef LUL_FORCE_MINB
+#define LUL_FORCE_MINB 0
+#endif
+#ifndef LUL_GRAD_MINB
+#define LUL_GRAD_MINB 0
+#endif
+#ifndef LUL_EOS_MINB
+#define LUL_EOS_MINB 0
+#endif
 #define LUL_RED_BLOCKS  1024 /* at most this many blocks in the constraint reduction */
 #define LUL_RED_THREADS 256
 
@@ -20,7 +32,8 @@ static __device__ inline void record_err(const lul_domain_t &d, int err)
         atomicCAS((int *)d.err, 0, err);
 }
 
-static __global__ void __launch_bounds__(LUL_BLOCK) k_force_elem(const lul_domain_t d)
+static __global__ void __launch_bounds__(LUL_BLOCK, LUL_FORCE_MINB)
+    k_force_elem(const lul_domain_t d)
 {
     int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k < d.numElem)
@@ -41,14 +54,15 @@ static __global__ void k_nodes(const lul_domain_t d, double dt)
         lul_node_update(&d, n, dt);
 }
 
-static __global__ void __launch_bounds__(LUL_BLOCK) k_gradients(const lul_domain_t d, double dt)
+static __global__ void __launch_bounds__(LUL_BLOCK, LUL_GRAD_MINB)
+    k_gradients(const lul_domain_t d, double dt)
 {
     int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k < d.numElem)
         record_err(d, lul_elem_gradients(&d, k, dt));
 }
 
-static __global__ void __launch_bounds__(LUL_BLOCK) k_eos(const lul_domain_t d)
+static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lul_domain_t d)
 {
     int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= d.numElem)

@@ -25,7 +25,7 @@
  *     2.   lul_stage_force(s, d)             fx, fy, fz of this block's elements
  *          node-sum(fx, fy, fz)              26 neighbours
  *     3.   lul_stage_nodes(s, d)             acceleration, symmetry BCs, velocity, position
- *          node-copy(x, y, z, xd, yd, zd)    as the reference MPI program (SEDOV_SYNC_POS_VEL_EARLY)
+ *          node-copy(x, y, z, xd, yd, zd)    as the reference's MPI program does by default
  *     4.   lul_stage_gradients(s, d)         kinematics, monotonic-Q gradients
  *          element ghosts(delv_xi, delv_eta, delv_zeta)   6 face neighbours
  *          lul_stage_eos(s, d)               monotonic Q, EOS per region, volume update
@@ -90,7 +90,7 @@ enum {
     LUL_ZETA_P_COMM = 0x20000
 };
 
-/* ---- the domain of one block ------------------------------------------------------------------ */
+/* ---- the domain of one block ----------------------------------------------------------------- */
 
 /** What lul_stage_constraints leaves in pinned host memory (d->out). */
 typedef struct lul_out {
@@ -139,7 +139,7 @@ typedef struct lul_domain {
     double einit; /* the energy deposited at the origin */
 } lul_domain_t;
 
-/* ---- per-element and per-node math (one source for every backend) ----------------------------- */
+/* ---- per-element and per-node math (one source for every backend) ---------------------------- */
 
 /* The volume of a hexahedron (the reference's CalcElemVolume). */
 #define LUL_TRIPLE(x1, y1, z1, x2, y2, z2, x3, y3, z3) \
@@ -419,7 +419,8 @@ static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, i
 }
 
 /* Stage 3, one node: acceleration, symmetry-plane BCs, velocity and position. */
-static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, int64_t n, double dt)
+static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, int64_t n,
+                                           double dt)
 {
     int64_t i, j, k;
     lul_node_ijk(d, n, &i, &j, &k);
@@ -550,7 +551,7 @@ static inline TESS_HD int lul_elem_gradients(const lul_domain_t *TESS_RESTRICT d
 }
 
 /* The limiter of one direction of the monotonic Q: bm, bp are the element's boundary bits of the
- * minus and plus faces of that direction (0 or COMM: the neighbour lm/lp, SYMM: itself, FREE: 0). */
+ * minus and plus faces of that direction (0 or COMM: neighbour lm/lp, SYMM: itself, FREE: 0). */
 static inline TESS_HD double lul_monoq_phi(const double *delv, int64_t k, int32_t bm,
                                            int32_t symm_m, int32_t free_m, int32_t lm, int32_t bp,
                                            int32_t symm_p, int32_t free_p, int32_t lp)
@@ -729,7 +730,7 @@ static inline TESS_HD void lul_elem_constraints(const lul_domain_t *TESS_RESTRIC
     }
 }
 
-/* ---- domain set-up (host) --------------------------------------------------------------------- */
+/* ---- domain set-up (host) -------------------------------------------------------------------- */
 
 /** Builds the block [ox, ox+ex) × … of an n³ mesh: allocates every field (device memory through
  *  the allocation hooks below), fills coordinates, connectivity, boundary conditions, region
@@ -756,7 +757,7 @@ void lul_time_increment(lul_domain_t *d, double dtcourant, double dthydro);
  *  exit with the code, as the reference does. */
 const char *lul_error_string(int err);
 
-/* ---- launchers -------------------------------------------------------------------------------- */
+/* ---- launchers ------------------------------------------------------------------------------- */
 
 /*
  * A stream is a tess_stream_t (Tessera) or a cudaStream_t (the MPI program). With the host
