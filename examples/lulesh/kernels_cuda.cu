@@ -23,7 +23,7 @@
 #ifndef LUL_EOS_MINB
 #define LUL_EOS_MINB 0
 #endif
-#define LUL_RED_BLOCKS  1024 /* at most this many blocks in the constraint reduction */
+#define LUL_RED_BLOCKS  LUL_DT_PART_BLOCKS /* at most this many blocks in the reduction */
 #define LUL_RED_THREADS 256
 
 static __device__ inline void record_err(const lul_domain_t &d, int err)

@@ -184,16 +184,63 @@ void lul_regions_block(int64_t n, int numReg, int balance, int64_t ox, int64_t o
 
 /* ---- domain --------------------------------------------------------------------------------- */
 
-static int alloc_d(double **p, int64_t count)
+/* Every device array of a domain and its size: one list for lul_domain_init (allocation) and
+ * lul_domain_device_bytes (what a caller's own allocator must provide). */
+typedef struct dev_field {
+    void  **p;
+    size_t  bytes;
+} dev_field_t;
+
+#define LUL_MAX_DEV_FIELDS 64
+
+static int domain_dev_fields(lul_domain_t *d, dev_field_t *f)
 {
-    *p = lul_dev_alloc(sizeof(double) * (size_t)count);
-    return *p ? 0 : -1;
+    size_t ne = (size_t)d->numElem, nn = (size_t)d->numNode, ng = (size_t)d->numElemGhost;
+    size_t nr = (size_t)(unsigned)d->numReg, D = sizeof(double), I = sizeof(int32_t);
+    int    k  = 0;
+#define FIELD(ptr, b) (f[k].p = (void **)(ptr), f[k].bytes = (b), k++)
+    double **nodef[] = {&d->x, &d->y, &d->z, &d->xd, &d->yd, &d->zd, &d->fx, &d->fy, &d->fz,
+                        &d->nodalMass};
+    for (size_t q = 0; q < sizeof(nodef) / sizeof(nodef[0]); q++)
+        FIELD(nodef[q], nn * D);
+    double **elemf[] = {&d->e, &d->p, &d->q, &d->ql, &d->qq, &d->v, &d->volo, &d->vnew,
+                        &d->delv, &d->vdov, &d->arealg, &d->ss, &d->elemMass, &d->delx_xi,
+                        &d->delx_eta, &d->delx_zeta};
+    for (size_t q = 0; q < sizeof(elemf) / sizeof(elemf[0]); q++)
+        FIELD(elemf[q], ne * D);
+    FIELD(&d->delv_xi, ng * D), FIELD(&d->delv_eta, ng * D), FIELD(&d->delv_zeta, ng * D);
+    FIELD(&d->fx_elem, 8 * ne * D), FIELD(&d->fy_elem, 8 * ne * D), FIELD(&d->fz_elem, 8 * ne * D);
+    FIELD(&d->nodelist, 8 * ne * I), FIELD(&d->elemBC, ne * I);
+    int32_t **conn[] = {&d->lxim, &d->lxip, &d->letam, &d->letap, &d->lzetam, &d->lzetap};
+    for (int q = 0; q < 6; q++)
+        FIELD(conn[q], ne * I);
+    FIELD(&d->regElemlist, ne * I), FIELD(&d->regStart, (nr + 1) * I), FIELD(&d->regRep, nr * I);
+    FIELD(&d->err, I), FIELD(&d->dt_part, 2 * LUL_DT_PART_BLOCKS * D);
+    FIELD(&d->out_dev, sizeof(lul_out_t));
+#undef FIELD
+    return k;
 }
 
-static int alloc_i(int32_t **p, int64_t count)
+static void domain_geometry(lul_domain_t *d, int64_t ex, int64_t ey, int64_t ez, int numReg)
 {
-    *p = lul_dev_alloc(sizeof(int32_t) * (size_t)count);
-    return *p ? 0 : -1;
+    d->ex = ex, d->ey = ey, d->ez = ez;
+    d->numElem      = ex * ey * ez;
+    d->numNode      = (ex + 1) * (ey + 1) * (ez + 1);
+    d->numElemGhost = d->numElem + 2 * (ey * ez + ex * ez + ex * ey);
+    d->numReg       = numReg < 1 ? 1 : numReg;
+}
+
+size_t lul_domain_device_bytes(int64_t ex, int64_t ey, int64_t ez, int numReg, size_t align)
+{
+    lul_domain_t d;
+    dev_field_t  f[LUL_MAX_DEV_FIELDS];
+    memset(&d, 0, sizeof(d));
+    domain_geometry(&d, ex, ey, ez, numReg);
+    int    nf = domain_dev_fields(&d, f);
+    size_t total = 0, a = align ? align : 1;
+    for (int q = 0; q < nf; q++)
+        total += (f[q].bytes + a - 1) / a * a;
+    return total;
 }
 
 int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t oz, int64_t ex,
@@ -202,33 +249,16 @@ int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t 
     memset(d, 0, sizeof(*d));
     d->n  = n;
     d->ox = ox, d->oy = oy, d->oz = oz;
-    d->ex = ex, d->ey = ey, d->ez = ez;
-    int64_t ne = ex * ey * ez, nn = (ex + 1) * (ey + 1) * (ez + 1);
-    int64_t ng = ne + 2 * (ey * ez + ex * ez + ex * ey);
-    d->numElem = ne, d->numNode = nn, d->numElemGhost = ng;
-    d->numReg = numReg < 1 ? 1 : numReg, d->balance = balance, d->cost = cost;
+    domain_geometry(d, ex, ey, ez, numReg);
+    int64_t ne = d->numElem, nn = d->numNode, ng = d->numElemGhost;
+    d->balance = balance, d->cost = cost;
 
-    int rc = 0;
-    double **nodef[] = {&d->x, &d->y, &d->z, &d->xd, &d->yd, &d->zd, &d->fx, &d->fy, &d->fz,
-                        &d->nodalMass};
-    for (size_t f = 0; f < sizeof(nodef) / sizeof(nodef[0]); f++)
-        rc |= alloc_d(nodef[f], nn);
-    double **elemf[] = {&d->e, &d->p, &d->q, &d->ql, &d->qq, &d->v, &d->volo, &d->vnew,
-                        &d->delv, &d->vdov, &d->arealg, &d->ss, &d->elemMass, &d->delx_xi,
-                        &d->delx_eta, &d->delx_zeta};
-    for (size_t f = 0; f < sizeof(elemf) / sizeof(elemf[0]); f++)
-        rc |= alloc_d(elemf[f], ne);
-    rc |= alloc_d(&d->delv_xi, ng) | alloc_d(&d->delv_eta, ng) | alloc_d(&d->delv_zeta, ng);
-    rc |= alloc_d(&d->fx_elem, 8 * ne) | alloc_d(&d->fy_elem, 8 * ne) |
-          alloc_d(&d->fz_elem, 8 * ne);
-    rc |= alloc_i(&d->nodelist, 8 * ne) | alloc_i(&d->elemBC, ne);
-    int32_t **conn[] = {&d->lxim, &d->lxip, &d->letam, &d->letap, &d->lzetam, &d->lzetap};
-    for (int f = 0; f < 6; f++)
-        rc |= alloc_i(conn[f], ne);
-    rc |= alloc_i(&d->regElemlist, ne) | alloc_i(&d->regStart, d->numReg + 1) |
-          alloc_i(&d->regRep, d->numReg) | alloc_i(&d->err, 1);
-    rc |= alloc_d(&d->dt_part, 2 * 1024);
-    d->out_dev = lul_dev_alloc(sizeof(lul_out_t));
+    int         rc = 0;
+    dev_field_t fl[LUL_MAX_DEV_FIELDS];
+    int         nfl = domain_dev_fields(d, fl);
+    for (int q = 0; q < nfl; q++)
+        if (!(*fl[q].p = lul_dev_alloc(fl[q].bytes)))
+            rc = -1;
     d->out     = lul_pinned_alloc(sizeof(lul_out_t));
     d->h_regStart = calloc((size_t)d->numReg + 1, sizeof(int32_t));
     d->h_regRep   = calloc((size_t)d->numReg, sizeof(int32_t));
@@ -351,8 +381,9 @@ int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t 
                     lc[f * ne + e] = (int32_t)l[f];
             }
     lul_copy_to_dev(d->elemBC, bc, sizeof(int32_t) * (size_t)ne);
+    int32_t *conn[] = {d->lxim, d->lxip, d->letam, d->letap, d->lzetam, d->lzetap};
     for (int f = 0; f < 6; f++)
-        lul_copy_to_dev(*conn[f], lc + f * ne, sizeof(int32_t) * (size_t)ne);
+        lul_copy_to_dev(conn[f], lc + f * ne, sizeof(int32_t) * (size_t)ne);
     free(lc);
 
     /* regions: groups ordered by repetitions, most first (stable), elements ascending */
@@ -411,16 +442,11 @@ int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t 
 
 void lul_domain_free(lul_domain_t *d)
 {
-    void *devp[] = {d->x, d->y, d->z, d->xd, d->yd, d->zd, d->fx, d->fy, d->fz, d->nodalMass,
-                    d->e, d->p, d->q, d->ql, d->qq, d->v, d->volo, d->vnew, d->delv, d->vdov,
-                    d->arealg, d->ss, d->elemMass, d->delv_xi, d->delv_eta, d->delv_zeta,
-                    d->delx_xi, d->delx_eta, d->delx_zeta, d->fx_elem, d->fy_elem, d->fz_elem,
-                    d->nodelist, d->lxim, d->lxip, d->letam, d->letap, d->lzetam, d->lzetap,
-                    d->elemBC, d->regElemlist, d->regStart, d->regRep, d->dt_part, d->err,
-                    d->out_dev};
-    for (size_t f = 0; f < sizeof(devp) / sizeof(devp[0]); f++)
-        if (devp[f])
-            lul_dev_release(devp[f]);
+    dev_field_t fl[LUL_MAX_DEV_FIELDS];
+    int         nfl = domain_dev_fields(d, fl);
+    for (int q = 0; q < nfl; q++)
+        if (*fl[q].p)
+            lul_dev_release(*fl[q].p);
     if (d->out)
         lul_pinned_release(d->out);
     free(d->h_regStart);

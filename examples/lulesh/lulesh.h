@@ -92,6 +92,8 @@ enum {
 
 /* ---- the domain of one block ----------------------------------------------------------------- */
 
+#define LUL_DT_PART_BLOCKS 1024 /* blocks of the device's constraint reduction (d->dt_part) */
+
 /** What lul_stage_constraints leaves in pinned host memory (d->out). */
 typedef struct lul_out {
     double  dtcourant, dthydro; /* this block's constraints (1e20: none) */
@@ -740,6 +742,9 @@ static inline TESS_HD void lul_elem_constraints(const lul_domain_t *TESS_RESTRIC
 int  lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t oz, int64_t ex,
                      int64_t ey, int64_t ez, int numReg, int balance, int cost);
 void lul_domain_free(lul_domain_t *d);
+/** The device memory lul_domain_init asks lul_dev_alloc for, each allocation rounded up to
+ *  `align` bytes: what a program's own allocator (a per-domain arena) must provide. */
+size_t lul_domain_device_bytes(int64_t ex, int64_t ey, int64_t ez, int numReg, size_t align);
 
 /** The region (0 … numReg-1) of each local element of the block: the reference's serial region
  *  sets over the GLOBAL mesh (its random runs over the global element order g = (gz*n + gy)*n
