@@ -20,7 +20,7 @@
  * time constraints; chares migrate with all their device arrays (tess_pup_device).
  *
  *   mpirun -np P lulesh_tess [+ppn T] -g N [-odf K | -d CXxCYxCZ] [-i ITS] [-r R] [-b B] [-c C]
- *                            [-lb K]
+ *                            [-lb K] [-rotate P] [-verify CASE] (common.h has the rest)
  */
 #include "common.h"
 #include "exchange.h"
@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <tessera.h>
 #include <tessera/gpu.h>
 
@@ -52,6 +53,7 @@ typedef struct tess_opts {
     int64_t n;          /* global edge elements */
     int     cx, cy, cz; /* -d CXxCYxCZ (0: from -odf) */
     int     lb_period;  /* -lb K */
+    int     rot[3];     /* -rotate PXxPYxPZ or P (0: none) */
 } tess_opts_t;
 
 typedef struct chare {
@@ -69,6 +71,7 @@ typedef struct chare {
     size_t       xbytes;
     int64_t      off[NBUFSETS][2][2][27]; /* [set][parity][send/recv][dir] in doubles, -1: none */
     double       dtmin[2];         /* this chare's contribution to the next reduction */
+    double       kernel_s;         /* host backend: seconds its kernels ran since the last step */
     int          done;
 } chare_t;
 
@@ -146,9 +149,49 @@ static void tess_pinned_release(void *p)
     if (p)
         tess_gpu_free_host(p);
 }
+
+/* Load balancing on measured time. On the host backend a chare's "kernels" run on executor
+ * threads that interleave every stream of the process, so timing events around a chare's work
+ * would also count the other chares' kernels run in between: instead each kernel is timed as it
+ * runs (CPU time of the executor thread) and added to its chare's load, which the chare hands to
+ * the balancer (tess_set_load). On a GPU the runtime times stream work itself
+ * (TESS_LB_GPU_TIME=1). Kernels are enqueued by entry methods, so the chare is the one whose
+ * entry runs on the launching thread. */
+static _Thread_local double *kernel_load;
+
+typedef struct timed_args {
+    lul_host_fn_t fn;
+    double       *load;
+    _Alignas(16) unsigned char args[200];
+} timed_args_t;
+
+static double thread_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void timed_kernel(void *p)
+{
+    timed_args_t *a  = p;
+    double        t0 = thread_seconds();
+    a->fn(a->args);
+    *a->load += thread_seconds() - t0;
+}
+
 static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t size)
 {
-    if (tess_gpu_launch_host(stream, fn, args, size) != TESS_OK)
+    tess_status_t st;
+    if (kernel_load && size <= sizeof(((timed_args_t *)0)->args)) {
+        timed_args_t a = {fn, kernel_load, {0}};
+        memcpy(a.args, args, size);
+        st = tess_gpu_launch_host(stream, timed_kernel,
+                                  &a, offsetof(timed_args_t, args) + size);
+    } else {
+        st = tess_gpu_launch_host(stream, fn, args, size);
+    }
+    if (st != TESS_OK)
         die("launch");
 }
 
@@ -200,12 +243,31 @@ static double *xbuf(chare_t *c, int set, int parity, int recv, int d)
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
 
+/* -rotate P (or PXxPYxPZ): region costs as in the reference's run on P³ ranks, whose
+ * CreateRegionIndexSets rotates the regions of each rank's domain by its rank, so that each rank
+ * has a different dominant region: the chare takes the rotation of the block of a P × P × P
+ * split that holds its centre (rank = (z * P + y) * P + x, as the reference numbers them).
+ * Only the EOS repetitions change, never the answer. lulesh.h's regions are the same for every
+ * decomposition (rank 0's rotation everywhere), so without -rotate -b and -c cost about the
+ * same everywhere and there is little for load balancing to do. */
+static void rotate_costs(lul_domain_t *d, const lul_box_t *b, const int P[3])
+{
+    int64_t n = topt.n;
+    int     x = (int)((2 * b->ox + b->ex) * P[0] / (2 * n));
+    int     y = (int)((2 * b->oy + b->ey) * P[1] / (2 * n));
+    int     z = (int)((2 * b->oz + b->ez) * P[2] / (2 * n));
+    int     rank = (z * P[1] + y) * P[0] + x;
+    for (int g = 0; g < d->numReg; g++)
+        d->h_regRep[g] = lul_region_rep((d->h_regOf[g] + rank) % d->numReg, d->numReg, d->cost);
+    lul_copy_to_dev(d->regRep, d->h_regRep, sizeof(int32_t) * (size_t)d->numReg);
+}
+
 static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
 {
     (void)arg;
     chare_t     *c  = e;
     tess_index_t ix = tess_ctx_index(ctx);
-    c->c[0] = ix.x, c->c[1] = ix.y, c->c[2] = ix.z;
+    c->c[0] = ix.z, c->c[1] = ix.y, c->c[2] = ix.x; /* see chare_index */
     c->box   = lul_box_of(topt.n, grid3, c->c);
     c->arena_size = arena_bytes(&c->box, opt.numReg);
     if (tess_gpu_malloc((void **)&c->arena, c->arena_size) != TESS_OK)
@@ -217,6 +279,8 @@ static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
     arena_next = arena_end = NULL;
     if (rc != 0)
         die("domain set-up");
+    if (topt.rot[0])
+        rotate_costs(&c->d, &c->box, topt.rot);
     for (int d = 0; d < 27; d++)
         c->nbr[d] = lul_dir_neighbor(grid3, c->c, d, NULL);
     for (int d = 0; d < 27; d++) {
@@ -323,6 +387,20 @@ static int set_of(int phase)
 
 static void advance(tess_ctx_h ctx, chare_t *c);
 
+/* Kernels launched from now on count towards this chare's load (see kernel_load). */
+static void count_kernels(chare_t *c)
+{
+    kernel_load = topt.lb_period && tess_gpu_backend() == TESS_GPU_HOST ? &c->kernel_s : NULL;
+}
+
+/* The array index of the chare at c[] = (x, y, z) of the grid is (z, y, x): its row-major
+ * linear index is then (z * cy + y) * cx + x, the reference's numbering of its ranks, and the
+ * default block placement gives each process a slab of the mesh along z. */
+static tess_index_t chare_index(const int c[3])
+{
+    return tess_idx3(c[2], c[1], c[0]);
+}
+
 /* Pack this phase's data for every neighbour that gets it and send it all in one
  * tess_send_device_many, ordered after the stage just enqueued; then wait for the phase. */
 static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
@@ -353,7 +431,7 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
         lul_dir_neighbor(grid3, c->c, d, nc);
         h[n]    = (xhdr_t){c->cycle, (int16_t)phase, (int16_t)lul_dir_opposite(d)};
         buf[n]  = (tess_dev_buf_t){out, (size_t)(cnt * fl.nf) * sizeof(double)};
-        send[n] = (tess_dev_send_t){chares, tess_idx3(nc[0], nc[1], nc[2]), E_XCH, &h[n],
+        send[n] = (tess_dev_send_t){chares, chare_index(nc), E_XCH, &h[n],
                                     sizeof(h[n]), &buf[n], 1, NULL, NULL};
         n++;
     }
@@ -438,6 +516,7 @@ static void on_xch(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)size;
     chare_t      *c = e;
     const xhdr_t *h = msg;
+    count_kernels(c);
     c->got[h->phase][h->cycle % 2]++;
     advance(ctx, c);
 }
@@ -447,6 +526,7 @@ static void on_start(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)msg;
     (void)size;
     chare_t *c = e;
+    count_kernels(c);
     c->cycle   = 0;
     exchange(ctx, c, PH_MASS);
 }
@@ -473,6 +553,9 @@ static void on_dtready(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     c->dtmin[1] = c->d.out->dthydro;
     if (topt.lb_period && c->cycle % topt.lb_period == 0 &&
         c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
+        if (tess_gpu_backend() == TESS_GPU_HOST)
+            tess_set_load(ctx, c->kernel_s);
+        c->kernel_s = 0;
         tess_at_sync(ctx);
         return;
     }
@@ -493,6 +576,7 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)size;
     chare_t      *c = e;
     const double *m = msg;
+    count_kernels(c);
     if (!(c->d.time < c->d.stoptime && c->d.cycle < opt.its)) {
         c->done = 1;
         return;
@@ -514,7 +598,7 @@ static void start_phase(void *arg)
 
 /* ---- options and the chare grid -------------------------------------------------------------- */
 
-/* Take -d and -lb out of argv (the rest is common.h's). */
+/* Take -d, -lb and -rotate out of argv (the rest is common.h's). */
 static void parse_tess(int *argc, char **argv, int rank)
 {
     int k = 1;
@@ -536,9 +620,20 @@ static void parse_tess(int *argc, char **argv, int rank)
                 exit(2);
             }
             i++;
+        } else if (!strcmp(a, "-rotate") && v) {
+            int k3 = sscanf(v, "%dx%dx%d", &topt.rot[0], &topt.rot[1], &topt.rot[2]);
+            if (k3 == 1)
+                topt.rot[1] = topt.rot[2] = topt.rot[0];
+            if ((k3 != 1 && k3 != 3) || topt.rot[0] < 1 || topt.rot[1] < 1 || topt.rot[2] < 1) {
+                if (rank == 0)
+                    fprintf(stderr, "bad rotation '%s'\n", v);
+                exit(2);
+            }
+            i++;
         } else if (!strcmp(a, "-h") && rank == 0) {
             fprintf(stderr, "lulesh_tess also takes -d CXxCYxCZ (the chare grid, instead of "
-                            "-odf) and -lb K (a load-balancing step every K cycles)\n");
+                            "-odf), -lb K (a load-balancing step every K cycles) and -rotate P "
+                            "(region costs rotated as on the reference's P^3 ranks)\n");
             argv[k++] = argv[i];
         } else {
             argv[k++] = argv[i];
@@ -669,7 +764,7 @@ int main(int argc, char **argv)
                       TESS_ARRAY_FIELD_RESUME,
         .name       = "lulesh",
         .ndims      = 3,
-        .extents    = {grid3[0], grid3[1], grid3[2]},
+        .extents    = {grid3[2], grid3[1], grid3[0]}, /* see chare_index */
         .elem_size  = sizeof(chare_t),
         .ctor       = chare_ctor,
         .dtor       = chare_dtor,
@@ -709,8 +804,9 @@ int main(int argc, char **argv)
             printf("load balancing: %llu steps; the last moved %lld chares, imbalance %.3f -> "
                    "%.3f\n", (unsigned long long)lbs.steps, (long long)lbs.migrations,
                    lbs.imbalance_before, lbs.imbalance_after);
-        printf("RESULT-TESS chares=%dx%dx%d gpus=%d lb=%d ms_per_cycle=%.6f\n", grid3[0],
-               grid3[1], grid3[2], gpus, topt.lb_period,
+        printf("RESULT-TESS chares=%dx%dx%d gpus=%d lb=%d rotate=%dx%dx%d ms_per_cycle=%.6f\n",
+               grid3[0], grid3[1], grid3[2], gpus, topt.lb_period, topt.rot[0], topt.rot[1],
+               topt.rot[2],
                cycles ? elapsed_max * 1e3 / cycles : 0.0);
         fflush(stdout);
     }
