@@ -47,11 +47,11 @@ static __global__ void k_force_node(const lul_domain_t d)
         lul_node_force(&d, n);
 }
 
-static __global__ void k_nodes(const lul_domain_t d, double dt)
+template <int gather> static __global__ void k_nodes(const lul_domain_t d, double dt)
 {
     int64_t n = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (n < d.numNode)
-        lul_node_update(&d, n, dt);
+        lul_node_update(&d, n, dt, gather);
 }
 
 static __global__ void __launch_bounds__(LUL_BLOCK, LUL_GRAD_MINB)
@@ -133,12 +133,16 @@ void lul_cuda_force(void *s, const lul_domain_t *d)
 {
     cudaStream_t st = (cudaStream_t)s;
     k_force_elem<<<blocks_for(d->numElem, LUL_BLOCK), LUL_BLOCK, 0, st>>>(*d);
-    k_force_node<<<blocks_for(d->numNode, 256), 256, 0, st>>>(*d);
+    if (!d->gather_in_nodes)
+        k_force_node<<<blocks_for(d->numNode, 256), 256, 0, st>>>(*d);
 }
 
 void lul_cuda_nodes(void *s, const lul_domain_t *d, double dt)
 {
-    k_nodes<<<blocks_for(d->numNode, 256), 256, 0, (cudaStream_t)s>>>(*d, dt);
+    if (d->gather_in_nodes)
+        k_nodes<1><<<blocks_for(d->numNode, 256), 256, 0, (cudaStream_t)s>>>(*d, dt);
+    else
+        k_nodes<0><<<blocks_for(d->numNode, 256), 256, 0, (cudaStream_t)s>>>(*d, dt);
 }
 
 void lul_cuda_gradients(void *s, const lul_domain_t *d, double dt)

@@ -515,8 +515,9 @@ static void host_force(void *p)
         if (e && !err)
             err = e;
     }
-    for (int64_t n = 0; n < d->numNode; n++)
-        lul_node_force(d, n);
+    if (!d->gather_in_nodes)
+        for (int64_t n = 0; n < d->numNode; n++)
+            lul_node_force(d, n);
     set_err(d, err);
 }
 
@@ -524,7 +525,7 @@ static void host_nodes(void *p)
 {
     stage_args_t *a = p;
     for (int64_t n = 0; n < a->d->numNode; n++)
-        lul_node_update(a->d, n, a->dt);
+        lul_node_update(a->d, n, a->dt, a->d->gather_in_nodes);
 }
 
 static void host_gradients(void *p)

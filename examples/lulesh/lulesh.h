@@ -22,7 +22,8 @@
  *   loop while (d->time < d->stoptime && d->cycle < its):
  *     1.   global min of d->out->dtcourant, d->out->dthydro (previous step's; unused at cycle 0)
  *          lul_time_increment(d, mincourant, minhydro)   host
- *     2.   lul_stage_force(s, d)             fx, fy, fz of this block's elements
+ *     2.   lul_stage_force(s, d)             fx, fy, fz of this block's elements (it needs no
+ *                                            time step: a driver may launch it before 1.)
  *          node-sum(fx, fy, fz)              26 neighbours
  *     3.   lul_stage_nodes(s, d)             acceleration, symmetry BCs, velocity, position
  *          node-copy(x, y, z, xd, yd, zd)    as the reference's MPI program does by default
@@ -124,6 +125,9 @@ typedef struct lul_domain {
 
     /* regions: elements grouped by region, regions ordered by repetitions (most first) */
     int      numReg, balance, cost;
+    /* Set by a driver whose block shares no nodes with another (one domain): stage 2 leaves the
+     * corner forces and stage 3 sums them itself (fx, fy, fz are not written). Default 0. */
+    int      gather_in_nodes;
     int32_t *regElemlist;     /* device, numElem */
     int32_t *regStart;        /* device, numReg + 1: group g is [regStart[g], regStart[g+1]) */
     int32_t *regRep;          /* device, numReg: EOS repetitions of group g */
@@ -386,13 +390,12 @@ static inline TESS_HD void lul_node_ijk(const lul_domain_t *TESS_RESTRICT d, int
     *k           = row / ny;
 }
 
-/* Stage 2, one node: the sum of its corners' forces over the elements around it (ascending
- * element order). Node n is (i,j,k) of the block. */
-static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, int64_t n)
+/* The sum of node (i,j,k)'s corner forces over the elements around it (ascending element
+ * order). */
+static inline TESS_HD void lul_node_force_sum(const lul_domain_t *TESS_RESTRICT d, int64_t i,
+                                              int64_t j, int64_t k, double f[3])
 {
-    int64_t i, j, k;
-    lul_node_ijk(d, n, &i, &j, &k);
-    double  fx = 0, fy = 0, fz = 0;
+    f[0] = f[1] = f[2] = 0;
     for (int c = 1; c >= 0; c--) {
         int64_t ke = k - c;
         if (ke < 0 || ke >= d->ez)
@@ -409,25 +412,41 @@ static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, i
                  * (0,0) (1,0) (1,1) (0,1), 4 … 7 the same at c = 1 */
                 int     corner = 4 * c + (b ? 3 - a : a);
                 int64_t e      = corner * d->numElem + (ke * d->ey + je) * d->ex + ie;
-                fx += d->fx_elem[e];
-                fy += d->fy_elem[e];
-                fz += d->fz_elem[e];
+                f[0] += d->fx_elem[e];
+                f[1] += d->fy_elem[e];
+                f[2] += d->fz_elem[e];
             }
         }
     }
-    d->fx[n] = fx;
-    d->fy[n] = fy;
-    d->fz[n] = fz;
 }
 
-/* Stage 3, one node: acceleration, symmetry-plane BCs, velocity and position. */
-static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, int64_t n,
-                                           double dt)
+/* Stage 2, one node: its force from the corner forces of this block's elements. */
+static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, int64_t n)
 {
     int64_t i, j, k;
+    double  f[3];
     lul_node_ijk(d, n, &i, &j, &k);
-    double  m   = d->nodalMass[n];
-    double  xdd = d->fx[n] / m, ydd = d->fy[n] / m, zdd = d->fz[n] / m;
+    lul_node_force_sum(d, i, j, k, f);
+    d->fx[n] = f[0];
+    d->fy[n] = f[1];
+    d->fz[n] = f[2];
+}
+
+/* Stage 3, one node: acceleration, symmetry-plane BCs, velocity and position. With `gather`
+ * (d->gather_in_nodes) the force is summed here from the corner forces instead of read from
+ * fx, fy, fz: the same sums, one pass over the nodes less. */
+static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, int64_t n,
+                                           double dt, int gather)
+{
+    int64_t i, j, k;
+    double  f[3];
+    lul_node_ijk(d, n, &i, &j, &k);
+    if (gather)
+        lul_node_force_sum(d, i, j, k, f);
+    else
+        f[0] = d->fx[n], f[1] = d->fy[n], f[2] = d->fz[n];
+    double m   = d->nodalMass[n];
+    double xdd = f[0] / m, ydd = f[1] / m, zdd = f[2] / m;
     xdd = d->ox + i == 0 ? 0.0 : xdd; /* symmetry planes */
     ydd = d->oy + j == 0 ? 0.0 : ydd;
     zdd = d->oz + k == 0 ? 0.0 : zdd;

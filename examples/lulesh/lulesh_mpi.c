@@ -301,6 +301,7 @@ int main(int argc, char **argv)
         die("domain allocation");
     xch_t x;
     xch_init(&x, d, grid, c);
+    d->gather_in_nodes = nprocs == 1; /* no node to sum with a neighbour */
     lul_fields_t mass  = {{d->nodalMass}, 1};
     lul_fields_t force = {{d->fx, d->fy, d->fz}, 3};
     lul_fields_t posv  = {{d->x, d->y, d->z, d->xd, d->yd, d->zd}, 6};
