@@ -289,8 +289,10 @@ int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t 
         for (int64_t j = 0; j < ey; j++)
             for (int64_t i = 0; i < ex; i++) {
                 int64_t e = (k * ey + j) * ex + i;
-                int32_t *nl = hi + 8 * e;
+                int32_t nl[8];
                 lul_elem_nodes(ex, ey, i, j, k, nl);
+                for (int c = 0; c < 8; c++) /* stored per corner: coalesced on a device */
+                    hi[c * ne + e] = nl[c];
                 double x8[8], y8[8], z8[8];
                 for (int c = 0; c < 8; c++)
                     x8[c] = hd[nl[c]], y8[c] = hy[nl[c]], z8[c] = hz[nl[c]];

@@ -119,7 +119,7 @@ typedef struct lul_domain {
     double *delv_xi, *delv_eta, *delv_zeta; /* numElemGhost entries */
     double *delx_xi, *delx_eta, *delx_zeta;
     double *fx_elem, *fy_elem, *fz_elem;    /* corner c of element k at c*numElem + k */
-    int32_t *nodelist;                      /* 8 nodes per element */
+    int32_t *nodelist;                      /* node c of element k at c*numElem + k */
     int32_t *lxim, *lxip, *letam, *letap, *lzetam, *lzetap;
     int32_t *elemBC;
 
@@ -314,10 +314,10 @@ static inline TESS_HD void lul_elem_nodes(int64_t ex, int64_t ey, int64_t i, int
  */
 static inline TESS_HD int lul_elem_force(const lul_domain_t *TESS_RESTRICT d, int64_t k)
 {
-    const int32_t *nl = d->nodelist + 8 * k;
-    double         x[8], y[8], z[8];
+    int32_t nl[8];
+    double  x[8], y[8], z[8];
     for (int c = 0; c < 8; c++) {
-        int32_t n = nl[c];
+        int32_t n = nl[c] = d->nodelist[c * d->numElem + k];
         x[c]      = d->x[n];
         y[c]      = d->y[n];
         z[c]      = d->z[n];
@@ -518,10 +518,9 @@ static inline TESS_HD void lul_monoq_dir(double di[3], double dj[3], double vol,
 static inline TESS_HD int lul_elem_gradients(const lul_domain_t *TESS_RESTRICT d, int64_t k,
                                              double dt)
 {
-    const int32_t *nl = d->nodelist + 8 * k;
-    double         x[8], y[8], z[8], xv[8], yv[8], zv[8];
+    double x[8], y[8], z[8], xv[8], yv[8], zv[8];
     for (int c = 0; c < 8; c++) {
-        int32_t n = nl[c];
+        int32_t n = d->nodelist[c * d->numElem + k];
         x[c]      = d->x[n];
         y[c]      = d->y[n];
         z[c]      = d->z[n];
