@@ -229,12 +229,12 @@ static inline int mmd_report(const char *prog, const mmd_opts_t *o, const mmd_pr
                              const double split_ms[4], double neigh_per_atom)
 {
     /* The force kernel's effective bandwidth: per atom its list (4 B a neighbor), the neighbors'
-     * positions as if every one came from memory (24 B), its own position, force and count (52
-     * B); and counting the list and the atom's own data only (the bytes that must come from
-     * memory when the neighbors' positions are found in cache). */
+     * positions as if every one came from memory (a 32 B sector each), its own position, force
+     * and count (60 B); and counting the list and the atom's own data only (the bytes that must
+     * come from memory when the neighbors' positions are found in cache). */
     double sec  = split_ms[0] * 1e-3;
-    double gbs  = sec > 0 ? (double)pr->natoms * (neigh_per_atom * 28.0 + 52.0) / sec / 1e9 : -1;
-    double lgbs = sec > 0 ? (double)pr->natoms * (neigh_per_atom * 4.0 + 52.0) / sec / 1e9 : -1;
+    double gbs  = sec > 0 ? (double)pr->natoms * (neigh_per_atom * 36.0 + 60.0) / sec / 1e9 : -1;
+    double lgbs = sec > 0 ? (double)pr->natoms * (neigh_per_atom * 4.0 + 60.0) / sec / 1e9 : -1;
     printf("# Timestep T U P Time\n");
     for (int i = 0; i < nrows; i++)
         printf("%d %.15e %.15e %.15e %6.3f\n", rows[i].step, rows[i].T, rows[i].U, rows[i].P,
@@ -247,7 +247,7 @@ static inline int mmd_report(const char *prog, const mmd_opts_t *o, const mmd_pr
     printf("neighbors per atom %.2f; force kernel %s", neigh_per_atom,
            gbs > 0 ? "" : "not timed (minimd_tess --timing times it)\n");
     if (gbs > 0)
-        printf("effective bandwidth %.1f GB/s (list 4 B + position 24 B a neighbor, 52 B an "
+        printf("effective bandwidth %.1f GB/s (list 4 B + position 32 B a neighbor, 60 B an "
                "atom), %.1f GB/s of list and atom data alone\n", gbs, lgbs);
     int status = 0;
     if (o->ref) {

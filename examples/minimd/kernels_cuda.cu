@@ -88,7 +88,7 @@ enum { SCAN_BLOCK = 256 };
 
 static __device__ bool selected(const double *x, int64_t i, int d, double a, double b)
 {
-    double c = x[3 * i + d];
+    double c = x[MMD_XW * i + d];
     return c >= a && c < b;
 }
 
@@ -156,8 +156,8 @@ static __global__ void k_remove(double *x, double *v, const int *la, int64_t na,
         int64_t to = mmd_remove_dest(la, na, lb, nb, n, j);
         if (to >= 0)
             for (int c = 0; c < 3; c++) {
-                x[3 * to + c] = x[3 * j + c];
-                v[3 * to + c] = v[3 * j + c];
+                x[MMD_XW * to + c] = x[MMD_XW * j + c];
+                v[3 * to + c]      = v[3 * j + c];
             }
     }
 }
@@ -173,7 +173,7 @@ static __global__ void k_bin(const double *x, int64_t n, mmd_bins_t b, int *binc
 {
     TESS_KERNEL_LOOP(i, n)
     {
-        int bin = mmd_bin_of(&b, x + 3 * i);
+        int bin = mmd_bin_of(&b, x + MMD_XW * i);
         int k   = atomicAdd(&bincount[bin], 1);
         if (k < b.cap)
             binatoms[(int64_t)bin * b.cap + k] = (int)i;

@@ -155,7 +155,7 @@ static void host_select(void *p)
     select_args_t *a = p;
     int64_t        n = 0;
     for (int64_t i = a->first; i < a->last; i++) {
-        double c = a->x[3 * i + a->d];
+        double c = a->x[MMD_XW * i + a->d];
         if (c >= a->a && c < a->b) {
             if (n < a->cap)
                 a->list[n] = (int)i;
@@ -212,7 +212,7 @@ static void host_remove(void *p)
     for (int64_t j = a->n - a->na - a->nb; j < a->n; j++) {
         int64_t to = mmd_remove_dest(a->la, a->na, a->lb, a->nb, a->n, j);
         if (to >= 0) {
-            memcpy(a->x + 3 * to, a->x + 3 * j, 3 * sizeof(double));
+            memcpy(a->x + MMD_XW * to, a->x + MMD_XW * j, MMD_XW * sizeof(double));
             memcpy(a->v + 3 * to, a->v + 3 * j, 3 * sizeof(double));
         }
     }
@@ -266,7 +266,7 @@ static void host_bin(void *p)
     int         most  = 0;
     memset(a->bincount, 0, sizeof(int) * (size_t)nbins);
     for (int64_t i = 0; i < a->n; i++) {
-        int bin = mmd_bin_of(&a->b, a->x + 3 * i);
+        int bin = mmd_bin_of(&a->b, a->x + MMD_XW * i);
         int k   = a->bincount[bin]++;
         if (k < a->b.cap)
             a->binatoms[(int64_t)bin * a->b.cap + k] = (int)i;
@@ -354,7 +354,7 @@ int mmd_lattice(const mmd_problem_t *p, const double lo[3], const double hi[3], 
     for (int d = 0; d < 3; d++)
         site_range(p->alat, nmax[d], lo[d], hi[d], &r[d][0], &r[d][1]);
     int64_t cap = ((int64_t)(r[0][1] - r[0][0]) * (r[1][1] - r[1][0]) * (r[2][1] - r[2][0])) / 2 + 1;
-    double *x = malloc(sizeof(double) * 3 * (size_t)cap);
+    double *x = malloc(sizeof(double) * MMD_XW * (size_t)cap);
     double *v = malloc(sizeof(double) * 3 * (size_t)cap);
     if (!x || !v) {
         free(x);
@@ -367,11 +367,13 @@ int mmd_lattice(const mmd_problem_t *p, const double lo[3], const double hi[3], 
             for (int i = r[0][0]; i < r[0][1]; i++) {
                 if ((i + j + k) % 2)
                     continue;
-                x[3 * n]     = 0.5 * p->alat * i;
-                x[3 * n + 1] = 0.5 * p->alat * j;
-                x[3 * n + 2] = 0.5 * p->alat * k;
-                if (p->void_octant && x[3 * n] < 0.5 * p->L[0] && x[3 * n + 1] < 0.5 * p->L[1] &&
-                    x[3 * n + 2] < 0.5 * p->L[2])
+                double *xn = x + MMD_XW * n;
+                xn[0]      = 0.5 * p->alat * i;
+                xn[1]      = 0.5 * p->alat * j;
+                xn[2]      = 0.5 * p->alat * k;
+                xn[3]      = 0.0;
+                if (p->void_octant && xn[0] < 0.5 * p->L[0] && xn[1] < 0.5 * p->L[1] &&
+                    xn[2] < 0.5 * p->L[2])
                     continue;
                 int seed     = k * (2 * p->ny) * (2 * p->nx) + j * (2 * p->nx) + i + 1;
                 for (int c = 0; c < 3; c++) {

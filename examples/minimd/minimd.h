@@ -11,8 +11,9 @@
  * the reference does: a ghost atom is a copy made at the build, later steps resend its owner's
  * position plus the same shift).
  *
- * Storage of a subdomain: positions x[3*i] (owned atoms 0..nlocal-1, then ghosts), velocities
- * v[3*i] and forces f[3*i] of the owned atoms. The neighbor list is column-major for coalesced
+ * Storage of a subdomain: positions x[MMD_XW*i] (owned atoms 0..nlocal-1, then ghosts; x, y, z
+ * and a pad, so that a neighbor's position is one 32-byte sector and two 16-byte loads on a
+ * device), velocities v[3*i] and forces f[3*i] of the owned atoms. The neighbor list is column-major for coalesced
  * reads on a device: neighbor k of atom i is neigh[k*stride + i], numneigh[i] of them.
  */
 #ifndef MINIMD_H
@@ -28,6 +29,9 @@ extern "C" {
 #endif
 
 /* ---- the problem ------------------------------------------------------------------------- */
+
+#define MMD_XW     4            /* doubles per position (x, y, z, pad) */
+#define MMD_MOVE_W (MMD_XW + 3) /* doubles per atom that moves to another subdomain */
 
 typedef struct mmd_problem {
     int     nx, ny, nz;     /* unit cells */
@@ -143,7 +147,7 @@ static inline TESS_HD void mmd_initial_integrate_atom(double *TESS_RESTRICT x,
 {
     for (int c = 0; c < 3; c++) {
         v[3 * i + c] += dtforce * f[3 * i + c];
-        x[3 * i + c] += dt * v[3 * i + c];
+        x[MMD_XW * i + c] += dt * v[3 * i + c];
     }
 }
 
@@ -161,11 +165,26 @@ static inline TESS_HD void mmd_pbc_atom(double *x, int64_t i, double L0, double 
 {
     double L[3] = {L0, L1, L2};
     for (int c = 0; c < 3; c++) {
-        if (x[3 * i + c] < 0)
-            x[3 * i + c] += L[c];
-        if (x[3 * i + c] >= L[c])
-            x[3 * i + c] -= L[c];
+        if (x[MMD_XW * i + c] < 0)
+            x[MMD_XW * i + c] += L[c];
+        if (x[MMD_XW * i + c] >= L[c])
+            x[MMD_XW * i + c] -= L[c];
     }
+}
+
+/* Position j (read-only data on a device: two 16-byte loads through the read-only cache). */
+static inline TESS_HD void mmd_pos(const double *TESS_RESTRICT x, int64_t j, double *p)
+{
+#if defined(__CUDA_ARCH__)
+    double2 a = __ldg((const double2 *)(x + MMD_XW * j));
+    p[0]      = a.x;
+    p[1]      = a.y;
+    p[2]      = __ldg(x + MMD_XW * j + 2);
+#else
+    p[0] = x[MMD_XW * j];
+    p[1] = x[MMD_XW * j + 1];
+    p[2] = x[MMD_XW * j + 2];
+#endif
 }
 
 /* The LJ force on atom i from its full neighbor list; with eatom, also its half of the pair
@@ -177,12 +196,13 @@ static inline TESS_HD void mmd_force_atom(const double *TESS_RESTRICT x, double 
                                           double *TESS_RESTRICT eatom,
                                           double *TESS_RESTRICT watom)
 {
-    double xi = x[3 * i], yi = x[3 * i + 1], zi = x[3 * i + 2];
+    double xi = x[MMD_XW * i], yi = x[MMD_XW * i + 1], zi = x[MMD_XW * i + 2];
     double fx = 0, fy = 0, fz = 0, e = 0, w = 0;
     int    nn = numneigh[i];
     for (int k = 0; k < nn; k++) {
-        int64_t j  = neigh[k * stride + i];
-        double  dx = xi - x[3 * j], dy = yi - x[3 * j + 1], dz = zi - x[3 * j + 2];
+        double pj[3];
+        mmd_pos(x, neigh[k * stride + i], pj);
+        double dx = xi - pj[0], dy = yi - pj[1], dz = zi - pj[2];
         double  r2 = dx * dx + dy * dy + dz * dz;
         if (r2 < cutforcesq) {
             double sr2   = 1.0 / r2;
@@ -213,7 +233,7 @@ static inline TESS_HD int mmd_neigh_atom(const double *TESS_RESTRICT x, int64_t 
                                          const int *TESS_RESTRICT binatoms, double cutneighsq,
                                          int *TESS_RESTRICT neigh, int64_t stride, int maxneigh)
 {
-    const double *xi = x + 3 * i;
+    const double *xi = x + MMD_XW * i;
     int cx = mmd_bin_coord(b, 0, xi[0]), cy = mmd_bin_coord(b, 1, xi[1]);
     int cz = mmd_bin_coord(b, 2, xi[2]);
     int n  = 0;
@@ -233,8 +253,9 @@ static inline TESS_HD int mmd_neigh_atom(const double *TESS_RESTRICT x, int64_t 
                     int64_t j = in[k];
                     if (j == i)
                         continue;
-                    double dx = xi[0] - x[3 * j], dy = xi[1] - x[3 * j + 1];
-                    double dz = xi[2] - x[3 * j + 2];
+                    double pj[3];
+                    mmd_pos(x, j, pj);
+                    double dx = xi[0] - pj[0], dy = xi[1] - pj[1], dz = xi[2] - pj[2];
                     if (dx * dx + dy * dy + dz * dz <= cutneighsq) {
                         if (n < maxneigh)
                             neigh[n * stride + i] = (int)j;
@@ -248,29 +269,31 @@ static inline TESS_HD int mmd_neigh_atom(const double *TESS_RESTRICT x, int64_t 
 }
 
 /* Pack atom list[k]: its position shifted by `shift` along dimension d (a periodic image), and
- * with v its velocity (an atom that moves to another subdomain): 3 or 6 doubles per atom. */
+ * with v its velocity (an atom that moves to another subdomain): MMD_XW or MMD_MOVE_W doubles
+ * per atom (a ghost's position is stored as it is packed). */
 static inline TESS_HD void mmd_pack_atom(const double *TESS_RESTRICT x,
                                          const double *TESS_RESTRICT v,
                                          const int *TESS_RESTRICT list, int64_t k, int d,
                                          double shift, double *TESS_RESTRICT buf)
 {
     int64_t i  = list[k];
-    int     w  = v ? 6 : 3;
+    int     w  = v ? MMD_MOVE_W : MMD_XW;
     for (int c = 0; c < 3; c++)
-        buf[w * k + c] = x[3 * i + c] + (c == d ? shift : 0.0);
+        buf[w * k + c] = x[MMD_XW * i + c] + (c == d ? shift : 0.0);
+    buf[w * k + 3] = 0.0;
     if (v)
         for (int c = 0; c < 3; c++)
-            buf[w * k + 3 + c] = v[3 * i + c];
+            buf[w * k + MMD_XW + c] = v[3 * i + c];
 }
 
 static inline TESS_HD void mmd_unpack_atom(const double *TESS_RESTRICT buf, int64_t k,
                                            double *TESS_RESTRICT x, double *TESS_RESTRICT v,
                                            int64_t first)
 {
-    for (int c = 0; c < 3; c++) {
-        x[3 * (first + k) + c] = buf[6 * k + c];
-        v[3 * (first + k) + c] = buf[6 * k + 3 + c];
-    }
+    for (int c = 0; c < MMD_XW; c++)
+        x[MMD_XW * (first + k) + c] = buf[MMD_MOVE_W * k + c];
+    for (int c = 0; c < 3; c++)
+        v[3 * (first + k) + c] = buf[MMD_MOVE_W * k + MMD_XW + c];
 }
 
 /* Number of entries of the sorted list a[0..n) that are < value. */
@@ -342,7 +365,7 @@ void mmd_force(void *s, const double *x, double *f, const int *neigh, const int 
 void mmd_thermo_sums(void *s, const double *v, const double *eatom, const double *watom,
                      int64_t n, double *out);
 void mmd_pbc(void *s, double *x, int64_t n, const double L[3]);
-/** list ← indices i of [first, last) with a <= x[3i+d] < b, in increasing order (at most cap
+/** list ← indices i of [first, last) with a <= x[MMD_XW*i+d] < b, in increasing order (at most cap
  *  stored); *count (device) ← how many there are. scratch: MMD_SCAN_SCRATCH device ints. */
 void mmd_select(void *s, const double *x, int64_t first, int64_t last, int d, double a, double b,
                 int *list, int *count, int64_t cap, int *scratch);
@@ -353,7 +376,7 @@ void mmd_pack(void *s, const double *x, const double *v, const int *list, int64_
  *  atoms from the end; n - na - nb remain. */
 void mmd_remove(void *s, double *x, double *v, const int *la, int64_t na, const int *lb,
                 int64_t nb, int64_t n);
-/** Atoms first.. ← the n atoms (6 doubles each) of buf. */
+/** Atoms first.. ← the n atoms (MMD_MOVE_W doubles each) of buf. */
 void mmd_unpack(void *s, const double *buf, int64_t n, double *x, double *v, int64_t first);
 /** Bin n atoms; status[0] ← the largest bin count (> b.cap: rebin with a larger cap), status[1]
  *  ← 0. bincount: b.n[0]*b.n[1]*b.n[2] ints, binatoms: that many times b.cap. */
@@ -393,8 +416,8 @@ int  mmd_cuda_devices(void);
 /* ---- set-up on the host (plain C, no MPI) ---------------------------------------------------- */
 
 /** The lattice sites of subdomain [lo, hi) with their reference velocities (before centring and
- *  scaling), less those of the empty octant when p->void_octant: *x_p, *v_p are malloc'ed
- *  arrays of 3 * *n_p doubles. Returns 0, or -1 without memory. */
+ *  scaling), less those of the empty octant when p->void_octant: *x_p (MMD_XW doubles an atom)
+ *  and *v_p (3) are malloc'ed. Returns 0, or -1 without memory. */
 int mmd_lattice(const mmd_problem_t *p, const double lo[3], const double hi[3], double **x_p,
                 double **v_p, int64_t *n_p);
 

@@ -237,7 +237,7 @@ static void grow_atoms(int64_t need_all, int64_t need_own, int64_t keep)
         grow((void **)&watom, &c, need_own, 0, sizeof(double), 0);
         cap_own = c;
     }
-    grow((void **)&x, &cap_all, need_all, keep, 3 * sizeof(double), 0);
+    grow((void **)&x, &cap_all, need_all, keep, MMD_XW * sizeof(double), 0);
 }
 
 /* What an atom sent to the lower (s = 0) or upper neighbor along d adds to its coordinate: a box
@@ -266,15 +266,15 @@ static void exchange(void)
         int64_t ns[2], nr[2];
         select_two(d, nlocal, a, b, xlist, xlist_cap, ns);
         for (int s = 0; s < 2; s++) {
-            grow((void **)&sbuf[s], &sbuf_cap[s], 6 * ns[s], 0, sizeof(double), 0);
+            grow((void **)&sbuf[s], &sbuf_cap[s], MMD_MOVE_W * ns[s], 0, sizeof(double), 0);
             mmd_pack(stream, x, v, xlist[s], ns[s], d, bshift_of(d, s), sbuf[s]);
         }
         mmd_remove(stream, x, v, xlist[0], ns[0], xlist[1], ns[1], nlocal);
         nlocal -= ns[0] + ns[1];
         swap_counts(d, ns, nr);
         for (int s = 0; s < 2; s++)
-            grow((void **)&rbuf[s], &rbuf_cap[s], 6 * nr[s], 0, sizeof(double), 0);
-        swap(d, sbuf, ns, rbuf, nr, 6);
+            grow((void **)&rbuf[s], &rbuf_cap[s], MMD_MOVE_W * nr[s], 0, sizeof(double), 0);
+        swap(d, sbuf, ns, rbuf, nr, MMD_MOVE_W);
         grow_atoms(nlocal + nr[0] + nr[1], nlocal + nr[0] + nr[1], nlocal);
         for (int s = 0; s < 2; s++) {
             mmd_unpack(stream, rbuf[s], nr[s], x, v, nlocal);
@@ -286,8 +286,8 @@ static void exchange(void)
 /* Along a dimension of one subdomain the atoms near each face are the ghosts of the other. */
 static void pack_in_place(int d)
 {
-    mmd_pack(stream, x, NULL, blist[d][1], bcount[d][1], d, bshift[d][1], x + 3 * roff[d][0]);
-    mmd_pack(stream, x, NULL, blist[d][0], bcount[d][0], d, bshift[d][0], x + 3 * roff[d][1]);
+    mmd_pack(stream, x, NULL, blist[d][1], bcount[d][1], d, bshift[d][1], x + MMD_XW * roff[d][0]);
+    mmd_pack(stream, x, NULL, blist[d][0], bcount[d][0], d, bshift[d][0], x + MMD_XW * roff[d][1]);
 }
 
 /* Ghosts: per dimension, the owned atoms and the ghosts of earlier dimensions within the
@@ -314,15 +314,15 @@ static void borders(void)
             continue;
         }
         for (int s = 0; s < 2; s++) {
-            grow((void **)&sbuf[s], &sbuf_cap[s], 3 * bcount[d][s], 0, sizeof(double), 0);
+            grow((void **)&sbuf[s], &sbuf_cap[s], MMD_XW * bcount[d][s], 0, sizeof(double), 0);
             mmd_pack(stream, x, NULL, blist[d][s], bcount[d][s], d, bshift[d][s], sbuf[s]);
         }
         swap_counts(d, bcount[d], rcnt[d]);
         grow_atoms(n + rcnt[d][0] + rcnt[d][1], 0, n);
         roff[d][0] = n;
         roff[d][1] = n + rcnt[d][0];
-        double *dst[2] = {x + 3 * roff[d][0], x + 3 * roff[d][1]};
-        swap(d, sbuf, bcount[d], dst, rcnt[d], 3);
+        double *dst[2] = {x + MMD_XW * roff[d][0], x + MMD_XW * roff[d][1]};
+        swap(d, sbuf, bcount[d], dst, rcnt[d], MMD_XW);
         nghost += rcnt[d][0] + rcnt[d][1];
     }
 }
@@ -337,8 +337,8 @@ static void communicate(void)
         }
         for (int s = 0; s < 2; s++)
             mmd_pack(stream, x, NULL, blist[d][s], bcount[d][s], d, bshift[d][s], sbuf[s]);
-        double *dst[2] = {x + 3 * roff[d][0], x + 3 * roff[d][1]};
-        swap(d, sbuf, bcount[d], dst, rcnt[d], 3);
+        double *dst[2] = {x + MMD_XW * roff[d][0], x + MMD_XW * roff[d][1]};
+        swap(d, sbuf, bcount[d], dst, rcnt[d], MMD_XW);
     }
 }
 
@@ -423,7 +423,7 @@ int main(int argc, char **argv)
                               (hi[1] - lo[1] + 2 * pr.cutneigh) * (hi[2] - lo[2] + 2 * pr.cutneigh));
     maxneigh = opt.small ? 4 : 100;
     grow_atoms(opt.small ? n : 2 * guess, opt.small ? n : n + n / 4 + 64, 0);
-    copy(x, hx, sizeof(double) * 3 * (size_t)n);
+    copy(x, hx, sizeof(double) * MMD_XW * (size_t)n);
     copy(v, hv, sizeof(double) * 3 * (size_t)n);
     sync_stream();
     free(hx);

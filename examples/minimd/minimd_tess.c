@@ -116,7 +116,7 @@ static void grow_atoms(tess_stream_t s, dom_t *c, int64_t need_all, int64_t need
         grow(s, (void **)&c->watom, &k, need_own, 0, sizeof(double));
         c->cap_own = k;
     }
-    grow(s, (void **)&c->x, &c->cap_all, need_all, keep, 3 * sizeof(double));
+    grow(s, (void **)&c->x, &c->cap_all, need_all, keep, MMD_XW * sizeof(double));
 }
 
 static double shift_of(const dom_t *c, int d, int s)
@@ -170,8 +170,8 @@ static void atoms_post(tess_ctx_h ctx, void *e, const void *header, size_t heade
      * Only from this process, whose copies are ordered on this chare's stream (an RDMA get from
      * another node is not, and could overwrite positions that force still reads). */
     if (!is_rebuild(h->step) && h->step == c->step && h->proc == tess_process() &&
-        sizes[0] == (size_t)c->rcnt[st][from] * 3 * sizeof(double)) {
-        dst[0]              = c->x + 3 * c->roff[st][from];
+        sizes[0] == (size_t)c->rcnt[st][from] * MMD_XW * sizeof(double)) {
+        dst[0]              = c->x + MMD_XW * c->roff[st][from];
         c->direct[p][st][from] = 1;
     } else {
         int64_t n = (int64_t)(sizes[0] / sizeof(double));
@@ -192,8 +192,8 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
     tess_stream_t s = tess_ctx_stream(ctx);
     c->waiting      = 0;
     c->arrived[p][st][0] = c->arrived[p][st][1] = 0;
-    if (is_rebuild(c->step) && st < 3) { /* atoms moving in: 6 doubles each */
-        int64_t r0 = c->rcount[p][st][0] / 6, r1 = c->rcount[p][st][1] / 6;
+    if (is_rebuild(c->step) && st < 3) { /* atoms moving in: MMD_MOVE_W doubles each */
+        int64_t r0 = c->rcount[p][st][0] / MMD_MOVE_W, r1 = c->rcount[p][st][1] / MMD_MOVE_W;
         grow_atoms(s, c, c->nlocal + r0 + r1, c->nlocal + r0 + r1, c->nlocal);
         mmd_unpack(s, c->rbuf[p][st][0], r0, c->x, c->v, c->nlocal);
         mmd_unpack(s, c->rbuf[p][st][1], r1, c->x, c->v, c->nlocal + r0);
@@ -203,23 +203,23 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
     } else if (is_rebuild(c->step)) { /* new ghosts */
         int     d = st - 3;
         int64_t n = c->nlocal + c->nghost;
-        c->rcnt[d][0] = c->rcount[p][st][0] / 3;
-        c->rcnt[d][1] = c->rcount[p][st][1] / 3;
+        c->rcnt[d][0] = c->rcount[p][st][0] / MMD_XW;
+        c->rcnt[d][1] = c->rcount[p][st][1] / MMD_XW;
         c->roff[d][0] = n;
         c->roff[d][1] = n + c->rcnt[d][0];
         grow_atoms(s, c, n + c->rcnt[d][0] + c->rcnt[d][1], 0, n);
         for (int k = 0; k < 2; k++)
             if (c->rcnt[d][k])
-                tess_gpu_memcpy_async(c->x + 3 * c->roff[d][k], c->rbuf[p][st][k],
-                                      (size_t)c->rcnt[d][k] * 3 * sizeof(double), s);
+                tess_gpu_memcpy_async(c->x + MMD_XW * c->roff[d][k], c->rbuf[p][st][k],
+                                      (size_t)c->rcnt[d][k] * MMD_XW * sizeof(double), s);
         c->nghost += c->rcnt[d][0] + c->rcnt[d][1];
         c->stage++;
         border_stage(ctx, c);
     } else { /* ghost positions */
         for (int k = 0; k < 2; k++)
             if (!c->direct[p][st][k] && c->rcnt[st][k])
-                tess_gpu_memcpy_async(c->x + 3 * c->roff[st][k], c->rbuf[p][st][k],
-                                      (size_t)c->rcnt[st][k] * 3 * sizeof(double), s);
+                tess_gpu_memcpy_async(c->x + MMD_XW * c->roff[st][k], c->rbuf[p][st][k],
+                                      (size_t)c->rcnt[st][k] * MMD_XW * sizeof(double), s);
         c->stage++;
         ghost_stage(ctx, c);
     }
@@ -310,13 +310,13 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     }
     if (exch) {
         for (int k = 0; k < 2; k++) {
-            grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], 6 * n[k], 0,
+            grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_MOVE_W * n[k], 0,
                  sizeof(double));
             mmd_pack(s, c->x, c->v, lst[k], n[k], d, shift_of(c, d, k), c->sbuf[p][st][k]);
         }
         mmd_remove(s, c->x, c->v, lst[0], n[0], lst[1], n[1], c->nlocal);
         c->nlocal -= n[0] + n[1];
-        send_two(ctx, c, d, n, 6);
+        send_two(ctx, c, d, n, MMD_MOVE_W);
         try_consume(ctx, c);
         return;
     }
@@ -329,19 +329,19 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         c->roff[d][0] = base;
         c->roff[d][1] = base + n[1];
         grow_atoms(s, c, base + n[0] + n[1], 0, base);
-        mmd_pack(s, c->x, NULL, lst[1], n[1], d, shift_of(c, d, 1), c->x + 3 * c->roff[d][0]);
-        mmd_pack(s, c->x, NULL, lst[0], n[0], d, shift_of(c, d, 0), c->x + 3 * c->roff[d][1]);
+        mmd_pack(s, c->x, NULL, lst[1], n[1], d, shift_of(c, d, 1), c->x + MMD_XW * c->roff[d][0]);
+        mmd_pack(s, c->x, NULL, lst[0], n[0], d, shift_of(c, d, 0), c->x + MMD_XW * c->roff[d][1]);
         c->nghost += n[0] + n[1];
         c->stage++;
         border_stage(ctx, c);
         return;
     }
     for (int k = 0; k < 2; k++) {
-        grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], 3 * n[k], 0,
+        grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
              sizeof(double));
         mmd_pack(s, c->x, NULL, lst[k], n[k], d, shift_of(c, d, k), c->sbuf[p][st][k]);
     }
-    send_two(ctx, c, d, n, 3);
+    send_two(ctx, c, d, n, MMD_XW);
     try_consume(ctx, c);
 }
 
@@ -399,9 +399,9 @@ static void ghost_stage(tess_ctx_h ctx, dom_t *c)
     while (c->stage < 3 && cg[c->stage] == 1) { /* its own neighbor: in place */
         int d = c->stage;
         mmd_pack(s, c->x, NULL, c->blist[d][1], c->bcount[d][1], d, shift_of(c, d, 1),
-                 c->x + 3 * c->roff[d][0]);
+                 c->x + MMD_XW * c->roff[d][0]);
         mmd_pack(s, c->x, NULL, c->blist[d][0], c->bcount[d][0], d, shift_of(c, d, 0),
-                 c->x + 3 * c->roff[d][1]);
+                 c->x + MMD_XW * c->roff[d][1]);
         c->stage++;
     }
     if (c->stage == 3) {
@@ -410,12 +410,12 @@ static void ghost_stage(tess_ctx_h ctx, dom_t *c)
     }
     int d = c->stage;
     for (int k = 0; k < 2; k++) {
-        grow(s, (void **)&c->sbuf[p][d][k], &c->sbuf_cap[p][d][k], 3 * c->bcount[d][k], 0,
+        grow(s, (void **)&c->sbuf[p][d][k], &c->sbuf_cap[p][d][k], MMD_XW * c->bcount[d][k], 0,
              sizeof(double));
         mmd_pack(s, c->x, NULL, c->blist[d][k], c->bcount[d][k], d, shift_of(c, d, k),
                  c->sbuf[p][d][k]);
     }
-    send_two(ctx, c, d, c->bcount[d], 3);
+    send_two(ctx, c, d, c->bcount[d], MMD_XW);
     try_consume(ctx, c);
 }
 
@@ -696,7 +696,7 @@ int main(int argc, char **argv)
             g *= (int64_t)(c->hi[d] - c->lo[d] + 2 * pr.cutneigh) + 1;
         g = (int64_t)(density * (double)g);
         grow_atoms(l.stream[k], c, opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64, 0);
-        tess_gpu_memcpy_async(c->x, l.x[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
+        tess_gpu_memcpy_async(c->x, l.x[k], sizeof(double) * MMD_XW * (size_t)n, l.stream[k]);
         tess_gpu_memcpy_async(c->v, l.v[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
         tess_gpu_stream_sync(l.stream[k]);
         c->nlocal = n;
