@@ -12,8 +12,9 @@
 
 #define LUL_BLOCK       128
 /* Minimum resident blocks per SM of the three heavy element kernels (0: let ptxas choose
- * registers; the defaults need no spills). LLNL's port bounds its force kernel to 256 and its
- * kinematics kernel to 512 threads per SM; try e.g. -DLUL_GRAD_MINB=4 in NVCC_CPPFLAGS. */
+ * registers; the defaults need no spills). LLNL's port asks for 256 resident threads per SM of
+ * its force kernel and 512 of its kinematics kernel (spilling there); -DLUL_GRAD_MINB=4 in
+ * NVCC_CPPFLAGS asks the same of k_gradients. */
 #ifndef LUL_FORCE_MINB
 #define LUL_FORCE_MINB 0
 #endif
