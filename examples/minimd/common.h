@@ -102,6 +102,14 @@ static inline mmd_opts_t mmd_parse(int argc, char **argv, int rank)
     return o;
 }
 
+/** End the job after an error that every rank found (rank 0 printed it first). */
+static inline void mmd_abort_all(int code)
+{
+    fflush(stderr);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 /** A p[0] x p[1] x p[2] grid of `parts` subdomains (-d, or the reference's choice); exits with
  *  a message when a subdomain would be narrower than the neighbor cutoff (the ghost exchange
  *  reaches one neighbor per side). */
@@ -114,7 +122,7 @@ static inline void mmd_grid(const mmd_opts_t *o, const mmd_problem_t *pr, int pa
             if (rank == 0)
                 fprintf(stderr, "-d %dx%dx%d needs %d %s, not %d\n", p[0], p[1], p[2],
                         p[0] * p[1] * p[2], what, parts);
-            MPI_Abort(MPI_COMM_WORLD, 2);
+            mmd_abort_all(2);
         }
     } else {
         mmd_factor(parts, pr->L, p);
@@ -126,7 +134,7 @@ static inline void mmd_grid(const mmd_opts_t *o, const mmd_problem_t *pr, int pa
                         "box: subdomains must be at least the neighbor cutoff (%.2f) wide; use "
                         "fewer %s or a larger box\n", p[0], p[1], p[2], what, pr->L[0], pr->L[1],
                         pr->L[2], pr->cutneigh, what);
-            MPI_Abort(MPI_COMM_WORLD, 2);
+            mmd_abort_all(2);
         }
 }
 
