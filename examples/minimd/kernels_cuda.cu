@@ -51,8 +51,7 @@ static __global__ void k_thermo_parts(const double *v, const double *eatom, cons
     double s[3] = {0, 0, 0};
     for (int64_t i = (int64_t)blockIdx.x * THERMO_BLOCK + threadIdx.x; i < n;
          i += (int64_t)THERMO_BLOCK * gridDim.x) {
-        const double *vi = v + 3 * i;
-        s[0] += vi[0] * vi[0] + vi[1] * vi[1] + vi[2] * vi[2];
+        s[0] += mmd_v2_atom(v, i);
         s[1] += eatom[i];
         s[2] += watom[i];
     }
@@ -86,12 +85,6 @@ static __global__ void k_pbc(double *x, int64_t n, double L0, double L1, double 
 // matches, the counts are scanned, and each block writes its matches at its offset.
 enum { SCAN_BLOCK = 256 };
 
-static __device__ bool selected(const double *x, int64_t i, int d, double a, double b)
-{
-    double c = x[MMD_XW * i + d];
-    return c >= a && c < b;
-}
-
 static __global__ void k_select_count(const double *x, int64_t first, int64_t last, int d,
                                       double a, double b, int *scratch)
 {
@@ -101,7 +94,7 @@ static __global__ void k_select_count(const double *x, int64_t first, int64_t la
     int64_t lo = first + chunk * blockIdx.x, hi = lo + chunk < last ? lo + chunk : last;
     int     n  = 0;
     for (int64_t i = lo + threadIdx.x; i < hi; i += SCAN_BLOCK)
-        n += selected(x, i, d, a, b);
+        n += mmd_in_slab(x, i, d, a, b);
     int t = reduce_t(tmp).Sum(n);
     if (threadIdx.x == 0)
         scratch[blockIdx.x] = t;
@@ -129,7 +122,7 @@ static __global__ void k_select_write(const double *x, int64_t first, int64_t la
     int64_t base = scratch[blockIdx.x];
     for (int64_t t0 = lo; t0 < hi; t0 += SCAN_BLOCK) {
         int64_t i    = t0 + threadIdx.x;
-        int     flag = i < hi && selected(x, i, d, a, b);
+        int     flag = i < hi && mmd_in_slab(x, i, d, a, b);
         int     pos, tile;
         scan_t(tmp).ExclusiveSum(flag, pos, tile);
         __syncthreads();
@@ -155,10 +148,7 @@ static __global__ void k_remove(double *x, double *v, const int *la, int64_t na,
         int64_t j  = first + k;
         int64_t to = mmd_remove_dest(la, na, lb, nb, n, j);
         if (to >= 0)
-            for (int c = 0; c < 3; c++) {
-                x[MMD_XW * to + c] = x[MMD_XW * j + c];
-                v[3 * to + c]      = v[3 * j + c];
-            }
+            mmd_move_atom(x, v, to, j);
     }
 }
 

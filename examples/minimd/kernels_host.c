@@ -104,8 +104,7 @@ static void host_thermo(void *p)
     thermo_args_t *a = p;
     double         s[3] = {0, 0, 0};
     for (int64_t i = 0; i < a->n; i++) {
-        const double *vi = a->v + 3 * i;
-        s[0] += vi[0] * vi[0] + vi[1] * vi[1] + vi[2] * vi[2];
+        s[0] += mmd_v2_atom(a->v, i);
         s[1] += a->eatom[i];
         s[2] += a->watom[i];
     }
@@ -155,8 +154,7 @@ static void host_select(void *p)
     select_args_t *a = p;
     int64_t        n = 0;
     for (int64_t i = a->first; i < a->last; i++) {
-        double c = a->x[MMD_XW * i + a->d];
-        if (c >= a->a && c < a->b) {
+        if (mmd_in_slab(a->x, i, a->d, a->a, a->b)) {
             if (n < a->cap)
                 a->list[n] = (int)i;
             n++;
@@ -211,10 +209,8 @@ static void host_remove(void *p)
     remove_args_t *a = p;
     for (int64_t j = a->n - a->na - a->nb; j < a->n; j++) {
         int64_t to = mmd_remove_dest(a->la, a->na, a->lb, a->nb, a->n, j);
-        if (to >= 0) {
-            memcpy(a->x + MMD_XW * to, a->x + MMD_XW * j, MMD_XW * sizeof(double));
-            memcpy(a->v + 3 * to, a->v + 3 * j, 3 * sizeof(double));
-        }
+        if (to >= 0)
+            mmd_move_atom(a->x, a->v, to, j);
     }
 }
 

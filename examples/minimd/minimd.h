@@ -296,6 +296,31 @@ static inline TESS_HD void mmd_unpack_atom(const double *TESS_RESTRICT buf, int6
         v[3 * (first + k) + c] = buf[MMD_MOVE_W * k + MMD_XW + c];
 }
 
+/* Is atom i's coordinate d in [a, b)? (What a selection keeps.) */
+static inline TESS_HD int mmd_in_slab(const double *TESS_RESTRICT x, int64_t i, int d, double a,
+                                      double b)
+{
+    double c = x[MMD_XW * i + d];
+    return c >= a && c < b;
+}
+
+/* |v_i|^2 (twice atom i's kinetic energy, mass 1). */
+static inline TESS_HD double mmd_v2_atom(const double *TESS_RESTRICT v, int64_t i)
+{
+    const double *vi = v + 3 * i;
+    return vi[0] * vi[0] + vi[1] * vi[1] + vi[2] * vi[2];
+}
+
+/* Atom `from` (position and velocity) to slot `to`. */
+static inline TESS_HD void mmd_move_atom(double *TESS_RESTRICT x, double *TESS_RESTRICT v,
+                                         int64_t to, int64_t from)
+{
+    for (int c = 0; c < 3; c++) {
+        x[MMD_XW * to + c] = x[MMD_XW * from + c];
+        v[3 * to + c]      = v[3 * from + c];
+    }
+}
+
 /* Number of entries of the sorted list a[0..n) that are < value. */
 static inline TESS_HD int64_t mmd_lower_bound(const int *a, int64_t n, int64_t value)
 {
