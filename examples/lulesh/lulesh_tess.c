@@ -4,7 +4,7 @@
  * chares at any GPU count), each chare a block with its own stream. Set-up and the final report
  * are plain MPI around tess_run; inside it each cycle is
  *
- *     dt (reduction result, broadcast) -> lul_time_increment -> lul_stage_force
+ *     dt (reduction result, broadcast) -> lul_time_increment -> (lul_stage_force: enqueued early)
  *       -> node-sum of fx, fy, fz with every neighbour          (device messages, PH_FORCE)
  *       -> lul_stage_nodes -> node-copy of x, y, z, xd, yd, zd   (PH_POSVEL)
  *       -> lul_stage_gradients -> ghosts of delv_xi/eta/zeta     (PH_MONOQ)
@@ -72,6 +72,7 @@ typedef struct chare {
     int64_t      off[NBUFSETS][2][2][27]; /* [set][parity][send/recv][dir] in doubles, -1: none */
     double       dtmin[2];         /* this chare's contribution to the next reduction */
     double       kernel_s;         /* host backend: seconds its kernels ran since the last step */
+    int          force_ready;      /* the next cycle's forces are already enqueued */
     int          done;
 } chare_t;
 
@@ -464,6 +465,17 @@ static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
     }
 }
 
+/* The forces need no time step: the next cycle's are enqueued behind the constraints (after
+ * the continuation that reads them), so they run while the minimum goes round, when there is a
+ * next cycle (the condition on_dt tests: neither time nor cycle changes before it). */
+static void enqueue_next_force(tess_ctx_h ctx, chare_t *c)
+{
+    if (c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
+        lul_stage_force(tess_ctx_stream(ctx), &c->d);
+        c->force_ready = 1;
+    }
+}
+
 /* Run the stages whose messages are all in. */
 static void advance(tess_ctx_h ctx, chare_t *c)
 {
@@ -477,6 +489,7 @@ static void advance(tess_ctx_h ctx, chare_t *c)
         unpack(ctx, c, ph);
         switch (ph) {
         case PH_MASS: /* cycle 0: the sum of the nodal mass; the first dt is the initial one */
+            enqueue_next_force(ctx, c);
             c->dtmin[0] = c->dtmin[1] = 1e20;
             tess_contribute(ctx, 0, c->dtmin, 2, TESS_DOUBLE, TESS_MIN,
                             tess_cb_broadcast(chares, E_DT));
@@ -493,6 +506,7 @@ static void advance(tess_ctx_h ctx, chare_t *c)
             lul_stage_eos(s, &c->d);
             lul_stage_constraints(s, &c->d);
             tess_gpu_then(ctx, E_DTREADY, NULL, 0);
+            enqueue_next_force(ctx, c);
             return;
         }
     }
@@ -585,7 +599,9 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     c->cycle = c->d.cycle;
     if (c->c[0] == 0 && c->c[1] == 0 && c->c[2] == 0)
         lul_print_progress(&opt, c->d.cycle, c->d.time, c->d.deltatime);
-    lul_stage_force(tess_ctx_stream(ctx), &c->d);
+    if (!c->force_ready)
+        lul_stage_force(tess_ctx_stream(ctx), &c->d);
+    c->force_ready = 0;
     exchange(ctx, c, PH_FORCE);
 }
 
