@@ -291,6 +291,7 @@ static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
     }
     for (int f = 0; f < 6; f++)
         c->expect[PH_MONOQ] += c->nbr[lul_face_dir(f)];
+    c->d.gather_in_nodes = c->expect[PH_FORCE] == 0; /* no node to sum with a neighbour */
     c->waiting = -1;
     xbuf_alloc(c);
 }
