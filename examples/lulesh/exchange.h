@@ -149,7 +149,7 @@ typedef struct lul_region {
     int64_t count;
 } lul_region_t;
 
-static inline lul_region_t lul_node_region(int64_t ex, int64_t ey, int64_t ez, int d)
+static inline TESS_HD lul_region_t lul_node_region(int64_t ex, int64_t ey, int64_t ez, int d)
 {
     lul_region_t r;
     int          v[3];
@@ -220,6 +220,53 @@ static inline TESS_HD void lul_unpack_node(const lul_fields_t *fl, const lul_reg
     }
 }
 
+/* ---- a whole exchange at once (one kernel per exchange on a GPU) ---------------------------- */
+
+/** Where each direction's message lies in one buffer: direction d at buf + off[d] doubles (its
+ *  nf fields one after the other, as above), off[d] < 0 when there is none. */
+typedef struct lul_xch_plan {
+    int64_t off[27];
+} lul_xch_plan_t;
+
+/** Node n of the block: add (or copy) what every direction of the plan brought for it, in
+ *  ascending direction: the order of the direction-by-direction unpacks, so the same sums and
+ *  the same last copy. Interior nodes have nothing to do. */
+static inline TESS_HD void lul_unpack_node_all(const lul_fields_t *fl, int64_t ex, int64_t ey,
+                                               int64_t ez, const lul_xch_plan_t *plan,
+                                               const double *TESS_RESTRICT buf, int64_t n,
+                                               int add)
+{
+    int64_t i = n % (ex + 1), j = n / (ex + 1) % (ey + 1), k = n / ((ex + 1) * (ey + 1));
+    int     bx = i == 0 ? -1 : i == ex ? 1 : 0, by = j == 0 ? -1 : j == ey ? 1 : 0;
+    int     bz = k == 0 ? -1 : k == ez ? 1 : 0;
+    if (!bx && !by && !bz)
+        return;
+    for (int dz = -1; dz <= 1; dz++) {
+        if (dz && dz != bz)
+            continue;
+        for (int dy = -1; dy <= 1; dy++) {
+            if (dy && dy != by)
+                continue;
+            for (int dx = -1; dx <= 1; dx++) {
+                if (dx && dx != bx)
+                    continue;
+                int d = (dx + 1) + 3 * (dy + 1) + 9 * (dz + 1);
+                if (d == 13 || plan->off[d] < 0)
+                    continue;
+                lul_region_t  r = lul_node_region(ex, ey, ez, d);
+                int64_t       t = ((k - r.lo[2]) * r.n[1] + (j - r.lo[1])) * r.n[0] + (i - r.lo[0]);
+                const double *b = buf + plan->off[d];
+                for (int q = 0; q < fl->nf; q++) {
+                    if (add)
+                        fl->f[q][n] += b[q * r.count + t];
+                    else
+                        fl->f[q][n] = b[q * r.count + t];
+                }
+            }
+        }
+    }
+}
+
 /* ---- which exchanges a block takes part in ------------------------------------------------- */
 
 /** Node-copy (positions/velocities): a block sends to its neighbours with d < 13 and copies from
@@ -267,6 +314,19 @@ void lul_xch_pack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, i
 void lul_xch_unpack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int f,
                           const double *buf);
 
+/** The same for every direction of a plan: buf + plan->off[d] ← the nodes shared with d (pack),
+ *  and the nodes ← (add: +=) what each direction brought, in ascending direction (unpack). On a
+ *  GPU each is one kernel; the host runs the direction-by-direction loops. */
+void lul_xch_pack_nodes_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                            const lul_xch_plan_t *plan, double *buf);
+void lul_xch_unpack_nodes_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                              const lul_xch_plan_t *plan, const double *buf, int add);
+/** Element layers of the six faces (plan->off of the face directions) and their ghost slabs. */
+void lul_xch_pack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                            const lul_xch_plan_t *plan, double *buf);
+void lul_xch_unpack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                              const lul_xch_plan_t *plan, const double *buf);
+
 #ifdef LULESH_CUDA
 /* The CUDA launchers (exchange_cuda.cu); the ones above call them when lul_xch_backend says so. */
 void lul_xch_cuda_pack_nodes(void *s, lul_fields_t fl, lul_region_t r, double *buf);
@@ -276,6 +336,14 @@ void lul_xch_cuda_pack_elems(void *s, lul_fields_t fl, int64_t ex, int64_t ey, i
                              double *buf);
 void lul_xch_cuda_unpack_elems(void *s, lul_fields_t fl, int64_t base, int64_t count,
                                const double *buf);
+void lul_xch_cuda_pack_nodes_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                                 lul_xch_plan_t plan, double *buf);
+void lul_xch_cuda_unpack_nodes_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                                   lul_xch_plan_t plan, const double *buf, int add);
+void lul_xch_cuda_pack_elems_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                                 lul_xch_plan_t plan, double *buf);
+void lul_xch_cuda_unpack_elems_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                                   lul_xch_plan_t plan, const double *buf);
 #endif
 
 #ifdef __cplusplus

@@ -66,7 +66,9 @@ static void fail(const char *what, const blk_t *k, int64_t idx, double got, doub
                 k->c[1], k->c[2], (long long)idx, got, want);
 }
 
-static void exchange_nodes(blk_t *bl, int nb, int nf, int copy)
+/* centric: unpack node by node with lul_unpack_node_all (the GPU's one-kernel unpack) from
+ * one buffer holding every received message at its plan offset; else direction by direction. */
+static void exchange_nodes(blk_t *bl, int nb, int nf, int copy, int centric)
 {
     for (int s = 0; s < nb; s++) {
         blk_t       *k  = &bl[s];
@@ -87,7 +89,31 @@ static void exchange_nodes(blk_t *bl, int nb, int nf, int copy)
             if (!lul_dir_neighbor(grid, k->c, d, nc) || (copy && !lul_xch_sync_recvs(d)))
                 continue;
             const double *buf = bl[lin(nc)].out[lul_dir_opposite(d)];
-            lul_xch_unpack_nodes(NULL, fl, k->b.ex, k->b.ey, k->b.ez, d, buf, !copy);
+            if (!centric)
+                lul_xch_unpack_nodes(NULL, fl, k->b.ex, k->b.ey, k->b.ez, d, buf, !copy);
+        }
+        if (centric) {
+            lul_xch_plan_t plan;
+            int64_t        total = 0;
+            for (int d = 0; d < 27; d++) {
+                int ok = lul_dir_neighbor(grid, k->c, d, NULL) && (!copy || lul_xch_sync_recvs(d));
+                plan.off[d] = ok ? total : -1;
+                if (ok)
+                    total += nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d);
+            }
+            double *all = malloc(sizeof(double) * (size_t)(total ? total : 1));
+            for (int d = 0; d < 27; d++) {
+                int nc[3];
+                if (plan.off[d] < 0 || !lul_dir_neighbor(grid, k->c, d, nc))
+                    continue;
+                int64_t cnt = nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d);
+                for (int64_t t = 0; t < cnt; t++)
+                    all[plan.off[d] + t] = bl[lin(nc)].out[lul_dir_opposite(d)][t];
+            }
+            int64_t nn = (k->b.ex + 1) * (k->b.ey + 1) * (k->b.ez + 1);
+            for (int64_t n = 0; n < nn; n++)
+                lul_unpack_node_all(&fl, k->b.ex, k->b.ey, k->b.ez, &plan, all, n, !copy);
+            free(all);
         }
     }
     for (int s = 0; s < nb; s++)
@@ -122,52 +148,54 @@ static void check_grid(int64_t n, int gx, int gy, int gz)
                 }
             }
 
-    /* node-sum of (1, global id) */
-    for (int s = 0; s < nb; s++) {
-        blk_t *k = &bl[s];
-        for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
-            for (int64_t j = 0; j <= k->b.ey; j++)
-                for (int64_t i = 0; i <= k->b.ex; i++, t++) {
-                    k->node[0][t] = 1;
-                    k->node[1][t] = gnode(&k->b, i, j, kk);
-                }
-    }
-    exchange_nodes(bl, nb, 2, 0);
-    for (int s = 0; s < nb; s++) {
-        blk_t *k = &bl[s];
-        for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
-            for (int64_t j = 0; j <= k->b.ey; j++)
-                for (int64_t i = 0; i <= k->b.ex; i++, t++) {
-                    double m = mult1(k->b.ox + i, gx) * mult1(k->b.oy + j, gy) *
-                               mult1(k->b.oz + kk, gz);
-                    if (k->node[0][t] != m)
-                        fail("node-sum count", k, t, k->node[0][t], m);
-                    if (k->node[1][t] != m * gnode(&k->b, i, j, kk))
-                        fail("node-sum id", k, t, k->node[1][t], m * gnode(&k->b, i, j, kk));
-                }
-    }
+    for (int centric = 0; centric < 2; centric++) {
+        /* node-sum of (1, global id) */
+        for (int s = 0; s < nb; s++) {
+            blk_t *k = &bl[s];
+            for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
+                for (int64_t j = 0; j <= k->b.ey; j++)
+                    for (int64_t i = 0; i <= k->b.ex; i++, t++) {
+                        k->node[0][t] = 1;
+                        k->node[1][t] = gnode(&k->b, i, j, kk);
+                    }
+        }
+        exchange_nodes(bl, nb, 2, 0, centric);
+        for (int s = 0; s < nb; s++) {
+            blk_t *k = &bl[s];
+            for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
+                for (int64_t j = 0; j <= k->b.ey; j++)
+                    for (int64_t i = 0; i <= k->b.ex; i++, t++) {
+                        double m = mult1(k->b.ox + i, gx) * mult1(k->b.oy + j, gy) *
+                                   mult1(k->b.oz + kk, gz);
+                        if (k->node[0][t] != m)
+                            fail("node-sum count", k, t, k->node[0][t], m);
+                        if (k->node[1][t] != m * gnode(&k->b, i, j, kk))
+                            fail("node-sum id", k, t, k->node[1][t], m * gnode(&k->b, i, j, kk));
+                    }
+        }
 
-    /* node-copy of (id + 1e7 * block) */
-    for (int s = 0; s < nb; s++) {
-        blk_t *k = &bl[s];
-        for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
-            for (int64_t j = 0; j <= k->b.ey; j++)
-                for (int64_t i = 0; i <= k->b.ex; i++, t++)
-                    k->node[0][t] = k->node[1][t] = gnode(&k->b, i, j, kk) + 1e7 * s;
-    }
-    exchange_nodes(bl, nb, 2, 1);
-    for (int s = 0; s < nb; s++) {
-        blk_t *k = &bl[s];
-        for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
-            for (int64_t j = 0; j <= k->b.ey; j++)
-                for (int64_t i = 0; i <= k->b.ex; i++, t++) {
-                    int    hc[3] = {last_part(k->b.ox + i, gx), last_part(k->b.oy + j, gy),
-                                    last_part(k->b.oz + kk, gz)};
-                    double want  = gnode(&k->b, i, j, kk) + 1e7 * lin(hc);
-                    for (int q = 0; q < 2; q++)
-                        if (k->node[q][t] != want)
-                            fail("node-copy", k, t, k->node[q][t], want);
-                }
+        /* node-copy of (id + 1e7 * block) */
+        for (int s = 0; s < nb; s++) {
+            blk_t *k = &bl[s];
+            for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
+                for (int64_t j = 0; j <= k->b.ey; j++)
+                    for (int64_t i = 0; i <= k->b.ex; i++, t++)
+                        k->node[0][t] = k->node[1][t] = gnode(&k->b, i, j, kk) + 1e7 * s;
+        }
+        exchange_nodes(bl, nb, 2, 1, centric);
+        for (int s = 0; s < nb; s++) {
+            blk_t *k = &bl[s];
+            for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
+                for (int64_t j = 0; j <= k->b.ey; j++)
+                    for (int64_t i = 0; i <= k->b.ex; i++, t++) {
+                        int    hc[3] = {last_part(k->b.ox + i, gx), last_part(k->b.oy + j, gy),
+                                        last_part(k->b.oz + kk, gz)};
+                        double want  = gnode(&k->b, i, j, kk) + 1e7 * lin(hc);
+                        for (int q = 0; q < 2; q++)
+                            if (k->node[q][t] != want)
+                                fail("node-copy", k, t, k->node[q][t], want);
+                    }
+        }
     }
 
     /* element ghosts of (3 × id + q) */

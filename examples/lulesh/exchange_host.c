@@ -116,3 +116,69 @@ void lul_xch_unpack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey,
     elem_args_t a = {fl, ex, ey, ez, base, count, f, (double *)buf};
     launch(stream, host_unpack_elems, &a, sizeof(a));
 }
+
+/* ---- a whole exchange ------------------------------------------------------------------------ */
+
+static int face_of(int d)
+{
+    for (int f = 0; f < 6; f++)
+        if (lul_face_dir(f) == d)
+            return f;
+    return -1;
+}
+
+void lul_xch_pack_nodes_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                            const lul_xch_plan_t *plan, double *buf)
+{
+#ifdef LULESH_CUDA
+    if (lul_xch_backend == LUL_XCH_CUDA) {
+        lul_xch_cuda_pack_nodes_all(stream, fl, ex, ey, ez, *plan, buf);
+        return;
+    }
+#endif
+    for (int d = 0; d < 27; d++)
+        if (plan->off[d] >= 0)
+            lul_xch_pack_nodes(stream, fl, ex, ey, ez, d, buf + plan->off[d]);
+}
+
+void lul_xch_unpack_nodes_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                              const lul_xch_plan_t *plan, const double *buf, int add)
+{
+#ifdef LULESH_CUDA
+    if (lul_xch_backend == LUL_XCH_CUDA) {
+        lul_xch_cuda_unpack_nodes_all(stream, fl, ex, ey, ez, *plan, buf, add);
+        return;
+    }
+#endif
+    for (int d = 0; d < 27; d++)
+        if (plan->off[d] >= 0)
+            lul_xch_unpack_nodes(stream, fl, ex, ey, ez, d, buf + plan->off[d], add);
+}
+
+void lul_xch_pack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                            const lul_xch_plan_t *plan, double *buf)
+{
+#ifdef LULESH_CUDA
+    if (lul_xch_backend == LUL_XCH_CUDA) {
+        lul_xch_cuda_pack_elems_all(stream, fl, ex, ey, ez, *plan, buf);
+        return;
+    }
+#endif
+    for (int d = 0; d < 27; d++)
+        if (plan->off[d] >= 0 && face_of(d) >= 0)
+            lul_xch_pack_elems(stream, fl, ex, ey, ez, face_of(d), buf + plan->off[d]);
+}
+
+void lul_xch_unpack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
+                              const lul_xch_plan_t *plan, const double *buf)
+{
+#ifdef LULESH_CUDA
+    if (lul_xch_backend == LUL_XCH_CUDA) {
+        lul_xch_cuda_unpack_elems_all(stream, fl, ex, ey, ez, *plan, buf);
+        return;
+    }
+#endif
+    for (int d = 0; d < 27; d++)
+        if (plan->off[d] >= 0 && face_of(d) >= 0)
+            lul_xch_unpack_elems(stream, fl, ex, ey, ez, face_of(d), buf + plan->off[d]);
+}

@@ -407,34 +407,31 @@ static tess_index_t chare_index(const int c[3])
  * tess_send_device_many, ordered after the stage just enqueued; then wait for the phase. */
 static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
 {
-    tess_stream_t   s   = tess_ctx_stream(ctx);
-    int             set = set_of(phase), par = c->cycle % 2;
-    lul_fields_t    fl;
-    xhdr_t          h[26];
-    tess_dev_buf_t  buf[26];
-    tess_dev_send_t send[26];
-    int             n = 0;
-    const lul_box_t *b = &c->box;
+    tess_stream_t    s   = tess_ctx_stream(ctx);
+    int              set = set_of(phase), par = c->cycle % 2;
+    const lul_box_t *b   = &c->box;
+    lul_fields_t     fl;
+    lul_xch_plan_t   plan;
+    xhdr_t           h[26];
+    tess_dev_buf_t   buf[26];
+    tess_dev_send_t  send[26];
+    int              n = 0;
     fields_of(c, phase, &fl);
+    memcpy(plan.off, c->off[set][par][0], sizeof(plan.off));
+    if (phase == PH_MONOQ)
+        lul_xch_pack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
+    else
+        lul_xch_pack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
     for (int d = 0; d < 27; d++) {
-        if (c->off[set][par][0][d] < 0)
+        if (plan.off[d] < 0)
             continue;
-        int    nc[3] = {0, 0, 0};
-        double *out = xbuf(c, set, par, 0, d);
-        int64_t cnt = set_count(c, set, d);
-        if (phase == PH_MONOQ) {
-            int f = 0;
-            while (lul_face_dir(f) != d)
-                f++;
-            lul_xch_pack_elems(s, fl, b->ex, b->ey, b->ez, f, out);
-        } else {
-            lul_xch_pack_nodes(s, fl, b->ex, b->ey, b->ez, d, out);
-        }
+        int nc[3] = {0, 0, 0};
         lul_dir_neighbor(grid3, c->c, d, nc);
         h[n]    = (xhdr_t){c->cycle, (int16_t)phase, (int16_t)lul_dir_opposite(d)};
-        buf[n]  = (tess_dev_buf_t){out, (size_t)(cnt * fl.nf) * sizeof(double)};
-        send[n] = (tess_dev_send_t){chares, chare_index(nc), E_XCH, &h[n],
-                                    sizeof(h[n]), &buf[n], 1, NULL, NULL};
+        buf[n]  = (tess_dev_buf_t){c->xbuf + plan.off[d],
+                                   (size_t)(set_count(c, set, d) * fl.nf) * sizeof(double)};
+        send[n] = (tess_dev_send_t){chares, chare_index(nc), E_XCH, &h[n], sizeof(h[n]), &buf[n],
+                                    1, NULL, NULL};
         n++;
     }
     if (n && tess_send_device_many(send, n, s) != TESS_OK)
@@ -443,27 +440,21 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
     advance(ctx, c);
 }
 
-/* Everything of the phase is in: unpack it in ascending direction order. */
+/* Everything of the phase is in: unpack it (in ascending direction order: the same sums and the
+ * same last copy whatever order the messages came in). */
 static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
 {
     tess_stream_t    s   = tess_ctx_stream(ctx);
     int              set = set_of(phase), par = c->cycle % 2;
     const lul_box_t *b   = &c->box;
     lul_fields_t     fl;
+    lul_xch_plan_t   plan;
     fields_of(c, phase, &fl);
-    for (int d = 0; d < 27; d++) {
-        if (c->off[set][par][1][d] < 0)
-            continue;
-        const double *in = xbuf(c, set, par, 1, d);
-        if (phase == PH_MONOQ) {
-            int f = 0;
-            while (lul_face_dir(f) != d)
-                f++;
-            lul_xch_unpack_elems(s, fl, b->ex, b->ey, b->ez, f, in);
-        } else {
-            lul_xch_unpack_nodes(s, fl, b->ex, b->ey, b->ez, d, in, phase != PH_POSVEL);
-        }
-    }
+    memcpy(plan.off, c->off[set][par][1], sizeof(plan.off));
+    if (phase == PH_MONOQ)
+        lul_xch_unpack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
+    else
+        lul_xch_unpack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf, phase != PH_POSVEL);
 }
 
 /* The forces need no time step: the next cycle's are enqueued behind the constraints (after
