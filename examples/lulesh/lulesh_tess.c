@@ -73,7 +73,6 @@ typedef struct chare {
     double       dtmin[2];         /* this chare's contribution to the next reduction */
     double       kernel_s;         /* host backend: seconds its kernels ran since the last step */
     int          force_ready;      /* the next cycle's forces are already enqueued */
-    int          done;
 } chare_t;
 
 static lul_opts_t   opt;
@@ -210,15 +209,6 @@ static int64_t set_count(const chare_t *c, int set, int d)
     return lul_node_count(b->ex, b->ey, b->ez, d);
 }
 
-static int set_sends(int set, int d)
-{
-    return set == PH_POSVEL ? lul_xch_sync_sends(d) : 1;
-}
-static int set_recvs(int set, int d)
-{
-    return set == PH_POSVEL ? lul_xch_sync_recvs(d) : 1;
-}
-
 static void xbuf_alloc(chare_t *c)
 {
     int64_t total = 0;
@@ -227,7 +217,8 @@ static void xbuf_alloc(chare_t *c)
             for (int r = 0; r < 2; r++)
                 for (int d = 0; d < 27; d++) {
                     int64_t n  = set_count(c, s, d);
-                    int     ok = c->nbr[d] && n > 0 && (r ? set_recvs(s, d) : set_sends(s, d));
+                    int     ok = c->nbr[d] && n > 0 &&
+                             (s != PH_POSVEL || (r ? lul_xch_sync_recvs(d) : lul_xch_sync_sends(d)));
                     c->off[s][p][r][d] = ok ? total : -1;
                     if (ok)
                         total += n * phase_fields[s];
@@ -583,10 +574,8 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     chare_t      *c = e;
     const double *m = msg;
     count_kernels(c);
-    if (!(c->d.time < c->d.stoptime && c->d.cycle < opt.its)) {
-        c->done = 1;
-        return;
-    }
+    if (!(c->d.time < c->d.stoptime && c->d.cycle < opt.its))
+        return; /* the end: every chare stops here, and the phase ends when all is quiet */
     lul_time_increment(&c->d, m[0], m[1]);
     c->cycle = c->d.cycle;
     if (c->c[0] == 0 && c->c[1] == 0 && c->c[2] == 0)
