@@ -38,10 +38,6 @@ enum { PH_FORCE = 0, PH_POSVEL = 1, PH_MONOQ = 2, PH_MASS = 3, NPHASES = 4 };
 /* Buffers: PH_MASS uses PH_FORCE's (1 field of its 3). */
 enum { NBUFSETS = 3 };
 static const int phase_fields[NBUFSETS] = {3, 6, 3};
-/* The domain's device scratch of the constraint reduction (lul_domain_init: 2 × 1024). */
-#ifndef LUL_DT_PART_BYTES
-#define LUL_DT_PART_BYTES (2 * 1024 * sizeof(double))
-#endif
 
 typedef struct xhdr {
     int32_t cycle;
@@ -103,17 +99,10 @@ static size_t arena_round(size_t b)
     return (b + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
 }
 
-/* Device bytes of a domain (lul_domain_init's allocations, each rounded up), with room to
- * spare for small ones. */
+/* Device bytes of a domain: lul_domain_init's allocations, each rounded up. */
 static size_t arena_bytes(const lul_box_t *b, int numReg)
 {
-    size_t ne = (size_t)(b->ex * b->ey * b->ez), nn = (size_t)((b->ex + 1) * (b->ey + 1) * (b->ez + 1));
-    size_t ng = (size_t)lul_elems_with_ghosts(b->ex, b->ey, b->ez), nr = (size_t)(numReg < 1 ? 1 : numReg);
-    size_t D = sizeof(double), I = sizeof(int32_t);
-    return 10 * arena_round(nn * D) + 16 * arena_round(ne * D) + 3 * arena_round(ng * D) +
-           3 * arena_round(8 * ne * D) + arena_round(8 * ne * I) + 8 * arena_round(ne * I) +
-           arena_round((nr + 1) * I) + arena_round(nr * I) + arena_round(I) +
-           arena_round(LUL_DT_PART_BYTES) + arena_round(sizeof(lul_out_t)) + 64 * ARENA_ALIGN;
+    return lul_domain_device_bytes(b->ex, b->ey, b->ez, numReg, ARENA_ALIGN);
 }
 
 static void *tess_dev_alloc(size_t bytes)
@@ -122,7 +111,7 @@ static void *tess_dev_alloc(size_t bytes)
     if (arena_next) {
         if (arena_round(bytes) > (size_t)(arena_end - arena_next)) {
             fprintf(stderr, "lulesh_tess: the domain arena is too small (lul_domain_init "
-                            "allocates more than arena_bytes counts)\n");
+                            "allocates more than lul_domain_device_bytes counts)\n");
             exit(1);
         }
         p = arena_next;
@@ -325,6 +314,15 @@ static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
         REBASE(regElemlist), REBASE(regStart), REBASE(regRep);
         REBASE(dt_part), REBASE(err), REBASE(out_dev);
 #undef REBASE
+        /* A device array added to the domain and not rebased above would point into the old
+         * arena: say so instead of computing with freed memory. */
+        void *const *w = (void *const *)d;
+        for (size_t i = 0; i < sizeof(*d) / sizeof(void *); i++)
+            if ((char *)w[i] >= old && (char *)w[i] < old + c->arena_size) {
+                fprintf(stderr, "lulesh_tess: lul_domain_t has a device pointer (word %zu) that "
+                                "chare_pup does not rebase\n", i);
+                exit(1);
+            }
         d->h_regStart = malloc((nr + 1) * I);
         d->h_regRep   = malloc(nr * I);
         d->h_regOf    = malloc(nr * I);
