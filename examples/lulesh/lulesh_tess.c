@@ -27,6 +27,7 @@
 #include "lulesh.h"
 
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,8 @@ typedef struct chare {
     size_t       xbytes;
     int64_t      off[NBUFSETS][2][2][27]; /* [set][parity][send/recv][dir] in doubles, -1: none */
     double       dtmin[2];         /* this chare's contribution to the next reduction */
-    double       kernel_s;         /* host backend: seconds its kernels ran since the last step */
+    _Atomic int64_t kernel_ns;     /* host backend: nanoseconds its kernels ran (executor threads) */
+    int64_t      kernel_ns_step;   /* … at the last load-balancing step */
     int          force_ready;      /* the next cycle's forces are already enqueued */
 } chare_t;
 
@@ -146,27 +148,28 @@ static void tess_pinned_release(void *p)
  * the balancer (tess_set_load). On a GPU the runtime times stream work itself
  * (TESS_LB_GPU_TIME=1). Kernels are enqueued by entry methods, so the chare is the one whose
  * entry runs on the launching thread. */
-static _Thread_local double *kernel_load;
+static _Thread_local _Atomic int64_t *kernel_load;
 
 typedef struct timed_args {
-    lul_host_fn_t fn;
-    double       *load;
+    lul_host_fn_t    fn;
+    _Atomic int64_t *load;
     _Alignas(16) unsigned char args[200];
 } timed_args_t;
 
-static double thread_seconds(void)
+static int64_t thread_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The chare reads its counter while its next kernels may run: hence the atomic. */
 static void timed_kernel(void *p)
 {
     timed_args_t *a  = p;
-    double        t0 = thread_seconds();
+    int64_t       t0 = thread_ns();
     a->fn(a->args);
-    *a->load += thread_seconds() - t0;
+    atomic_fetch_add_explicit(a->load, thread_ns() - t0, memory_order_relaxed);
 }
 
 static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t size)
@@ -381,7 +384,7 @@ static void advance(tess_ctx_h ctx, chare_t *c);
 /* Kernels launched from now on count towards this chare's load (see kernel_load). */
 static void count_kernels(chare_t *c)
 {
-    kernel_load = topt.lb_period && tess_gpu_backend() == TESS_GPU_HOST ? &c->kernel_s : NULL;
+    kernel_load = topt.lb_period && tess_gpu_backend() == TESS_GPU_HOST ? &c->kernel_ns : NULL;
 }
 
 /* The array index of the chare at c[] = (x, y, z) of the grid is (z, y, x): its row-major
@@ -548,9 +551,11 @@ static void on_dtready(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     c->dtmin[1] = c->d.out->dthydro;
     if (topt.lb_period && c->cycle % topt.lb_period == 0 &&
         c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
-        if (tess_gpu_backend() == TESS_GPU_HOST)
-            tess_set_load(ctx, c->kernel_s);
-        c->kernel_s = 0;
+        if (tess_gpu_backend() == TESS_GPU_HOST) {
+            int64_t ns = atomic_load_explicit(&c->kernel_ns, memory_order_relaxed);
+            tess_set_load(ctx, 1e-9 * (double)(ns - c->kernel_ns_step));
+            c->kernel_ns_step = ns;
+        }
         tess_at_sync(ctx);
         return;
     }
