@@ -410,9 +410,12 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
     int              n = 0;
     fields_of(c, phase, &fl);
     memcpy(plan.off, c->off[set][par][0], sizeof(plan.off));
-    if (phase == PH_MONOQ)
+    int any = 0;
+    for (int d = 0; d < 27; d++)
+        any |= plan.off[d] >= 0;
+    if (any && phase == PH_MONOQ)
         lul_xch_pack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
-    else
+    else if (any)
         lul_xch_pack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
     for (int d = 0; d < 27; d++) {
         if (plan.off[d] < 0)
@@ -441,6 +444,8 @@ static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
     const lul_box_t *b   = &c->box;
     lul_fields_t     fl;
     lul_xch_plan_t   plan;
+    if (!c->expect[phase])
+        return;
     fields_of(c, phase, &fl);
     memcpy(plan.off, c->off[set][par][1], sizeof(plan.off));
     if (phase == PH_MONOQ)
