@@ -104,7 +104,17 @@ typedef void (*tess_dev_post_fn_t)(tess_ctx_h ctx, void *elem, const void *heade
                                    void **dst, tess_stream_t *stream_p);
 
 enum tess_entry_flags {
-    TESS_ENTRY_WAIT_COMPLETE = 1u << 0 /**< run the entry after the copies completed */
+    TESS_ENTRY_WAIT_COMPLETE = 1u << 0, /**< run the entry after the copies completed */
+    /**
+     * Deliveries may be batched (not with WAIT_COMPLETE): when a PE receives several messages
+     * for this entry from its own process at once, it runs their post functions, enqueues all
+     * their copies (one copy-kernel launch a stream on CUDA, instead of one a buffer), then
+     * runs their entries in the order the messages arrived. So a post function may run before
+     * the entries of earlier messages to the same element: set this flag only when the post
+     * functions' choices do not depend on what those entries change (buffers chosen by
+     * iteration parity, as halos are). Messages of other kinds are never reordered with them.
+     */
+    TESS_ENTRY_BATCH = 1u << 1
 };
 
 /** Register an entry that receives device messages (main; collective, as tess_entry_register). */

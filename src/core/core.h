@@ -131,6 +131,12 @@ typedef bool (*tess_core_handler_fn_t)(tess_msg_t *m);
 tess_status_t tess_core_handler_register(const char *name, tess_core_handler_fn_t fn,
                                          uint16_t *id_p);
 
+/** A handler that holds work back across messages (a batch) gives a flush function (main,
+ *  after registering it): a PE calls it before it takes a message of another handler and
+ *  when it stops taking messages for the pass, so the held work never outlives the run of
+ *  messages it came with. */
+void tess_core_handler_set_flush(uint16_t id, void (*flush)(void));
+
 /** Count a kept message as processed (PE thread). */
 void tess_core_msg_done(void);
 

@@ -105,6 +105,7 @@ struct tess_pe {
 typedef struct tess_handler {
     const char            *name;
     tess_core_handler_fn_t fn;
+    void                 (*flush)(void); /* tess_core_handler_set_flush, or NULL */
 } tess_handler_t;
 
 enum { PHASE_IDLE = 0, PHASE_RUNNING = 1, PHASE_STOPPING = 2, PHASE_SHUTDOWN = 3 };

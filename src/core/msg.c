@@ -396,17 +396,30 @@ tess_status_t tess_msg_net_init(void)
 unsigned tess_msg_dispatch(tess_pe_t *pe, unsigned max)
 {
     unsigned n = 0;
+    void (*flush)(void) = NULL; /* of the handler that took the last message */
     while (n < max) {
         tess_qnode_t *q = tess_mpsc_pop(&pe->queue);
         if (!q)
             break;
-        tess_msg_t *m = (tess_msg_t *)((char *)q - offsetof(tess_msg_t, qnode));
+        tess_msg_t           *m = (tess_msg_t *)((char *)q - offsetof(tess_msg_t, qnode));
+        const tess_handler_t *h = &tess_core.handlers[m->hdr.handler];
         n++;
-        if (tess_core.handlers[m->hdr.handler].fn(m))
+        if (flush && h->flush != flush)
+            flush();
+        flush = h->flush;
+        if (h->fn(m))
             tess_count_processed(pe, 1);
     }
+    if (flush)
+        flush();
     pe->nmsgs += n;
     return n;
+}
+
+void tess_core_handler_set_flush(uint16_t id, void (*flush)(void))
+{
+    tess_assert(id < tess_core.nhandlers);
+    tess_core.handlers[id].flush = flush;
 }
 
 void tess_core_msg_done(void)

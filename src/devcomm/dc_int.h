@@ -199,6 +199,7 @@ typedef struct dc_state {
 
     tess_dc_stats_t   stats;
     _Atomic uint64_t  d2d_events; /* the d2d send counter, off the lock */
+    _Atomic uint64_t  d2d_batched; /* d2d receives delivered in batches of two or more */
     const tess_dc_ops_t *ops;
     uint16_t          h_ctl;
     int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */
@@ -245,6 +246,18 @@ typedef struct dc_recv {
 dc_recv_t    *dc_recv_begin(tess_msg_t *m, unsigned kind);
 /* The copies are enqueued on r->stream: deliver now or after completion; frees r. */
 void          dc_recv_finish(dc_recv_t *r);
+void          dc_recv_free(dc_recv_t *r);
+/** fn(arg) once `waiter` is past the event waits enqueued on it so far. */
+void          dc_after_wait(tess_gpu_stream_h waiter, tess_gpu_cont_fn_t fn, void *arg);
+
+/* dc_d2d.c */
+tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
+                          size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
+                          tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
+/** A d2d control message arrived; false when it is held in this PE's batch of receives. */
+bool          dc_d2d_recv(tess_msg_t *m);
+/** Copy and deliver the receives this PE holds in its batch (PE thread). */
+void          dc_rb_flush(void);
 
 /* dc_ipc.c */
 tess_status_t dc_ipc_init(MPI_Comm node_comm);

@@ -1,4 +1,4 @@
-/* devcomm.c — device messages: path choice, the d2d path, control messages (allocation,
+/* devcomm.c — device messages: path choice, control messages (allocation,
  * validation, dispatch), the receiver's post/deliver sequence, acknowledgements and
  * source-done callbacks, the FIFO of sends waiting for resources, and the layer's set-up. */
 #include "dc_int.h"
@@ -26,7 +26,8 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     pthread_mutex_lock(&dc.lock);
     *stats_p = dc.stats;
     pthread_mutex_unlock(&dc.lock);
-    stats_p->d2d_events = atomic_load_explicit(&dc.d2d_events, memory_order_relaxed);
+    stats_p->d2d_events  = atomic_load_explicit(&dc.d2d_events, memory_order_relaxed);
+    stats_p->d2d_batched = atomic_load_explicit(&dc.d2d_batched, memory_order_relaxed);
 }
 
 int tess_dc_path_to(int dst)
@@ -66,7 +67,7 @@ static void dc_event_put_cb(void *arg)
  * recorded again while an earlier record is pending is a hazard (backends that track only the
  * latest record), so a continuation on the waiting stream, which the scan of the continuation
  * list checks in stream order. */
-static void dc_after_wait(tess_gpu_stream_h waiter, tess_gpu_cont_fn_t fn, void *arg)
+void dc_after_wait(tess_gpu_stream_h waiter, tess_gpu_cont_fn_t fn, void *arg)
 {
     if (tess_gpu->wait_captures_record)
         fn(arg);
@@ -95,94 +96,6 @@ void dc_event_put(tess_gpu_event_h e)
     }
     dc.ev_free[dc.ev_nfree++] = e;
     pthread_mutex_unlock(&dc.lock);
-}
-
-/* ---- D2D ordering points ----------------------------------------------------------------- */
-
-static dc_sev_t *dc_sev_get(void)
-{
-    pthread_mutex_lock(&dc.lock);
-    dc_sev_t *sv = dc.sev_free;
-    if (sv)
-        dc.sev_free = sv->next;
-    pthread_mutex_unlock(&dc.lock);
-    if (!sv) {
-        sv = tess_calloc(1, sizeof(*sv), "a device-message event");
-        if (!sv)
-            return NULL;
-        if (tess_gpu->event_create(0, &sv->ev) != TESS_OK) {
-            free(sv);
-            return NULL;
-        }
-    }
-    atomic_init(&sv->refs, 1);
-    return sv;
-}
-
-static void dc_sev_release(void *arg)
-{
-    dc_sev_t *sv = arg;
-    if (atomic_fetch_sub_explicit(&sv->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    pthread_mutex_lock(&dc.lock);
-    sv->next    = dc.sev_free;
-    dc.sev_free = sv;
-    pthread_mutex_unlock(&dc.lock);
-}
-
-/* The current batch of this thread (a PE). */
-static _Thread_local struct {
-    tess_gpu_stream_h stream; /* NULL: no batch */
-    int               decided;
-    dc_sev_t         *sev;    /* once decided: the batch's event */
-} dc_batch;
-
-void tess_dc_batch_begin(tess_gpu_stream_h stream)
-{
-    tess_assert(!dc_batch.stream);
-    dc_batch.stream  = stream;
-    dc_batch.decided = 0;
-    dc_batch.sev     = NULL;
-}
-
-void tess_dc_batch_end(void)
-{
-    if (dc_batch.sev)
-        dc_sev_release(dc_batch.sev);
-    dc_batch.stream = NULL;
-    dc_batch.sev    = NULL;
-}
-
-/* The ordering point for a D2D send from `stream`, with a reference for its receiver: an event
- * recorded on it, which the receiver's stream waits on. Always an event, never a query first
- * for a stream with nothing left to run: on the H200 cudaStreamQuery cost 1.5-2 us on this
- * path (the stream was seldom idle: a signal seen from inside a copy kernel comes before the
- * kernel ends), more than the record and the wait it could save (0.3-0.6 us). d2d latency with
- * the entry after completion, in one run: 1.22 of raw with the query, 1.07-1.09 without. */
-static tess_status_t dc_sev_for_send(tess_gpu_stream_h stream, dc_sev_t **sev_p)
-{
-    int batched = dc_batch.stream && dc_batch.stream == stream;
-    if (batched && dc_batch.decided) {
-        atomic_fetch_add_explicit(&dc_batch.sev->refs, 1, memory_order_relaxed);
-        *sev_p = dc_batch.sev;
-        return TESS_OK;
-    }
-    dc_sev_t *sv = dc_sev_get();
-    if (!sv)
-        return tess_error(TESS_ERR_NO_MEMORY, "no event for a device message");
-    tess_status_t st = tess_gpu->event_record(sv->ev, stream);
-    if (st != TESS_OK) {
-        dc_sev_release(sv);
-        return st;
-    }
-    atomic_fetch_add_explicit(&dc.d2d_events, 1, memory_order_relaxed);
-    if (batched) {
-        dc_batch.decided = 1;
-        dc_batch.sev     = sv; /* the batch's reference */
-        atomic_fetch_add_explicit(&sv->refs, 1, memory_order_relaxed);
-    }
-    *sev_p = sv;
-    return TESS_OK;
 }
 
 /* ---- control messages -------------------------------------------------------------------- */
@@ -408,7 +321,7 @@ dc_recv_t *dc_recv_begin(tess_msg_t *m, unsigned kind)
     return r;
 }
 
-static void dc_recv_free(dc_recv_t *r)
+void dc_recv_free(dc_recv_t *r)
 {
     tess_core_msg_free(r->keep);
     free(r);
@@ -447,94 +360,6 @@ void tess_dc_free_temp(void *buf)
 {
     if (buf)
         tess_gpu->mem_free(buf);
-}
-
-/* ---- the d2d path ------------------------------------------------------------------------ */
-
-static tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                                 size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                                 tess_gpu_stream_h stream, tess_dev_done_fn_t done,
-                                 void *done_arg)
-{
-    dc_sev_t     *sv = NULL;
-    tess_status_t st = dc_sev_for_send(stream, &sv);
-    if (st != TESS_OK)
-        return st;
-    TESS_HOP_MARK(TESS_HOP_QUERIED);
-    dc_ctl_t   *c;
-    tess_msg_t *m = dc_ctl_alloc(DC_K_D2D, nbufs, header_len, 0, &c);
-    dc_ctl_fill(c, a0, a1, bufs, nbufs, header, header_len, DC_K_D2D);
-    c->msg_id         = done ? dc_sent_add(done, done_arg, NULL) : 0;
-    c->event_ptr      = (uint64_t)(uintptr_t)sv;
-    dc_rec_d2d_t *rec = dc_recs(c);
-    for (int i = 0; i < nbufs; i++)
-        rec[i].src = (uint64_t)(uintptr_t)bufs[i].ptr;
-    dc_send_ctl(m, DC_K_D2D, dst_pe);
-    TESS_HOP_MARK(TESS_HOP_CTL_SENT);
-    return TESS_OK;
-}
-
-static void dc_done_after_copy(void *arg)
-{
-    uint64_t *id = arg;
-    dc_run_done(*id);
-    free(id);
-}
-
-static uint64_t *dc_done_arg(uint64_t id)
-{
-    uint64_t *d = tess_malloc(sizeof(*d), "a done continuation");
-    if (!d)
-        tess_fatal("out of memory waiting for a device copy");
-    *d = id;
-    return d;
-}
-
-void dc_done_after(tess_gpu_stream_h stream, uint64_t id)
-{
-    if (id && tess_core_gpu_then_event(stream, dc_done_after_copy, dc_done_arg(id)) != TESS_OK)
-        tess_fatal("cannot wait for a device copy: %s", tess_error_detail());
-}
-
-static void dc_nothing(void *arg) { (void)arg; }
-
-static void dc_d2d_recv(tess_msg_t *m)
-{
-    TESS_HOP_MARK(TESS_HOP_CTL_RECV);
-    const dc_ctl_t *c   = tess_msg_payload(m);
-    dc_recv_t      *r   = dc_recv_begin(m, DC_K_D2D);
-    TESS_HOP_MARK(TESS_HOP_POSTED);
-    dc_sev_t        *sv = (dc_sev_t *)(uintptr_t)c->event_ptr;
-    if (!sv)
-        tess_fatal("device message from PE %d: a d2d control message without its ordering "
-                   "event", m->hdr.src_pe);
-    if (tess_gpu->stream_wait_event(r->stream, sv->ev) != TESS_OK)
-        tess_fatal("device message: stream wait failed: %s", tess_error_detail());
-    dc_after_wait(r->stream, dc_sev_release, sv);
-    const dc_rec_d2d_t *rec  = dc_recs((dc_ctl_t *)c);
-    int                 last = -1;
-    for (int i = 0; i < r->m.nbufs; i++)
-        if (r->sizes[i])
-            last = i;
-    /* The last copy carries the completion that the source-done callback and a delivery after
-     * completion wait for: a small one signals it from the copy itself. */
-    r->marked = last >= 0 && (c->msg_id || (r->flags & TESS_DC_WAIT_COMPLETE));
-    for (int i = 0; i < r->m.nbufs; i++) {
-        void         *src = (void *)(uintptr_t)rec[i].src;
-        tess_status_t st  = TESS_OK;
-        if (i == last && r->marked)
-            st = tess_core_gpu_copy_then(r->dst[i], src, r->sizes[i], r->stream,
-                                         c->msg_id ? dc_done_after_copy : dc_nothing,
-                                         c->msg_id ? dc_done_arg(c->msg_id) : NULL);
-        else if (r->sizes[i])
-            st = tess_gpu->memcpy_async(r->dst[i], src, r->sizes[i], r->stream);
-        if (st != TESS_OK)
-            tess_fatal("device message: copy failed: %s", tess_error_detail());
-    }
-    if (!r->marked)
-        dc_done_after(r->stream, c->msg_id);
-    dc_recv_finish(r);
-    TESS_HOP_MARK(TESS_HOP_ISSUED);
 }
 
 /* ---- sending ----------------------------------------------------------------------------- */
@@ -645,10 +470,11 @@ static bool dc_ctl_handler(tess_msg_t *m)
     if (st != TESS_OK)
         tess_fatal("%s", tess_error_detail());
     unsigned kind = m->hdr.flags;
+    if (kind != DC_K_D2D)
+        dc_rb_flush();
     switch (kind) {
     case DC_K_D2D:
-        dc_d2d_recv(m);
-        break;
+        return dc_d2d_recv(m);
     case DC_K_STAGED:
     case DC_K_DIRECT:
     case DC_K_PHEAD:
@@ -733,6 +559,8 @@ tess_status_t tess_devcomm_init(void)
     if (st != TESS_OK)
         goto err_ipc_fini;
     st = tess_core_handler_register("devcomm", dc_ctl_handler, &dc.h_ctl);
+    if (st == TESS_OK)
+        tess_core_handler_set_flush(dc.h_ctl, dc_rb_flush);
     if (st != TESS_OK)
         goto err_rdma_fini;
     static const tess_core_layer_t layer = {.name = "devcomm", .busy = dc_busy};

@@ -12,6 +12,10 @@
  *         can reach that memory type, else through a pipeline of pinned bounce buffers
  *         (device-to-host, get, host-to-device, in chunks so the stages overlap).
  *
+ * Same-process messages for targets the layer above calls batchable that a PE receives one
+ * after another are batched: one copy operation a stream (tess_gpu_memcpy_batch), then their
+ * deliveries in order; any other message the PE takes first ends the batch.
+ *
  * Control messages are core messages; they are validated on arrival (offsets, sizes, event
  * indices, handles) and a corrupt one ends the job with an error instead of being followed.
  * When a staging resource is exhausted the send waits in a FIFO and goes on when an
@@ -62,6 +66,11 @@ typedef struct tess_dc_ops {
     /** The target moved: `bufs` (device memory, `stream` ordered) hold the data; the layer
      *  above sends it on and calls tess_dc_free_temp(bufs[i]) when the new send is done. */
     void (*forward)(const tess_dc_msg_t *m, void **bufs, tess_gpu_stream_h stream);
+    /** Optional: nonzero when same-process messages for the target named by a0/a1 may be
+     *  batched: their posts run as they arrive, their copies are enqueued together, then their
+     *  deliveries run in arrival order (never reordered with messages of other targets or
+     *  kinds). */
+    int (*batchable)(uint64_t a0, uint64_t a1);
 } tess_dc_ops_t;
 
 tess_status_t tess_devcomm_init(void);
@@ -104,6 +113,7 @@ typedef struct tess_dc_stats {
     uint64_t reg_creates, reg_hits, reg_releases; /* RDMA registration cache */
     uint64_t forwarded;
     uint64_t d2d_events;     /* events recorded for d2d sends (one per batch) */
+    uint64_t d2d_batched;    /* d2d receives whose copies went in a batch of two or more */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);
 

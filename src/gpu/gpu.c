@@ -127,6 +127,19 @@ void tess_gpu_fini(void)
 
 int tess_gpu_num_devices(void) { return gpu_ndev; }
 
+tess_status_t tess_gpu_memcpy_batch(const tess_gpu_copy_t *copies, int n, tess_gpu_stream_h s)
+{
+    tess_status_t st = TESS_OK;
+    if (!tess_gpu->memcpy_batch_async) {
+        for (int i = 0; i < n && st == TESS_OK; i++)
+            st = tess_gpu->memcpy_async(copies[i].dst, copies[i].src, copies[i].size, s);
+        return st;
+    }
+    for (int i = 0; i < n && st == TESS_OK; i += TESS_GPU_COPY_BATCH_MAX)
+        st = tess_gpu->memcpy_batch_async(copies + i, TESS_MIN(n - i, TESS_GPU_COPY_BATCH_MAX), s);
+    return st;
+}
+
 tess_gpu_stream_h tess_gpu_pool_stream(size_t i)
 {
     return gpu_pool[i % gpu_pool_size];

@@ -72,6 +72,14 @@ typedef void (*tess_gpu_host_fn_t)(void *args);
  *  signal is written. */
 typedef void (*tess_gpu_notify_fn_t)(void);
 
+/** One copy of a batch (memcpy_batch_async). */
+typedef struct tess_gpu_copy {
+    void       *dst;
+    const void *src;
+    size_t      size;
+} tess_gpu_copy_t;
+#define TESS_GPU_COPY_BATCH_MAX 32
+
 typedef struct tess_gpu_ops {
     const char          *name;
     tess_gpu_backend_t   kind;
@@ -128,6 +136,10 @@ typedef struct tess_gpu_ops {
                                          tess_gpu_stream_h s, _Atomic uint32_t *word,
                                          uint32_t value);
     size_t memcpy_signal_max;
+    /** Optional (NULL: memcpy_async of each): n (1..TESS_GPU_COPY_BATCH_MAX) copies whose
+     *  destinations do not overlap, enqueued on s as one operation where the backend can (one
+     *  kernel launch for the small device-to-device ones on CUDA). */
+    tess_status_t (*memcpy_batch_async)(const tess_gpu_copy_t *copies, int n, tess_gpu_stream_h s);
 
     /** Export the allocation that starts at ptr (from mem_alloc). */
     tess_status_t (*ipc_mem_export)(void *ptr, tess_gpu_ipc_handle_t *h_p);
@@ -178,6 +190,11 @@ void          tess_gpu_fini(void);
 /** How many processes of this node use this process's device (itself included; 1 before
  *  tess_gpu_init). */
 int tess_gpu_device_procs(void);
+
+/** The copies on s as one batch where the backend has memcpy_batch_async (n may exceed
+ *  TESS_GPU_COPY_BATCH_MAX: then in several), else one memcpy_async each. Destinations must not
+ *  overlap. Any thread. */
+tess_status_t tess_gpu_memcpy_batch(const tess_gpu_copy_t *copies, int n, tess_gpu_stream_h s);
 
 /** Stream i of the per-process pool (i taken modulo the pool size). */
 tess_gpu_stream_h tess_gpu_pool_stream(size_t i);

@@ -56,6 +56,16 @@ static void devmsg_deliver(const tess_dc_msg_t *m, void *const *dst, tess_gpu_st
     tess_obj_run_entry(op, e, entry, m->header, m->header_len);
 }
 
+static int devmsg_batchable(uint64_t a0, uint64_t a1)
+{
+    (void)a1;
+    tess_entry_t entry = (tess_entry_t)(uint32_t)a0;
+    if ((uint32_t)a0 == TESS_OBJ_MIGRATE_ENTRY || entry < 0 || entry >= tess_obj_nentries)
+        return 0;
+    unsigned f = tess_obj_entries[entry].flags;
+    return (f & TESS_ENTRY_BATCH) && !(f & TESS_ENTRY_WAIT_COMPLETE);
+}
+
 typedef struct devmsg_temps {
     void *bufs[TESS_DEV_MAX_BUFS];
     int   nbufs;
@@ -89,9 +99,10 @@ static void devmsg_forward(const tess_dc_msg_t *m, void **bufs, tess_gpu_stream_
 }
 
 static const tess_dc_ops_t devmsg_ops = {
-    .post    = devmsg_post,
-    .deliver = devmsg_deliver,
-    .forward = devmsg_forward,
+    .post      = devmsg_post,
+    .deliver   = devmsg_deliver,
+    .forward   = devmsg_forward,
+    .batchable = devmsg_batchable,
 };
 
 void tess_obj_devmsg_init(void)

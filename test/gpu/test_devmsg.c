@@ -14,6 +14,10 @@
  * TEST_WAIT_COMPLETE=1: the entry is registered with TESS_ENTRY_WAIT_COMPLETE and copies the
  * buffers back on the default stream, which nothing orders after the delivery: the bytes are
  * right only if the data really was in place when the entry ran.
+ *
+ * TEST_RECV_BATCH=1: the entry is registered with TESS_ENTRY_BATCH (its post function keeps
+ * what it chose per message, so it allows posts ahead of deliveries); same-process receives
+ * must then have gone in batches (the d2d_batched counter), with every byte right.
  */
 #include "tess_test.h"
 #include "devcomm/devcomm.h"
@@ -407,8 +411,11 @@ int main(int argc, char **argv)
     n = 3 * (int64_t)tess_num_pes() + 1;
     CHECK_OK(tess_entry_register("go", go, &E_GO));
     wait_complete = getenv("TEST_WAIT_COMPLETE") && atoi(getenv("TEST_WAIT_COMPLETE"));
+    int recv_batch = getenv("TEST_RECV_BATCH") && atoi(getenv("TEST_RECV_BATCH"));
     CHECK_OK(tess_entry_register_device("msg", post, on_msg,
-                                        wait_complete ? TESS_ENTRY_WAIT_COMPLETE : 0, &E_MSG));
+                                        (wait_complete ? TESS_ENTRY_WAIT_COMPLETE : 0) |
+                                            (recv_batch ? TESS_ENTRY_BATCH : 0),
+                                        &E_MSG));
     CHECK_OK(tess_entry_register("check", on_check, &E_CHECK));
     tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME, .name = "devmsg", .ndims = 1,
                              .extents = {(int32_t)n}, .elem_size = sizeof(elem_t), .ctor = ctor};
@@ -427,11 +434,18 @@ int main(int argc, char **argv)
     /* Which paths carried the messages (summed over processes). */
     tess_dc_stats_t st;
     tess_dc_get_stats(&st);
-    uint64_t mine[10] = {st.sent[0], st.sent[1], st.sent[2], st.deferred,
+    uint64_t mine[11] = {st.sent[0], st.sent[1], st.sent[2], st.deferred,
                          st.staged + st.rdma_staged, st.direct + st.rdma_direct,
-                         st.d2d_events, st.staged_parted, st.direct_idle, st.direct};
-    uint64_t sum[10];
-    MPI_Allreduce(mine, sum, 10, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+                         st.d2d_events, st.staged_parted, st.direct_idle, st.direct,
+                         st.d2d_batched};
+    uint64_t sum[11];
+    MPI_Allreduce(mine, sum, 11, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (recv_batch && sum[0] > 0)
+        CHECK_MSG(sum[10] > 0, "none of %llu d2d receives went in a batch",
+                  (unsigned long long)sum[0]);
+    if (!recv_batch)
+        CHECK_MSG(sum[10] == 0, "%llu d2d receives were batched for an entry without "
+                  "TESS_ENTRY_BATCH", (unsigned long long)sum[10]);
     uint64_t groups = (uint64_t)n * (uint64_t)((MSGS + batch - 1) / batch);
     CHECK_MSG(sum[6] <= groups, "%llu events recorded for %llu batches of d2d sends",
               (unsigned long long)sum[6], (unsigned long long)groups);
@@ -461,10 +475,11 @@ int main(int argc, char **argv)
         CHECK_MSG(sum[3] > 0, "no send had to wait for a staging resource");
     if (tess_process() == 0)
         printf("devmsg: %lld messages among %lld elements on %d PEs (%s backend) in %.2f s: "
-               "d2d %llu, ipc %llu, rdma %llu (staged %llu, direct %llu, in parts %llu), waited %llu: "
-               "ok\n",
+               "d2d %llu (batched %llu), ipc %llu, rdma %llu (staged %llu, direct %llu, in parts "
+               "%llu), waited %llu: ok\n",
                (long long)all[0], (long long)n, tess_num_pes(), tess_gpu_backend_name(), t1 - t0,
-               (unsigned long long)sum[0], (unsigned long long)sum[1], (unsigned long long)sum[2],
+               (unsigned long long)sum[0], (unsigned long long)sum[10], (unsigned long long)sum[1],
+               (unsigned long long)sum[2],
                (unsigned long long)sum[4], (unsigned long long)sum[5], (unsigned long long)sum[7],
                (unsigned long long)sum[3]);
     test_fini();

@@ -10,9 +10,14 @@
  * With `word` (a stream signal word: mapped host memory, launched as one block only), the
  * block writes `value` there once its copy is done, after a system-wide fence: the copy and
  * the signal that says it completed are then one launch (cuda_memcpy_signal_async).
+ *
+ * The batch kernel moves up to TESS_CUDA_COPY_BATCH_MAX copies in one launch: copy y of the
+ * list by the blocks of grid row y (cuda_memcpy_batch_async), each copy at its own width.
  */
 #include <stddef.h>
 #include <stdint.h>
+
+#include "copy_batch.h"
 
 template <typename T>
 static __device__ void copy_elems(char *dst, const char *src, size_t n)
@@ -43,8 +48,32 @@ extern "C" __global__ void tess_cuda_copy_kernel(char *dst, const char *src, siz
     }
 }
 
-/* The kernel's host-side handle, for cudaGetFuncBySymbol (called from C). */
+extern "C" __global__ void tess_cuda_copy_batch_kernel(tess_cuda_copy_batch_t b)
+{
+    unsigned j = blockIdx.y;
+    if (j >= b.n)
+        return;
+    char       *dst  = b.dst[j];
+    const char *src  = b.src[j];
+    size_t      n    = (size_t)b.size[j];
+    uintptr_t   bits = (uintptr_t)dst | (uintptr_t)src | (uintptr_t)n;
+    if (bits % 16 == 0)
+        copy_elems<uint4>(dst, src, n);
+    else if (bits % 8 == 0)
+        copy_elems<uint64_t>(dst, src, n);
+    else if (bits % 4 == 0)
+        copy_elems<uint32_t>(dst, src, n);
+    else
+        copy_elems<uint8_t>(dst, src, n);
+}
+
+/* The kernels' host-side handles, for cudaGetFuncBySymbol (called from C). */
 extern "C" const void *tess_cuda_copy_kernel_symbol(void)
 {
     return (const void *)tess_cuda_copy_kernel;
+}
+
+extern "C" const void *tess_cuda_copy_batch_kernel_symbol(void)
+{
+    return (const void *)tess_cuda_copy_batch_kernel;
 }

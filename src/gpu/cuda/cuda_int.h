@@ -29,6 +29,7 @@ typedef struct tess_cuda_state {
     PFN_cuLaunchKernel_v4000        launch_kernel;
     PFN_cuStreamWriteValue32_v11070 write_value32; /* NULL: no stream signals, events only */
     CUfunction                      copy_fn; /* the copy kernel on tess_cuda.device, or NULL */
+    CUfunction                      copy_batch_fn; /* the batch copy kernel, or NULL */
 } tess_cuda_state_t;
 
 extern tess_cuda_state_t tess_cuda; /* written by init, set_device and fini only */

@@ -18,6 +18,7 @@
  * threads need no set-up of their own. A thread that calls cudaSetDevice itself afterwards must
  * restore it before calling into the runtime.
  */
+#include "copy_batch.h"
 #include "cuda_int.h"
 
 #include <stdio.h>
@@ -33,6 +34,7 @@ tess_cuda_state_t tess_cuda = {.device = -1};
 
 /* copy_kernel.cu */
 extern const void *tess_cuda_copy_kernel_symbol(void);
+extern const void *tess_cuda_copy_batch_kernel_symbol(void);
 
 _Thread_local unsigned tess_cuda_bound_gen;
 
@@ -134,6 +136,7 @@ static void cuda_fini(void)
     tess_cuda.launch_kernel         = NULL;
     tess_cuda.write_value32         = NULL;
     tess_cuda.copy_fn               = NULL;
+    tess_cuda.copy_batch_fn         = NULL;
 }
 
 static int cuda_device_count(void) { return tess_cuda.ndev; }
@@ -149,13 +152,15 @@ static tess_status_t cuda_set_device(int device)
     /* The copy kernel's handle in this device's context, looked up once per device (every PE
      * thread selects the same one); without it every copy is a memcpy. */
     if (device != tess_cuda.device || !tess_cuda.copy_fn) {
-        cudaFunction_t fn = NULL;
-        if (cudaGetFuncBySymbol(&fn, tess_cuda_copy_kernel_symbol()) != cudaSuccess) {
+        cudaFunction_t fn = NULL, bfn = NULL;
+        if (cudaGetFuncBySymbol(&fn, tess_cuda_copy_kernel_symbol()) != cudaSuccess ||
+            cudaGetFuncBySymbol(&bfn, tess_cuda_copy_batch_kernel_symbol()) != cudaSuccess) {
             (void)cudaGetLastError();
-            fn = NULL;
+            fn = bfn = NULL;
             tess_debug("cuda: no copy kernel for device %d: copies use cudaMemcpyAsync", device);
         }
-        tess_cuda.copy_fn = (CUfunction)fn;
+        tess_cuda.copy_fn       = (CUfunction)fn;
+        tess_cuda.copy_batch_fn = (CUfunction)bfn;
     }
     tess_cuda.device = device;
     unsigned gen = atomic_fetch_add_explicit(&tess_cuda.gen, 1, memory_order_acq_rel) + 1;
@@ -313,6 +318,44 @@ static tess_status_t cuda_memcpy_async(void *dst, const void *src, size_t size,
 
 static tess_status_t cuda_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t *word,
                                         uint32_t value);
+
+/* The small copies between device allocations of the batch as one launch of the batch copy
+ * kernel (one row of blocks a copy); the others as memcpy_async each. The host pays one
+ * launch instead of one per copy: the receiver of several small device messages at once. */
+static tess_status_t cuda_memcpy_batch_async(const tess_gpu_copy_t *copies, int n,
+                                             tess_gpu_stream_h s)
+{
+    tess_status_t st = cuda_bind();
+    if (st != TESS_OK)
+        return st;
+    tess_cuda_copy_batch_t b;
+    size_t                 most = 0;
+    b.n                         = 0;
+    for (int i = 0; i < n; i++) {
+        const tess_gpu_copy_t *c = &copies[i];
+        if (!c->size)
+            continue;
+        if (n > 1 && c->size <= CUDA_KCOPY_MAX && tess_cuda.copy_batch_fn &&
+            b.n < TESS_CUDA_COPY_BATCH_MAX && cuda_on_device(c->dst) && cuda_on_device(c->src)) {
+            b.dst[b.n]    = c->dst;
+            b.src[b.n]    = c->src;
+            b.size[b.n++] = c->size;
+            most          = TESS_MAX(most, c->size);
+        } else if ((st = cuda_memcpy_async(c->dst, c->src, c->size, s)) != TESS_OK) {
+            return st;
+        }
+    }
+    if (b.n == 0)
+        return TESS_OK;
+    if (b.n == 1)
+        return cuda_copy_kernel(b.dst[0], b.src[0], b.size[0], (cudaStream_t)s, NULL, 0);
+    unsigned threads = 256;
+    unsigned blocks  = (unsigned)TESS_MIN((most / 16 + threads - 1) / threads, (size_t)64);
+    void    *args[]  = {&b};
+    CUresult r = tess_cuda.launch_kernel(tess_cuda.copy_batch_fn, TESS_MAX(blocks, 1u), b.n, 1,
+                                         threads, 1, 1, 0, (CUstream)s, args, NULL);
+    return r == CUDA_SUCCESS ? TESS_OK : cu_error(r, "cuLaunchKernel (the batch copy kernel)");
+}
 
 /* A small device copy signals from the copy kernel itself (one launch: cuStreamWriteValue32
  * costs the host as much again); anything else is a copy and then a stream signal. */
@@ -614,6 +657,7 @@ const tess_gpu_ops_t tess_gpu_cuda_ops = {
     .event_query       = cuda_event_query,
     .memcpy_signal_async = cuda_memcpy_signal_async,
     .memcpy_signal_max = CUDA_KCOPY_SIGNAL_MAX,
+    .memcpy_batch_async = cuda_memcpy_batch_async,
     .signal_alloc      = cuda_signal_alloc,
     .signal_free       = cuda_signal_free,
     .stream_signal     = cuda_stream_signal,
