@@ -759,7 +759,7 @@ int main(int argc, char **argv)
         lul_print_banner(&opt, topt.n, nchares, topt.n);
 
     if (tess_entry_register("start", on_start, &E_START) != TESS_OK ||
-        tess_entry_register_device("exchange", xch_post, on_xch, 0, &E_XCH) != TESS_OK ||
+        tess_entry_register_device("exchange", xch_post, on_xch, TESS_ENTRY_BATCH, &E_XCH) != TESS_OK ||
         tess_entry_register("dtready", on_dtready, &E_DTREADY) != TESS_OK ||
         tess_entry_register("dt", on_dt, &E_DT) != TESS_OK ||
         tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK)
