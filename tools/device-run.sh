@@ -10,6 +10,10 @@
 #           timing run of each program at a mid size (APPS_QUICK_ONLY=1: no tests)
 #   minimd  examples/minimd/sweep.sh (MINIMD_BUDGET seconds, default 500)
 #   lulesh  examples/lulesh/sweep.sh beside LLNL's CUDA LULESH (LULESH_BUDGET, default 500)
+#   sweeps  one call for all three apps: the gpu, examples, minimd and lulesh lists on CUDA, a
+#           short Jacobi2D sweep, lulesh gpu-compare (MPI and Tessera against LLNL's CUDA port
+#           at 128³ and 256³), short LULESH and MiniMD sweeps, LULESH load balancing on the
+#           host backend (the machine's idle cores); about 9 minutes
 #
 # Everything lands in OUTDIR/STAGE.tar.gz (logs, CSVs) and OUTDIR/STAGE-summary.txt; the last
 # lines printed are the summary. Budgets keep each stage inside one 10-minute call.
@@ -150,6 +154,37 @@ lulesh)
         examples/lulesh/sweep.sh "$work/lulesh" "$b" >"$work/lulesh.log" 2>&1
     note "lulesh sweep exit $? ($((SECONDS - t0)) s)"
     tail -40 "$work/lulesh.log" >>"$summary"
+    ;;
+sweeps)
+    mps_on
+    t0=$SECONDS
+    TESS_GPU=$gpu timeout 200 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" gpu examples minimd \
+        lulesh >"$work/tests.log" 2>&1
+    mps_off
+    note "tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
+    grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
+    t0=$SECONDS
+    SWEEP_BUDGET=60 SWEEP_GRIDS="4096 8192" SWEEP_ODFS="8 16" SWEEP_PMAT_GRIDS="4096" \
+        SWEEP_PMAT_ODFS="16" timeout 120 examples/jacobi2d/sweep.sh "$work/jacobi" "$b" \
+        >"$work/jacobi.log" 2>&1
+    note "jacobi sweep exit $? ($((SECONDS - t0)) s)"; grep -E '²' "$work/jacobi.log" >>"$summary"
+    t0=$SECONDS
+    SIZES="128 256" ITERS=200 ODF=8 LULESH_PROGS="lulesh_mpi lulesh_tess" timeout 120 \
+        examples/lulesh/gpu-compare "$b" "$b/peer/lulesh-cuda" >"$work/gpu-compare.log" 2>&1
+    note "lulesh gpu-compare exit $? ($((SECONDS - t0)) s)"; cat "$work/gpu-compare.log" >>"$summary"
+    t0=$SECONDS
+    SWEEP_BUDGET=${LULESH_BUDGET:-120} SWEEP_SIZES="128 256" SWEEP_ODFS="1 8 27 64" \
+        SWEEP_PMAT_SIZES="128" SWEEP_PMAT_ODFS="8" timeout 200 examples/lulesh/sweep.sh \
+        "$work/lulesh" "$b" >"$work/lulesh.log" 2>&1
+    note "lulesh sweep exit $? ($((SECONDS - t0)) s)"; tail -25 "$work/lulesh.log" >>"$summary"
+    t0=$SECONDS
+    SWEEP_BUDGET=${MINIMD_BUDGET:-120} SWEEP_SIZES="8M s32" SWEEP_ODFS="1 4 8 16" \
+        SWEEP_PMAT_SIZES="8M" SWEEP_PMAT_ODFS="8" timeout 200 examples/minimd/sweep.sh \
+        "$work/minimd" "$b" >"$work/minimd.log" 2>&1
+    note "minimd sweep exit $? ($((SECONDS - t0)) s)"; tail -25 "$work/minimd.log" >>"$summary"
+    t0=$SECONDS
+    TESS_GPU=host REPS=2 timeout 100 examples/lulesh/bench-lb "$work/lb" "$b" >"$work/lb.log" 2>&1
+    note "lulesh bench-lb (host backend) exit $? ($((SECONDS - t0)) s)"; tail -8 "$work/lb.log" >>"$summary"
     ;;
 *)
     echo "device-run.sh: unknown stage $stage" >&2
