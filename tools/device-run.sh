@@ -158,7 +158,7 @@ lulesh)
 sweeps)
     mps_on
     t0=$SECONDS
-    TESS_GPU=$gpu timeout 200 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" gpu examples minimd \
+    TESS_GPU=$gpu timeout 170 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" gpu examples minimd \
         lulesh >"$work/tests.log" 2>&1
     mps_off
     note "tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
@@ -183,7 +183,7 @@ sweeps)
         "$work/minimd" "$b" >"$work/minimd.log" 2>&1
     note "minimd sweep exit $? ($((SECONDS - t0)) s)"; tail -25 "$work/minimd.log" >>"$summary"
     t0=$SECONDS
-    TESS_GPU=host REPS=2 timeout 100 examples/lulesh/bench-lb "$work/lb" "$b" >"$work/lb.log" 2>&1
+    TESS_GPU=host REPS=2 timeout 70 examples/lulesh/bench-lb "$work/lb" "$b" >"$work/lb.log" 2>&1
     note "lulesh bench-lb (host backend) exit $? ($((SECONDS - t0)) s)"; tail -8 "$work/lb.log" >>"$summary"
     ;;
 *)
