@@ -184,6 +184,9 @@ tess_status_t tess_phase_init(void);
 void          tess_phase_fini(void);
 unsigned      tess_phase_progress(tess_pe_t *pe0, int idle);
 int           tess_phase_wants_poll(void);
+/** How long idle PE 0 may sleep before the phase wants a wave (-1: no limit from the phase;
+ *  when tess_phase_wants_poll() it polls at the MPI rate anyway). */
+int64_t       tess_phase_wake_ns(void);
 
 /* agent.c */
 tess_status_t tess_agent_init(void);

@@ -160,6 +160,8 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
     MPI_Comm_rank(tess_rt.comm, &tess_rt.rank);
     MPI_Comm_size(tess_rt.comm, &tess_rt.size);
     tess_log_set_rank(tess_rt.rank);
+    if (tess_rt.rank == 0)
+        tess_config_check_env();
     MPI_Comm_dup(tess_rt.comm, &tess_core.agent_comm);
     MPI_Comm_dup(tess_rt.comm, &tess_core.wave_comm);
 
