@@ -24,6 +24,8 @@
  *   index3d    tess_send to index (1,1,3) of a 2-D array
  *   noexit     a TESS_RUN_UNTIL_EXIT phase that goes quiescent without tess_exit
  *   noreduce   the same, with element 1 never contributing to a TESS_CB_RETURN reduction
+ *   spin       not a misuse: prints "test_misuse spin: pid N" on every process, then passes a
+ *              message around the elements for ever (test/misuse/check-kill9 kills it)
  *
  * The misuse calls sit at the end of the file under #line directives, so that the patterns
  * can name their exact line (test_misuse.c:9001 and so on). Without a valid mode the program
@@ -32,6 +34,9 @@
 
 #include <tessera/gpu.h>
 
+#include <time.h>
+#include <unistd.h>
+
 static tess_array_h arr, victim, plane;
 static tess_entry_t E_KICK, E_NOOP, E_DEV;
 static const char  *mode;
@@ -39,7 +44,7 @@ static const char  *mode;
 static const char *const modes[] = {
     "index", "entry", "destroyed", "outside", "twice", "notmsg", "devmany", "arraynull",
     "paramsnull", "sendmax", "bcastover", "devnull", "devhdr", "count0", "contribnull",
-    "lowertag", "mismatch", "beforeinit", "finalizein", "index3d", "noexit", "noreduce"};
+    "lowertag", "mismatch", "beforeinit", "finalizein", "index3d", "noexit", "noreduce", "spin"};
 
 static void misuse_index(void);
 static void misuse_entry(void);
@@ -74,10 +79,22 @@ static void noop(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)ctx, (void)e, (void)msg, (void)size;
 }
 
+static void spin(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)e, (void)msg, (void)size;
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    tess_send(arr, tess_idx1((int32_t)((tess_ctx_linear(ctx) + 1) % 4)), E_KICK, NULL, 0);
+}
+
 /* Element 1 of "misarr" (on the second process with 2 ranks x 1 PE) does the misuse. */
 static void kick(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     (void)e, (void)msg, (void)size;
+    if (!strcmp(mode, "spin")) {
+        spin(ctx, e, msg, size);
+        return;
+    }
     if (!strcmp(mode, "mismatch") && tess_ctx_linear(ctx) <= 1)
         misuse_mismatch(ctx);
     if (!strcmp(mode, "noreduce") && tess_ctx_linear(ctx) != 1) {
@@ -121,7 +138,9 @@ static void kick(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 static void start(void *arg)
 {
     (void)arg;
-    if (tess_process() == 0)
+    if (tess_process() == 0 && !strcmp(mode, "spin"))
+        CHECK_OK(tess_send(arr, tess_idx1(0), E_KICK, NULL, 0));
+    else if (tess_process() == 0)
         CHECK_OK(tess_broadcast(arr, E_KICK, NULL, 0));
 }
 
@@ -168,7 +187,12 @@ int main(int argc, char **argv)
         misuse_outside();
     if (!strcmp(mode, "destroyed"))
         CHECK_OK(tess_array_destroy(victim));
-    int until_exit = !strcmp(mode, "noexit") || !strcmp(mode, "noreduce");
+    if (!strcmp(mode, "spin")) {
+        printf("test_misuse spin: pid %ld\n", (long)getpid());
+        fflush(stdout);
+    }
+    int until_exit = !strcmp(mode, "noexit") || !strcmp(mode, "noreduce") ||
+                     !strcmp(mode, "spin");
     CHECK_OK(tess_run(until_exit ? TESS_RUN_UNTIL_EXIT : TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
     /* Only reached if the misuse was not caught. */
     fprintf(stderr, "test_misuse %s: the misuse was not reported\n", mode);
