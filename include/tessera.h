@@ -20,6 +20,11 @@
  * reduction), abort the job with a message naming the array, index, entry and the caller's
  * file:line: such errors cannot be returned from an entry method and must never be silent.
  *
+ * Collective calls (tess_entry_register, tess_array_create, tess_array_destroy, tess_run,
+ * tess_finalize) must be made by every process in the same order. The processes meet at the
+ * start of each: when they entered different ones (one skipped a tess_run), the job aborts naming
+ * both calls; while some process has not come, the others warn every 10, 20, 40 ... s.
+ *
  * Errors. Functions return tess_status_t: TESS_OK (0), TESS_INPROGRESS (> 0) or a negative error.
  * The error is logged once where it was found; tess_error_detail() returns that text for the
  * calling thread.

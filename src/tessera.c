@@ -36,6 +36,7 @@ tess_status_t tess_finalize(void)
     tess_status_t st = tess_obj_check_main("tess_finalize");
     if (st != TESS_OK)
         return st;
+    tess_core_collective_enter(TESS_COLL_FINALIZE);
     tess_lb_fini();
     tess_obj_fini();
     tess_obj_entries_fini();

@@ -184,6 +184,19 @@ static inline int tess_core_num_pes(void) { return tess_rt.size * tess_rt.ppn; }
 /* ---- init, phases ------------------------------------------------------------------------ */
 
 tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_params_t *params);
+
+/** The collective calls of the API. */
+typedef enum tess_coll {
+    TESS_COLL_RUN = 0,
+    TESS_COLL_ARRAY_CREATE,
+    TESS_COLL_ARRAY_DESTROY,
+    TESS_COLL_ENTRY_REGISTER,
+    TESS_COLL_FINALIZE
+} tess_coll_t;
+/** At the start of a collective call (main, after its local checks): returns once every
+ *  process has entered a collective call; aborts the job, naming both, when another process
+ *  entered a different one; warns every 10, 20, 40 … s while some process has not come. */
+void tess_core_collective_enter(tess_coll_t kind);
 tess_status_t tess_core_fini(void);
 int           tess_core_initialized(void);
 

@@ -235,6 +235,7 @@ tess_status_t tess_core_run(tess_run_mode_t mode, tess_start_fn_t start, void *a
                           "cannot be nested)");
     if (mode != TESS_RUN_UNTIL_EXIT && mode != TESS_RUN_UNTIL_QUIESCENCE)
         return tess_error(TESS_ERR_INVALID, "tess_run: unknown mode %d", (int)mode);
+    tess_core_collective_enter(TESS_COLL_RUN);
 
     tess_core.mode = mode;
     ph.exit_seen   = 0;

@@ -193,6 +193,7 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
     st = array_check_params(p, &size);
     if (st != TESS_OK)
         return st;
+    tess_core_collective_enter(TESS_COLL_ARRAY_CREATE);
     st = array_check_collective(p, size);
     if (st != TESS_OK)
         return st;
@@ -319,6 +320,7 @@ tess_status_t tess_array_destroy(tess_array_h a)
     if (!a || a->destroyed)
         return tess_error(TESS_ERR_INVALID, "tess_array_destroy: %s array",
                           a ? "an already destroyed" : "a NULL");
+    tess_core_collective_enter(TESS_COLL_ARRAY_DESTROY);
     MPI_Barrier(tess_rt.comm);
     array_free_elements(a);
     /* The array record stays until finalize so that later misuse is reported, not UB. */

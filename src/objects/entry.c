@@ -66,6 +66,7 @@ tess_status_t tess_obj_entry_add(const char *name, tess_entry_fn_t fn, tess_dev_
     }
     tess_entry_info_t info = {.fn = fn, .post = post, .flags = flags};
     strcpy(info.name, name);
+    tess_core_collective_enter(TESS_COLL_ENTRY_REGISTER);
     st = entry_check_collective(&info, tess_obj_nentries);
     if (st != TESS_OK)
         return st;

@@ -24,6 +24,8 @@
  *   index3d    tess_send to index (1,1,3) of a 2-D array
  *   noexit     a TESS_RUN_UNTIL_EXIT phase that goes quiescent without tess_exit
  *   noreduce   the same, with element 1 never contributing to a TESS_CB_RETURN reduction
+ *   skiprun    process 1 skips the second tess_run and calls tess_finalize
+ *   skipdestroy process 0 destroys an array between the phases, process 1 does not
  *   spin       not a misuse: prints "test_misuse spin: pid N" on every process, then passes a
  *              message around the elements for ever (test/misuse/check-kill9 kills it)
  *
@@ -44,7 +46,8 @@ static const char  *mode;
 static const char *const modes[] = {
     "index", "entry", "destroyed", "outside", "twice", "notmsg", "devmany", "arraynull",
     "paramsnull", "sendmax", "bcastover", "devnull", "devhdr", "count0", "contribnull",
-    "lowertag", "mismatch", "beforeinit", "finalizein", "index3d", "noexit", "noreduce", "spin"};
+    "lowertag", "mismatch", "beforeinit", "finalizein", "index3d", "noexit", "noreduce", "spin",
+    "skiprun", "skipdestroy"};
 
 static void misuse_index(void);
 static void misuse_entry(void);
@@ -187,6 +190,12 @@ int main(int argc, char **argv)
         misuse_outside();
     if (!strcmp(mode, "destroyed"))
         CHECK_OK(tess_array_destroy(victim));
+    if (!strcmp(mode, "skipdestroy") && tess_process() == 0)
+        CHECK_OK(tess_array_destroy(victim));
+    if (!strcmp(mode, "skiprun") && tess_process() == 1) {
+        test_fini();
+        return 3;
+    }
     if (!strcmp(mode, "spin")) {
         printf("test_misuse spin: pid %ld\n", (long)getpid());
         fflush(stdout);
