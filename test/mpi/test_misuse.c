@@ -297,9 +297,12 @@ static double onef = 1.0;
 #line 10451
 static void misuse_mismatch(tess_ctx_h ctx)
 {
-    int first = tess_ctx_linear(ctx) == 0;
+    int          first = tess_ctx_linear(ctx) == 0;
+    const void  *v     = first ? (const void *)&one : (const void *)&onef;
+    tess_dtype_t t     = first ? TESS_INT32 : TESS_DOUBLE;
+    tess_op_t    o     = first ? TESS_SUM : TESS_MAX;
 #line 10461
-    tess_contribute(ctx, 3, first ? (const void *)&one : (const void *)&onef, 1, first ? TESS_INT32 : TESS_DOUBLE, first ? TESS_SUM : TESS_MAX, tess_cb_return());
+    tess_contribute(ctx, 3, v, 1, t, o, tess_cb_return());
 }
 
 #line 10501
