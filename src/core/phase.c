@@ -12,8 +12,9 @@
 #include <stdlib.h>
 
 #define WAVE_MIN_GAP_NS (50 * 1000) /* between the end of a wave and the start of the next */
-/* A TESS_RUN_UNTIL_EXIT phase before any tess_exit: waves that find the phase quiescent (it can
- * then never end) run this far apart, so that they cost nothing measurable. */
+/* A TESS_RUN_UNTIL_EXIT phase before any tess_exit: a wave that may find the phase quiescent
+ * (it can then never end) starts only once PE 0 has been idle this long, and this long after
+ * the last one, so that a busy phase runs none. */
 #define HANG_WAVE_GAP_NS (200 * 1000 * 1000)
 
 typedef struct exit_payload {
@@ -42,6 +43,7 @@ static struct {
     uint64_t    wave_local[4], wave_global[4], wave_prev[4];
     int         have_prev;
     uint64_t    wave_end_ns;
+    uint64_t    idle_since_ns; /* PE 0 idle since (0: busy) */
     uint64_t    waves;
 } ph;
 
@@ -186,12 +188,19 @@ unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
         ph.have_prev = 1;
         return 1;
     }
-    if (!idle)
+    if (!idle) {
+        ph.idle_since_ns = 0;
         return 0;
-    uint64_t gap = tess_core.mode == TESS_RUN_UNTIL_EXIT && !ph.exit_seen ? HANG_WAVE_GAP_NS
-                                                                         : WAVE_MIN_GAP_NS;
-    if (tess_time_ns() - ph.wave_end_ns < gap)
+    }
+    uint64_t now = tess_time_ns();
+    if (!ph.idle_since_ns)
+        ph.idle_since_ns = now;
+    if (tess_core.mode == TESS_RUN_UNTIL_EXIT && !ph.exit_seen) {
+        if (now - ph.idle_since_ns < HANG_WAVE_GAP_NS || now - ph.wave_end_ns < HANG_WAVE_GAP_NS)
+            return 0;
+    } else if (now - ph.wave_end_ns < WAVE_MIN_GAP_NS) {
         return 0;
+    }
     uint64_t sent = 0, processed = 0;
     for (int i = 0; i < tess_core.npes; i++) {
         processed += atomic_load_explicit(&tess_core.pes[i]->processed, memory_order_acquire);
@@ -217,7 +226,9 @@ int64_t tess_phase_wake_ns(void)
 {
     if (tess_phase_wants_poll())
         return -1;
-    uint64_t since = tess_time_ns() - ph.wave_end_ns;
+    uint64_t now   = tess_time_ns();
+    uint64_t since = TESS_MIN(now - ph.wave_end_ns,
+                              ph.idle_since_ns ? now - ph.idle_since_ns : 0);
     return since >= HANG_WAVE_GAP_NS ? 1000 * 1000 : (int64_t)(HANG_WAVE_GAP_NS - since);
 }
 
@@ -241,7 +252,8 @@ tess_status_t tess_core_run(tess_run_mode_t mode, tess_start_fn_t start, void *a
     ph.exit_seen   = 0;
     ph.have_value  = 0;
     ph.have_prev   = 0;
-    ph.wave_end_ns = mode == TESS_RUN_UNTIL_EXIT ? tess_time_ns() : 0;
+    ph.wave_end_ns   = mode == TESS_RUN_UNTIL_EXIT ? tess_time_ns() : 0;
+    ph.idle_since_ns = 0;
     ph.waves       = 0;
 
     pthread_mutex_lock(&tess_core.park_lock);
