@@ -384,9 +384,10 @@ typedef void (*tess_start_fn_t)(void *arg);
  * The caller may then use MPI and read or change local element state; a later tess_run()
  * continues with the same chares.
  * A TESS_RUN_UNTIL_EXIT phase that becomes quiescent before any tess_exit() can never end: the
- * quiescence waves (run every 0.2 s while the phase waits for an exit) find it, and the job
- * aborts with a message naming the phase and the reductions still open (tag, array,
- * contributions arrived and missing, some of the elements that have not contributed).
+ * quiescence waves (one whenever PE 0 has been idle for 0.2 s while the phase waits for an
+ * exit) find it, and the job aborts with a message naming the phase and the reductions still
+ * open (tag, array, contributions arrived and missing, some of the elements that have not
+ * contributed).
  */
 tess_status_t tess_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg);
 

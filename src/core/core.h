@@ -199,6 +199,8 @@ typedef enum tess_coll {
 void tess_core_collective_enter(tess_coll_t kind);
 tess_status_t tess_core_fini(void);
 int           tess_core_initialized(void);
+/** Nonzero on the thread that called tess_init (initialised). */
+int           tess_core_on_main_thread(void);
 
 /** Hooks of the layers above core: per-PE set-up, idle progress, and work in flight that is
  *  not counted as messages. Their own init/fini are called by the library glue, in order. */

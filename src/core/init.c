@@ -17,6 +17,11 @@ int tess_core_initialized(void)
     return tess_core.initialized;
 }
 
+int tess_core_on_main_thread(void)
+{
+    return tess_core.initialized && pthread_equal(pthread_self(), tess_core.main_thread);
+}
+
 static void core_abort(int code)
 {
     if (tess_core.initialized &&

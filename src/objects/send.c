@@ -52,6 +52,9 @@ tess_status_t tess_obj_check_main(const char *what)
         return tess_error(TESS_ERR_STATE, "%s is called while a phase runs, from a thread that "
                           "is not a PE; call it from the main thread before or after tess_run",
                           what);
+    if (!tess_core_on_main_thread())
+        return tess_error(TESS_ERR_STATE, "%s must be called by the thread that called "
+                          "tess_init (it makes the MPI calls)", what);
     return TESS_OK;
 }
 
