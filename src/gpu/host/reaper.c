@@ -23,13 +23,14 @@
 extern char **environ;
 
 static struct {
-    pid_t pid; /* -1: none */
-    int   fd;  /* the write end of its pipe, held by this process only */
-} reaper = {-1, -1};
+    pid_t pid;   /* -1: none */
+    int   fd;    /* the write end of its pipe, held by this process only */
+    pid_t owner; /* the process that started it (a forked child starts its own) */
+} reaper = {-1, -1, -1};
 
 void tess_gpu_host_reaper_start(void)
 {
-    if (reaper.pid > 0)
+    if (reaper.pid > 0 && reaper.owner == getpid())
         return;
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) != 0) {
@@ -77,14 +78,15 @@ void tess_gpu_host_reaper_start(void)
                   "them", strerror(err));
         return;
     }
-    reaper.pid = pid;
-    reaper.fd  = pfd[1];
+    reaper.pid   = pid;
+    reaper.fd    = pfd[1];
+    reaper.owner = getpid();
     tess_debug("host backend: shared-memory reaper is process %ld", (long)pid);
 }
 
 void tess_gpu_host_reaper_stop(void)
 {
-    if (reaper.pid <= 0)
+    if (reaper.pid <= 0 || reaper.owner != getpid())
         return;
     close(reaper.fd);
     /* It ends at once (the segments are already gone); wait for it a little, never forever
