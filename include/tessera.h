@@ -20,6 +20,11 @@
  * reduction), abort the job with a message naming the array, index, entry and the caller's
  * file:line: such errors cannot be returned from an entry method and must never be silent.
  *
+ * Collective calls (tess_entry_register, tess_array_create, tess_array_destroy, tess_run,
+ * tess_finalize) must be made by every process in the same order. The processes meet at the
+ * start of each: when they entered different ones (one skipped a tess_run), the job aborts naming
+ * both calls; while some process has not come, the others warn every 10, 20, 40 ... s.
+ *
  * Errors. Functions return tess_status_t: TESS_OK (0), TESS_INPROGRESS (> 0) or a negative error.
  * The error is logged once where it was found; tess_error_detail() returns that text for the
  * calling thread.
@@ -259,8 +264,10 @@ int64_t      tess_ctx_linear(tess_ctx_h ctx);
 /*
  * Ordering: messages from one sender element (or start function) to one receiver element are
  * delivered in the order sent, while neither migrates. Nothing else is ordered; in particular a
- * broadcast is not ordered against point-to-point messages. Messages of any size are accepted.
- * Every send is counted for quiescence; no message is ever dropped.
+ * broadcast is not ordered against point-to-point messages. Messages of any size a program can
+ * hold are accepted; a size above 2^46 bytes (SIZE_MAX, a negative size cast) or data NULL with
+ * a size above 0 aborts with a message naming the call. Every send is counted for quiescence;
+ * no message is ever dropped.
  */
 
 /** Send `size` bytes (copied before the call returns) to entry `entry` of element `index`
@@ -277,8 +284,9 @@ int64_t      tess_ctx_linear(tess_ctx_h ctx);
 #define tess_broadcast(array, entry, data, size) \
     tess_broadcast_loc((array), (entry), (data), (size), __FILE__, __LINE__)
 
-/** A message buffer of `size` payload bytes for tess_send_msg() (entry; NULL only if memory is
- *  exhausted). Free an unsent one with tess_msg_free(). */
+/** A message buffer of `size` payload bytes for tess_send_msg() (entry; NULL if memory is
+ *  exhausted or size is more than 2^46, which no buffer can be). Free an unsent one with
+ *  tess_msg_free(). */
 void *tess_msg_alloc(size_t size);
 void  tess_msg_free(void *msg);
 
@@ -375,6 +383,11 @@ typedef void (*tess_start_fn_t)(void *arg);
  * every process and nothing is in flight: no message, no device transfer, no GPU continuation.
  * The caller may then use MPI and read or change local element state; a later tess_run()
  * continues with the same chares.
+ * A TESS_RUN_UNTIL_EXIT phase that becomes quiescent before any tess_exit() can never end: the
+ * quiescence waves (one whenever PE 0 has been idle for 0.2 s while the phase waits for an
+ * exit) find it, and the job aborts with a message naming the phase and the reductions still
+ * open (tag, array, contributions arrived and missing, some of the elements that have not
+ * contributed).
  */
 tess_status_t tess_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg);
 

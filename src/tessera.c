@@ -33,11 +33,10 @@ err_core_fini:
 
 tess_status_t tess_finalize(void)
 {
-    if (!tess_core_initialized())
-        return tess_error(TESS_ERR_STATE, "tess_finalize: Tessera is not initialised");
-    if (tess_core_in_phase() || tess_core_pe_self())
-        return tess_error(TESS_ERR_STATE, "tess_finalize is called by the main thread outside "
-                          "tess_run");
+    tess_status_t st = tess_obj_check_main("tess_finalize");
+    if (st != TESS_OK)
+        return st;
+    tess_core_collective_enter(TESS_COLL_FINALIZE);
     tess_lb_fini();
     tess_obj_fini();
     tess_obj_entries_fini();
@@ -54,13 +53,18 @@ tess_status_t tess_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg)
 
 tess_status_t tess_exit_loc(const void *data, size_t size, const char *file, int line)
 {
+    tess_obj_check_init("tess_exit", file, line);
     if (tess_unlikely(!tess_core_pe_self() || !tess_core_in_phase()))
         tess_obj_misuse(file, line, "tess_exit outside a phase");
+    if (data)
+        tess_obj_check_size(size, data, "tess_exit_with", file, line);
     return tess_core_exit(data, size);
 }
 
 tess_status_t tess_result(void *buf, size_t size, size_t *size_p)
 {
+    if (!buf && size)
+        return tess_error(TESS_ERR_INVALID, "tess_result: buf is NULL but size is %zu", size);
     return tess_core_result(buf, size, size_p);
 }
 

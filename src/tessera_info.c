@@ -1,7 +1,8 @@
 /* tessera-info — what this Tessera was built with, and its runtime options.
  *
  *   tessera-info             version, MPI, backends built
- *   tessera-info --options   every option as a Markdown table (README.md carries the same) */
+ *   tessera-info --options   every option as a Markdown table (README.md carries the same)
+ *   tessera-info --help      usage; any other argument is an error */
 #include "core/core.h"
 
 #include <stdio.h>
@@ -9,8 +10,28 @@
 
 extern const char tess_version_string[];
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tessera-info [--options | --help]\n"
+               "  (no argument)  the version, the MPI and the device backends of this build\n"
+               "  --options      every runtime option (TESS_* variable, +flag, default, "
+               "meaning) as a Markdown table\n"
+               "  --help         this text\n");
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 2 || (argc == 2 && strcmp(argv[1], "--options") && strcmp(argv[1], "--help") &&
+                     strcmp(argv[1], "-h"))) {
+        fprintf(stderr, "tessera-info: unknown argument '%s'\n", argv[argc > 2 && !strcmp(
+                argv[1], "--options") ? 2 : 1]);
+        usage(stderr);
+        return 2;
+    }
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(stdout);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "--options")) {
         size_t                    n;
         const tess_option_info_t *o = tess_config_options(&n);

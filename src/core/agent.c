@@ -131,6 +131,7 @@ unsigned tess_agent_progress(tess_pe_t *pe0, int idle)
     if (!idle && now - ag.last_poll_ns < AGENT_BUSY_POLL_NS)
         return 0;
     ag.last_poll_ns = now;
+    tess_core_peers_check();
     unsigned work = agent_test_requests();
     work += tess_reduce_progress(pe0);
     work += tess_phase_progress(pe0, idle && work == 0);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 tess_config_t tess_cfg;
@@ -17,98 +18,100 @@ typedef struct opt {
     opt_type_t         type;
     size_t             offset;
     size_t             len;     /* OPT_STR: buffer size */
-    long               lo, hi;  /* OPT_INT range */
+    long               lo, hi;  /* OPT_INT range; OPT_SIZE: minimum, maximum (0: none) */
     const char        *choices; /* OPT_STR: '|'-separated allowed values, NULL = any */
+    int                zero_ok; /* OPT_SIZE: 0 is allowed besides [lo, hi] (0: off/default) */
 } opt_t;
 
 #define CFG(f) offsetof(tess_config_t, f), sizeof(((tess_config_t *)0)->f)
 
 static const opt_t opts[] = {
     {{"ppn", "TESS_PPN", "+ppn", "1", "PEs (worker threads) per process"},
-     OPT_INT, CFG(ppn), 1, 1024, NULL},
+     OPT_INT, CFG(ppn), 1, 1024, NULL, 0},
     {{"log", "TESS_LOG", "+tess-log", "warn", "log level: error, warn, info, debug, trace"},
-     OPT_LOG, CFG(log_level), 0, 0, NULL},
+     OPT_LOG, CFG(log_level), 0, 0, NULL, 0},
     {{"spin_us", "TESS_SPIN_US", "+tess-spin", "100",
       "microseconds an idle PE spins before it blocks"},
-     OPT_INT, CFG(spin_us), 0, 10000000, NULL},
+     OPT_INT, CFG(spin_us), 0, 10000000, NULL, 0},
     {{"bind", "TESS_BIND", "+tess-bind", "0", "bind each PE to its own core (hwloc)"},
-     OPT_BOOL, CFG(bind), 0, 1, NULL},
+     OPT_BOOL, CFG(bind), 0, 1, NULL, 0},
     {{"verbose", "TESS_VERBOSE", "+tess-verbose", "0",
       "print the process, PE and GPU mapping at init"},
-     OPT_BOOL, CFG(verbose), 0, 1, NULL},
+     OPT_BOOL, CFG(verbose), 0, 1, NULL, 0},
     {{"gpu", "TESS_GPU", "+tess-gpu", "auto", "device backend: auto, host, cuda, hip"},
-     OPT_STR, CFG(gpu), 0, 0, "auto|host|cuda|hip"},
+     OPT_STR, CFG(gpu), 0, 0, "auto|host|cuda|hip", 0},
     {{"streams", "TESS_STREAMS", "+tess-streams", "64",
       "streams in the per-process pool (elements share them round-robin)"},
-     OPT_INT, CFG(streams), 1, 65536, NULL},
+     OPT_INT, CFG(streams), 1, 65536, NULL, 0},
     {{"host_threads", "TESS_HOST_THREADS", NULL, "1",
       "host backend: executor threads per process"},
-     OPT_INT, CFG(host_threads), 1, 256, NULL},
+     OPT_INT, CFG(host_threads), 1, 256, NULL, 0},
     {{"host_arena", "TESS_HOST_ARENA", NULL, "256m",
-      "host backend: bytes per shared-memory arena segment"},
-     OPT_SIZE, CFG(host_arena), 0, 0, NULL},
+      "host backend: bytes per shared-memory arena segment (at least 1m)"},
+     OPT_SIZE, CFG(host_arena), 1 << 20, 0, NULL, 0},
     {{"host_jitter_us", "TESS_HOST_JITTER_US", NULL, "0",
       "host backend: random delay before each device operation (finds ordering bugs)"},
-     OPT_INT, CFG(host_jitter_us), 0, 1000000, NULL},
+     OPT_INT, CFG(host_jitter_us), 0, 1000000, NULL, 0},
     {{"host_fault_kernel", "TESS_HOST_FAULT_KERNEL", NULL, "0",
       "host backend: the N-th host kernel a process runs faults, as one with an illegal "
       "access on a GPU: from then on nothing the device runs takes effect and every query fails "
       "(tests the runtime's handling of a failed device; 0: never)"},
-     OPT_INT, CFG(host_fault_kernel), 0, 1 << 30, NULL},
+     OPT_INT, CFG(host_fault_kernel), 0, 1 << 30, NULL, 0},
     {{"host_devices", "TESS_HOST_DEVICES", NULL, "1",
       "host backend: number of devices it presents per node"},
-     OPT_INT, CFG(host_devices), 1, 64, NULL},
+     OPT_INT, CFG(host_devices), 1, 64, NULL, 0},
     {{"vnode_size", "TESS_VNODE_SIZE", NULL, "0",
       "group every k consecutive ranks into a virtual node (0: physical nodes)"},
-     OPT_INT, CFG(vnode_size), 0, 1 << 20, NULL},
+     OPT_INT, CFG(vnode_size), 0, 1 << 20, NULL, 0},
     {{"devcomm_path", "TESS_DEVCOMM_PATH", NULL, "auto",
       "force the device-message path: auto, d2d, ipc, rdma"},
-     OPT_STR, CFG(devcomm_path), 0, 0, "auto|d2d|ipc|rdma"},
+     OPT_STR, CFG(devcomm_path), 0, 0, "auto|d2d|ipc|rdma", 0},
     {{"ipc", "TESS_IPC", NULL, "auto", "same-node device messages: auto, staged, direct"},
-     OPT_STR, CFG(ipc), 0, 0, "auto|staged|direct"},
+     OPT_STR, CFG(ipc), 0, 0, "auto|staged|direct", 0},
     {{"comm_buf", "TESS_COMM_BUF", NULL, "64m",
-      "staged IPC: device comm buffer per process"},
-     OPT_SIZE, CFG(comm_buf), 0, 0, NULL},
+      "staged IPC: device comm buffer per process (at least 64k)"},
+     OPT_SIZE, CFG(comm_buf), 64 << 10, 0, NULL, 0},
     {{"ipc_part", "TESS_IPC_PART", NULL, "0",
-      "staged IPC: largest part of a message through the comm buffer (0: half of it)"},
-     OPT_SIZE, CFG(ipc_part), 0, 0, NULL},
+      "staged IPC: largest part of a message through the comm buffer (0: half of it; else at "
+      "least 4k)"},
+     OPT_SIZE, CFG(ipc_part), 4 << 10, 0, NULL, 1},
     {{"ipc_events", "TESS_IPC_EVENTS", NULL, "256",
       "staged IPC: interprocess events per process"},
-     OPT_INT, CFG(ipc_events), 1, 1 << 20, NULL},
+     OPT_INT, CFG(ipc_events), 1, 1 << 20, NULL, 0},
     {{"rdma", "TESS_RDMA", NULL, "auto",
       "inter-node device messages: auto, direct (UCX get into device memory), staged"},
-     OPT_STR, CFG(rdma), 0, 0, "auto|direct|staged"},
+     OPT_STR, CFG(rdma), 0, 0, "auto|direct|staged", 0},
     {{"bounce_chunk", "TESS_BOUNCE_CHUNK", NULL, "1m",
-      "staged RDMA: pipeline chunk size"},
-     OPT_SIZE, CFG(bounce_chunk), 0, 0, NULL},
+      "staged RDMA: pipeline chunk size (at least 4k)"},
+     OPT_SIZE, CFG(bounce_chunk), 4 << 10, 0, NULL, 0},
     {{"bounce_count", "TESS_BOUNCE_COUNT", NULL, "8",
       "staged RDMA: pinned bounce buffers per process"},
-     OPT_INT, CFG(bounce_count), 1, 4096, NULL},
+     OPT_INT, CFG(bounce_count), 1, 4096, NULL, 0},
     {{"lb", "TESS_LB", "+tess-lb", "greedyrefine",
       "load balancer: greedy, refine, greedyrefine, rotate, none"},
-     OPT_STR, CFG(lb), 0, 0, NULL},
+     OPT_STR, CFG(lb), 0, 0, NULL, 0},
     {{"lb_target", "TESS_LB_TARGET", "+tess-lb-target", "gpu",
       "what the balancer evens out: pe, process, gpu"},
-     OPT_STR, CFG(lb_target), 0, 0, "pe|process|gpu"},
+     OPT_STR, CFG(lb_target), 0, 0, "pe|process|gpu", 0},
     {{"lb_gpu_time", "TESS_LB_GPU_TIME", NULL, "0",
       "measure each element's GPU time with events for load balancing"},
-     OPT_BOOL, CFG(lb_gpu_time), 0, 1, NULL},
+     OPT_BOOL, CFG(lb_gpu_time), 0, 1, NULL, 0},
     {{"gpu_poll", "TESS_GPU_POLL", NULL, "auto",
       "how PEs see GPU work complete: signal (the stream writes a word of host memory, read "
       "without a driver call), event (query events), auto (signal where the backend can, on "
       "a GPU that at most 2 PEs use, of all the processes on it)"},
-     OPT_STR, CFG(gpu_poll), 0, 0, "auto|signal|event"},
+     OPT_STR, CFG(gpu_poll), 0, 0, "auto|signal|event", 0},
     {{"mpi_poll_us", "TESS_MPI_POLL_US", NULL, "1000",
       "longest sleep of an idle PE 0 between MPI polls"},
-     OPT_INT, CFG(mpi_poll_us), 10, 1000000, NULL},
+     OPT_INT, CFG(mpi_poll_us), 10, 1000000, NULL, 0},
     {{"coalesce", "TESS_COALESCE", "+tess-coalesce", "8k",
       "bytes of one batch of small messages (<= 1 KiB) to a process whose network is backed "
       "up; 0 turns coalescing off (512 to 64k)"},
-     OPT_SIZE, CFG(coalesce), 512, 65536, NULL},
+     OPT_SIZE, CFG(coalesce), 512, 65536, NULL, 1},
     {{"coalesce_force", "TESS_COALESCE_FORCE", NULL, "0",
       "coalesce small messages even when the network is not backed up (for tests: a message "
       "then waits for the end of the scheduler pass)"},
-     OPT_BOOL, CFG(coalesce_force), 0, 1, NULL},
+     OPT_BOOL, CFG(coalesce_force), 0, 1, NULL, 0},
 };
 
 static const opt_t *opt_by_name(const char *name)
@@ -148,8 +151,8 @@ static tess_status_t opt_set(const opt_t *o, const char *value, const char *sour
     case OPT_SIZE:
         if (tess_parse_size(value, &sz) != TESS_OK)
             goto err_bad;
-        /* A size option with a range takes 0 (off) or a value inside it. */
-        if (o->hi && sz != 0 && (sz < (size_t)o->lo || sz > (size_t)o->hi))
+        if (!(sz == 0 && o->zero_ok) &&
+            (sz < (size_t)o->lo || (o->hi && sz > (size_t)o->hi)))
             goto err_bad;
         *(size_t *)field = sz;
         return TESS_OK;
@@ -185,6 +188,16 @@ err_bad:
     if (o->type == OPT_STR && o->choices)
         return tess_error(TESS_ERR_INVALID, "%s: invalid value '%s' for %s (one of %s)", source,
                           value, o->info.name, o->choices);
+    if (o->type == OPT_SIZE) {
+        char range[64];
+        if (o->hi)
+            snprintf(range, sizeof(range), "%ld to %ld", o->lo, o->hi);
+        else
+            snprintf(range, sizeof(range), "at least %ld", o->lo);
+        return tess_error(TESS_ERR_INVALID, "%s: invalid value '%s' for %s (a size in bytes with "
+                          "an optional k, m or g suffix, %s%s: %s)", source, value, o->info.name,
+                          range, o->zero_ok ? ", or 0" : "", o->info.help);
+    }
     return tess_error(TESS_ERR_INVALID, "%s: invalid value '%s' for %s (%s)", source, value,
                       o->info.name, o->info.help);
 }
@@ -298,6 +311,54 @@ tess_status_t tess_config_load(int *argc, char ***argv, const tess_params_t *par
         return st;
     tess_log_level = tess_cfg.log_level;
     return TESS_OK;
+}
+
+/* TESS_* variables that are not runtime options: the test harness's and the scripts'. */
+static int env_not_an_option(const char *name, size_t len)
+{
+    static const char *const others[] = {"TESS_SRCDIR", "TESS_BUILDDIR", "TESS_BUILD"};
+    for (size_t i = 0; i < TESS_ARRAY_LEN(others); i++)
+        if (strlen(others[i]) == len && !strncmp(name, others[i], len))
+            return 1;
+    return !strncmp(name, "TESS_TEST_", 10);
+}
+
+void tess_config_check_env(void)
+{
+    extern char **environ;
+    static int    warned; /* once per process, not at every tess_init */
+    if (warned || !environ)
+        return;
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, "TESS_", 5))
+            continue;
+        const char *eq  = strchr(*e, '=');
+        size_t      len = eq ? (size_t)(eq - *e) : strlen(*e);
+        char        name[64];
+        if (len >= sizeof(name) || env_not_an_option(*e, len))
+            continue;
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        const char *best = NULL;
+        int         best_d = 1 << 30;
+        for (size_t i = 0; i < TESS_ARRAY_LEN(opts); i++) {
+            if (!strcmp(opts[i].info.env, name)) {
+                best = NULL;
+                best_d = -1;
+                break;
+            }
+            int d = tess_edit_distance(name, opts[i].info.env);
+            if (d < best_d) {
+                best_d = d;
+                best   = opts[i].info.env;
+            }
+        }
+        if (best_d < 0)
+            continue;
+        tess_warn("%s is set but is not a Tessera option (the closest is %s; `tessera-info "
+                  "--options` lists them all)", name, best);
+    }
+    warned = 1;
 }
 
 void tess_config_print(void *file)

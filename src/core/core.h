@@ -69,6 +69,9 @@ typedef struct tess_option_info {
     const char *help;
 } tess_option_info_t;
 const tess_option_info_t *tess_config_options(size_t *count_p);
+/** Warn (once per process) about TESS_* environment variables that are not options, naming
+ *  the closest option. */
+void tess_config_check_env(void);
 /** Print the effective configuration (one line per option) to `f`. */
 void tess_config_print(void *file);
 
@@ -109,8 +112,13 @@ static inline tess_msg_t *tess_msg_from_payload(void *payload)
     return (tess_msg_t *)payload - 1;
 }
 
+/** The largest payload of a message: more than any buffer a program can hold, so that a size
+ *  computed wrong (SIZE_MAX, a negative number cast) is caught before arithmetic on it
+ *  overflows. */
+#define TESS_MSG_SIZE_MAX ((size_t)1 << 46)
+
 /** A message with room for `size` payload bytes, hdr zeroed but for size. NULL when out of
- *  memory (error recorded). */
+ *  memory or when size exceeds TESS_MSG_SIZE_MAX (error recorded). */
 tess_msg_t *tess_core_msg_alloc(size_t size);
 void        tess_core_msg_free(tess_msg_t *m);
 
@@ -182,8 +190,23 @@ static inline int tess_core_num_pes(void) { return tess_rt.size * tess_rt.ppn; }
 /* ---- init, phases ------------------------------------------------------------------------ */
 
 tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_params_t *params);
+
+/** The collective calls of the API. */
+typedef enum tess_coll {
+    TESS_COLL_RUN = 0,
+    TESS_COLL_ARRAY_CREATE,
+    TESS_COLL_ARRAY_DESTROY,
+    TESS_COLL_ENTRY_REGISTER,
+    TESS_COLL_FINALIZE
+} tess_coll_t;
+/** At the start of a collective call (main, after its local checks): returns once every
+ *  process has entered a collective call; aborts the job, naming both, when another process
+ *  entered a different one; warns every 10, 20, 40 … s while some process has not come. */
+void tess_core_collective_enter(tess_coll_t kind);
 tess_status_t tess_core_fini(void);
 int           tess_core_initialized(void);
+/** Nonzero on the thread that called tess_init (initialised). */
+int           tess_core_on_main_thread(void);
 
 /** Hooks of the layers above core: per-PE set-up, idle progress, and work in flight that is
  *  not counted as messages. Their own init/fini are called by the library glue, in order. */
@@ -195,6 +218,10 @@ typedef struct tess_core_layer {
     unsigned  (*progress)(tess_pe_t *pe);
     /** Nonzero while the layer has work in flight that is not counted as messages. */
     int       (*busy)(void);
+    /** A phase can never end (quiescent, no tess_exit): called on PE 0 of every process at
+     *  once, collective over tess_rt.comm; on process 0, append to buf (len bytes, NUL-
+     *  terminated) what the layer still has open, e.g. reductions waiting for elements. */
+    void      (*report_stuck)(char *buf, size_t len);
 } tess_core_layer_t;
 tess_status_t tess_core_layer_add(const tess_core_layer_t *layer);
 /** Start the PE threads (main), once every layer has been added. */
@@ -223,6 +250,18 @@ tess_status_t tess_core_agent_watch(MPI_Request req, tess_agent_req_fn_t done, v
 typedef void (*tess_reduce_result_fn_t)(uint32_t key, uint64_t tag, const void *cb, size_t cb_len,
                                         const void *data, size_t size);
 tess_status_t tess_core_reduce_set_result_fn(tess_reduce_result_fn_t fn);
+/** Name of a reduction key for messages (the array's name), or NULL. */
+typedef const char *(*tess_reduce_name_fn_t)(uint32_t key);
+void          tess_core_reduce_set_name_fn(tess_reduce_name_fn_t fn);
+/** A reduction open at process 0: its partials so far add up to ncontrib of expected. */
+typedef struct tess_reduce_open {
+    uint32_t key;
+    uint64_t tag;
+    int64_t  ncontrib, expected;
+} tess_reduce_open_t;
+/** The reductions open at process 0 (PE 0 of process 0, between scheduler passes): fills up
+ *  to max of them into out and returns how many there are. */
+int           tess_core_reduce_open(tess_reduce_open_t *out, int max);
 
 /**
  * Submit a partial result of reduction (key, tag) that combines `ncontrib` contributions (any

@@ -140,6 +140,7 @@ typedef struct tess_runtime {
 
     MPI_Comm agent_comm; /* reductions */
     MPI_Comm wave_comm;  /* quiescence waves */
+    MPI_Comm coll_comm;  /* the agreement at the start of each collective call */
 } tess_runtime_t;
 
 extern tess_runtime_t tess_core;
@@ -185,6 +186,13 @@ tess_status_t tess_phase_init(void);
 void          tess_phase_fini(void);
 unsigned      tess_phase_progress(tess_pe_t *pe0, int idle);
 int           tess_phase_wants_poll(void);
+/** How long idle PE 0 may sleep before the phase wants a wave (-1: no limit from the phase;
+ *  when tess_phase_wants_poll() it polls at the MPI rate anyway). */
+int64_t       tess_phase_wake_ns(void);
+
+/* init.c */
+/** Abort naming a process of this node that is gone (PE 0 or main; at most once a second). */
+void          tess_core_peers_check(void);
 
 /* agent.c */
 tess_status_t tess_agent_init(void);

@@ -2,6 +2,8 @@
  * detection, the device backend, the network, the PEs; the abort path; the layer hooks. */
 #include "core_int.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -13,6 +15,11 @@ tess_runtime_info_t tess_rt;
 int tess_core_initialized(void)
 {
     return tess_core.initialized;
+}
+
+int tess_core_on_main_thread(void)
+{
+    return tess_core.initialized && pthread_equal(pthread_self(), tess_core.main_thread);
 }
 
 static void core_abort(int code)
@@ -139,6 +146,56 @@ static void core_print_mapping(void)
     }
 }
 
+/* ---- processes of this node that are gone ------------------------------------------------ */
+
+/* A process killed without its launcher ending the job would leave the others waiting for it
+ * for ever (in a quiescence wave, a reduction, a collective call). Those of this node are
+ * watched by their pids: checked at most once a second by PE 0 while it polls MPI. Processes
+ * of other nodes are the launcher's and MPI's to report. */
+static struct {
+    int     *pid;     /* [rank] */
+    uint8_t *watch;   /* [rank]: same node and its pid visible here */
+    uint64_t next_ns; /* next check */
+} peers;
+
+static tess_status_t core_peers_init(void)
+{
+    int me      = (int)getpid();
+    peers.pid   = tess_calloc((size_t)tess_rt.size, sizeof(int), "process ids");
+    peers.watch = tess_calloc((size_t)tess_rt.size, 1, "process watch");
+    if (!peers.pid || !peers.watch)
+        return TESS_ERR_NO_MEMORY;
+    if (MPI_Allgather(&me, 1, MPI_INT, peers.pid, 1, MPI_INT, tess_rt.comm) != MPI_SUCCESS)
+        return tess_error(TESS_ERR_MPI, "MPI_Allgather of process ids failed");
+    /* Alive now (they just answered): a pid that cannot be seen is in another pid namespace,
+     * and is not watched. */
+    for (int r = 0; r < tess_rt.size; r++)
+        peers.watch[r] = r != tess_rt.rank && tess_rt.node_of[r] == tess_rt.node &&
+                         (kill((pid_t)peers.pid[r], 0) == 0 || errno == EPERM);
+    peers.next_ns = 0;
+    return TESS_OK;
+}
+
+static void core_peers_fini(void)
+{
+    free(peers.pid);
+    free(peers.watch);
+    memset(&peers, 0, sizeof(peers));
+}
+
+void tess_core_peers_check(void)
+{
+    uint64_t now = tess_time_ns();
+    if (!peers.watch || now < peers.next_ns)
+        return;
+    peers.next_ns = now + 1000ull * 1000 * 1000;
+    for (int r = 0; r < tess_rt.size; r++)
+        if (peers.watch[r] && kill((pid_t)peers.pid[r], 0) != 0 && errno == ESRCH)
+            tess_fatal("process %d (pid %d, on this node) is gone: it ended without "
+                       "tess_finalize (killed, or crashed) and the job cannot go on without it",
+                       r, peers.pid[r]);
+}
+
 tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_params_t *params)
 {
     tess_status_t st;
@@ -160,8 +217,11 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
     MPI_Comm_rank(tess_rt.comm, &tess_rt.rank);
     MPI_Comm_size(tess_rt.comm, &tess_rt.size);
     tess_log_set_rank(tess_rt.rank);
+    if (tess_rt.rank == 0)
+        tess_config_check_env();
     MPI_Comm_dup(tess_rt.comm, &tess_core.agent_comm);
     MPI_Comm_dup(tess_rt.comm, &tess_core.wave_comm);
+    MPI_Comm_dup(tess_rt.comm, &tess_core.coll_comm);
 
     int ppn_range[2] = {-tess_cfg.ppn, tess_cfg.ppn};
     MPI_Allreduce(MPI_IN_PLACE, ppn_range, 2, MPI_INT, MPI_MAX, tess_rt.comm);
@@ -177,6 +237,8 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
     MPI_Bcast(&tess_rt.job_id, 1, MPI_UINT64_T, 0, tess_rt.comm);
 
     st = core_topology();
+    if (st == TESS_OK)
+        st = core_peers_init();
     if (st != TESS_OK)
         goto err_free_topology;
 
@@ -240,13 +302,59 @@ err_net_fini:
 err_gpu_fini:
     tess_gpu_fini();
 err_free_topology:
+    core_peers_fini();
     free(tess_rt.node_of);
     free(tess_rt.vnode_of);
 err_free_comms:
+    MPI_Comm_free(&tess_core.coll_comm);
     MPI_Comm_free(&tess_core.wave_comm);
     MPI_Comm_free(&tess_core.agent_comm);
     MPI_Comm_free(&tess_rt.comm);
     return st;
+}
+
+/* ---- collective calls: every process enters the same one --------------------------------- */
+
+static const char *const coll_names[] = {
+    [TESS_COLL_RUN] = "tess_run", [TESS_COLL_ARRAY_CREATE] = "tess_array_create",
+    [TESS_COLL_ARRAY_DESTROY] = "tess_array_destroy",
+    [TESS_COLL_ENTRY_REGISTER] = "tess_entry_register", [TESS_COLL_FINALIZE] = "tess_finalize"};
+
+#define COLL_WARN_NS (10ull * 1000 * 1000 * 1000)
+
+void tess_core_collective_enter(tess_coll_t kind)
+{
+    /* The processes' next collective calls meet in one MPI_Iallreduce on a communicator of
+     * their own: a process that entered another call meets this one there (a mismatch, found at
+     * once), and a process that does not come is waited for with a warning now and then. */
+    int64_t     mine[2] = {kind, -(int64_t)kind}, all[2];
+    MPI_Request req;
+    TESS_MPI_CHECK(MPI_Iallreduce(mine, all, 2, MPI_INT64_T, MPI_MAX, tess_core.coll_comm,
+                                  &req));
+    uint64_t t0 = tess_time_ns(), warn_at = COLL_WARN_NS;
+    for (;;) {
+        int flag = 0;
+        TESS_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
+        if (flag)
+            break;
+        uint64_t waited = tess_time_ns() - t0;
+        if (waited >= warn_at) {
+            tess_warn("%s: this process has waited %.0f s for the others to enter it (every "
+                      "process must make the same collective Tessera calls in the same order; "
+                      "one that skipped it, or is still in its own code, keeps the others here)",
+                      coll_names[kind], (double)waited * 1e-9);
+            warn_at *= 2;
+        }
+        tess_core_peers_check();
+        struct timespec ts = {0, waited < 1000000 ? 20 * 1000 : 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    int64_t hi = all[0], lo = -all[1];
+    if (hi != lo)
+        tess_fatal("the processes entered different collective calls: %s and %s (this process: "
+                   "%s); every process must make the same collective Tessera calls (tess_run, "
+                   "tess_array_create, tess_array_destroy, tess_entry_register, tess_finalize) "
+                   "in the same order", coll_names[lo], coll_names[hi], coll_names[kind]);
 }
 
 tess_status_t tess_core_start(void)
@@ -275,8 +383,10 @@ tess_status_t tess_core_fini(void)
     tess_agent_fini();
     tess_net_fini();
     tess_gpu_fini();
+    core_peers_fini();
     free(tess_rt.node_of);
     free(tess_rt.vnode_of);
+    MPI_Comm_free(&tess_core.coll_comm);
     MPI_Comm_free(&tess_core.wave_comm);
     MPI_Comm_free(&tess_core.agent_comm);
     MPI_Comm_free(&tess_rt.comm);

@@ -64,6 +64,10 @@ static void msg_chain_flush(msg_chain_t *c, tess_pe_t *home)
 
 tess_msg_t *tess_core_msg_alloc(size_t size)
 {
+    if (tess_unlikely(size > TESS_MSG_SIZE_MAX)) {
+        tess_error(TESS_ERR_INVALID, "a message of %zu bytes (at most 2^46)", size);
+        return NULL;
+    }
     tess_pe_t  *pe  = tess_pe_self_;
     uint32_t    cls = msg_cls(size);
     tess_msg_t *m   = NULL;

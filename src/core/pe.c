@@ -100,6 +100,12 @@ static void pe_sleep(tess_pe_t *pe, int *handover_p)
     if (pe->local == 0 && tess_agent_pending())
         timeout_ns = timeout_ns < 0 ? (int64_t)tess_cfg.mpi_poll_us * 1000
                                     : TESS_MIN(timeout_ns, (int64_t)tess_cfg.mpi_poll_us * 1000);
+    else if (pe->local == 0) {
+        /* A phase waiting for tess_exit still checks, now and then, that it can end. */
+        int64_t wake = tess_phase_wake_ns();
+        if (wake >= 0)
+            timeout_ns = timeout_ns < 0 ? wake : TESS_MIN(timeout_ns, wake);
+    }
     for (unsigned i = 0; i < tess_core.nlayers; i++)
         if (tess_core.layers[i].busy && tess_core.layers[i].busy())
             timeout_ns = timeout_ns < 0 ? 100 * 1000 : TESS_MIN(timeout_ns, 100 * 1000);

@@ -8,9 +8,14 @@
  * had been processed and nothing was running that could send: the phase is over everywhere. */
 #include "core_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #define WAVE_MIN_GAP_NS (50 * 1000) /* between the end of a wave and the start of the next */
+/* A TESS_RUN_UNTIL_EXIT phase before any tess_exit: a wave that may find the phase quiescent
+ * (it can then never end) starts only once PE 0 has been idle this long, and this long after
+ * the last one, so that a busy phase runs none. */
+#define HANG_WAVE_GAP_NS (200 * 1000 * 1000)
 
 typedef struct exit_payload {
     int32_t  origin_pe;  /* PE that called tess_exit */
@@ -34,9 +39,11 @@ static struct {
     /* Waves (PE 0). */
     int         wave_active;
     MPI_Request wave_req;
-    uint64_t    wave_local[3], wave_global[3], wave_prev[3];
+    /* sent, processed, work in flight, processes that saw an exit */
+    uint64_t    wave_local[4], wave_global[4], wave_prev[4];
     int         have_prev;
     uint64_t    wave_end_ns;
+    uint64_t    idle_since_ns; /* PE 0 idle since (0: busy) */
     uint64_t    waves;
 } ph;
 
@@ -125,6 +132,31 @@ static uint64_t layers_busy(void)
     return busy;
 }
 
+/* A TESS_RUN_UNTIL_EXIT phase is quiescent and nobody called tess_exit: nothing can ever
+ * happen in it again. Every process is here at once (the wave's result is global): the layers
+ * add what they still have open (collectively), process 0 aborts the job with all of it. */
+_Noreturn static void phase_report_hang(uint64_t messages)
+{
+    char   report[3072] = "";
+    size_t len          = 0;
+    for (unsigned i = 0; i < tess_core.nlayers; i++)
+        if (tess_core.layers[i].report_stuck) {
+            tess_core.layers[i].report_stuck(report + len, sizeof(report) - len);
+            len = strlen(report);
+        }
+    if (tess_rt.rank == 0)
+        tess_fatal("tess_run(TESS_RUN_UNTIL_EXIT), phase %llu of this program, can never end: it "
+                   "is quiescent (all %llu messages were processed; nothing is in flight on any "
+                   "process) but no chare called tess_exit and no TESS_CB_RETURN reduction "
+                   "completed; %s", (unsigned long long)tess_core.epoch,
+                   (unsigned long long)messages,
+                   len ? report : "no reduction is open (did the phase forget tess_exit, or "
+                                  "should it run TESS_RUN_UNTIL_QUIESCENCE?)");
+    /* Process 0 ends the job; wait for it (it never joins this barrier). */
+    MPI_Barrier(tess_core.wave_comm);
+    tess_fatal("tess_run(TESS_RUN_UNTIL_EXIT) can never end (see process 0's message)");
+}
+
 unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
 {
     (void)pe0;
@@ -137,10 +169,15 @@ unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
         ph.wave_end_ns = tess_time_ns();
         ph.waves++;
         const uint64_t *g = ph.wave_global;
-        tess_trace("wave %llu: sent %llu, processed %llu, busy %llu", (unsigned long long)ph.waves,
-                   (unsigned long long)g[0], (unsigned long long)g[1], (unsigned long long)g[2]);
+        tess_trace("wave %llu: sent %llu, processed %llu, busy %llu, exits %llu",
+                   (unsigned long long)ph.waves, (unsigned long long)g[0],
+                   (unsigned long long)g[1], (unsigned long long)g[2], (unsigned long long)g[3]);
         if (g[0] == g[1] && g[2] == 0 && ph.have_prev &&
             !memcmp(g, ph.wave_prev, sizeof(ph.wave_prev))) {
+            /* Exit messages are counted: at quiescence every process has seen them all, so g[3]
+             * is 0 everywhere or nprocs everywhere. */
+            if (tess_core.mode == TESS_RUN_UNTIL_EXIT && g[3] == 0)
+                phase_report_hang(g[0]);
             tess_debug("quiescence after %llu waves: %llu messages",
                        (unsigned long long)ph.waves, (unsigned long long)g[0]);
             atomic_store(&tess_core.phase, PHASE_STOPPING);
@@ -151,12 +188,19 @@ unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
         ph.have_prev = 1;
         return 1;
     }
-    if (!idle)
+    if (!idle) {
+        ph.idle_since_ns = 0;
         return 0;
-    if (tess_core.mode == TESS_RUN_UNTIL_EXIT && !ph.exit_seen)
+    }
+    uint64_t now = tess_time_ns();
+    if (!ph.idle_since_ns)
+        ph.idle_since_ns = now;
+    if (tess_core.mode == TESS_RUN_UNTIL_EXIT && !ph.exit_seen) {
+        if (now - ph.idle_since_ns < HANG_WAVE_GAP_NS || now - ph.wave_end_ns < HANG_WAVE_GAP_NS)
+            return 0;
+    } else if (now - ph.wave_end_ns < WAVE_MIN_GAP_NS) {
         return 0;
-    if (tess_time_ns() - ph.wave_end_ns < WAVE_MIN_GAP_NS)
-        return 0;
+    }
     uint64_t sent = 0, processed = 0;
     for (int i = 0; i < tess_core.npes; i++) {
         processed += atomic_load_explicit(&tess_core.pes[i]->processed, memory_order_acquire);
@@ -165,7 +209,8 @@ unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
     ph.wave_local[0] = sent;
     ph.wave_local[1] = processed;
     ph.wave_local[2] = tess_net_outstanding() + layers_busy();
-    TESS_MPI_CHECK(MPI_Iallreduce(ph.wave_local, ph.wave_global, 3, MPI_UINT64_T, MPI_SUM,
+    ph.wave_local[3] = ph.exit_seen != 0;
+    TESS_MPI_CHECK(MPI_Iallreduce(ph.wave_local, ph.wave_global, 4, MPI_UINT64_T, MPI_SUM,
                                   tess_core.wave_comm, &ph.wave_req));
     ph.wave_active = 1;
     return 0;
@@ -175,6 +220,16 @@ unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
 int tess_phase_wants_poll(void)
 {
     return ph.wave_active || tess_core.mode == TESS_RUN_UNTIL_QUIESCENCE || ph.exit_seen;
+}
+
+int64_t tess_phase_wake_ns(void)
+{
+    if (tess_phase_wants_poll())
+        return -1;
+    uint64_t now   = tess_time_ns();
+    uint64_t since = TESS_MIN(now - ph.wave_end_ns,
+                              ph.idle_since_ns ? now - ph.idle_since_ns : 0);
+    return since >= HANG_WAVE_GAP_NS ? 1000 * 1000 : (int64_t)(HANG_WAVE_GAP_NS - since);
 }
 
 /* ---- run --------------------------------------------------------------------------------- */
@@ -191,12 +246,14 @@ tess_status_t tess_core_run(tess_run_mode_t mode, tess_start_fn_t start, void *a
                           "cannot be nested)");
     if (mode != TESS_RUN_UNTIL_EXIT && mode != TESS_RUN_UNTIL_QUIESCENCE)
         return tess_error(TESS_ERR_INVALID, "tess_run: unknown mode %d", (int)mode);
+    tess_core_collective_enter(TESS_COLL_RUN);
 
     tess_core.mode = mode;
     ph.exit_seen   = 0;
     ph.have_value  = 0;
     ph.have_prev   = 0;
-    ph.wave_end_ns = 0;
+    ph.wave_end_ns   = mode == TESS_RUN_UNTIL_EXIT ? tess_time_ns() : 0;
+    ph.idle_since_ns = 0;
     ph.waves       = 0;
 
     pthread_mutex_lock(&tess_core.park_lock);

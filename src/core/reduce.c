@@ -40,7 +40,19 @@ typedef struct red_wire {
 static struct {
     red_slot_t             *root[RED_BUCKETS]; /* process 0, PE 0 only */
     tess_reduce_result_fn_t result_fn;
+    tess_reduce_name_fn_t   name_fn;
 } rd;
+
+/* "array 'A'" for messages (the layer above names its keys). */
+static const char *red_key_text(uint32_t key, char *buf, size_t len)
+{
+    const char *name = rd.name_fn ? rd.name_fn(key) : NULL;
+    if (name)
+        snprintf(buf, len, "array '%s'", name);
+    else
+        snprintf(buf, len, "array %u", key);
+    return buf;
+}
 
 static inline size_t red_bucket(uint32_t key, uint64_t tag)
 {
@@ -106,18 +118,19 @@ static void red_root_combine(uint32_t key, uint64_t tag, int64_t ncontrib, int64
             tess_fatal("out of memory combining reduction %u:%llu", key, (unsigned long long)tag);
         *pp = s;
     } else {
-        char a[96], b[96];
+        char a[96], b[96], k[80];
         if (red_params_differ(&s->p, p) || s->global_expected != global_expected)
-            tess_fatal("reduction tag %llu of array %u: process %d contributed %s, others %s "
+            tess_fatal("reduction tag %llu of %s: process %d contributed %s, others %s "
                        "(every element must contribute the same count, type, op and callback)",
-                       (unsigned long long)tag, key, from, red_params_text(p, a, sizeof(a)),
-                       red_params_text(&s->p, b, sizeof(b)));
+                       (unsigned long long)tag, red_key_text(key, k, sizeof(k)), from,
+                       red_params_text(p, a, sizeof(a)), red_params_text(&s->p, b, sizeof(b)));
         tess_reduce_apply(p->op, p->type, s->data, data, p->count);
     }
     s->ncontrib += ncontrib;
+    char k[80];
     if (s->ncontrib > s->global_expected)
-        tess_fatal("reduction tag %llu of array %u: %lld contributions for %lld elements",
-                   (unsigned long long)tag, key, (long long)s->ncontrib,
+        tess_fatal("reduction tag %llu of %s: %lld contributions for %lld elements",
+                   (unsigned long long)tag, red_key_text(key, k, sizeof(k)), (long long)s->ncontrib,
                    (long long)s->global_expected);
     if (s->ncontrib == s->global_expected) {
         *pp = s->next;
@@ -223,10 +236,16 @@ tess_status_t tess_core_reduce_submit(uint32_t key, uint64_t tag, int64_t ncontr
 
 tess_status_t tess_reduce_check(int count, tess_dtype_t type, tess_op_t op)
 {
-    if (count < 1 || tess_dtype_size(type) == 0 || (unsigned)op > TESS_BOR)
-        return tess_error(TESS_ERR_INVALID, "reduction of %d values of type %d with op %d "
-                          "(valid: count >= 1, a tess_dtype_t, a tess_op_t)", count, (int)type,
-                          (int)op);
+    if (tess_dtype_size(type) == 0)
+        return tess_error(TESS_ERR_INVALID, "reduction of type %d, which is not a tess_dtype_t "
+                          "(TESS_INT32, TESS_INT64, TESS_FLOAT, TESS_DOUBLE)", (int)type);
+    if ((unsigned)op > TESS_BOR)
+        return tess_error(TESS_ERR_INVALID, "reduction with op %d, which is not a tess_op_t "
+                          "(TESS_SUM, TESS_PROD, TESS_MIN, TESS_MAX, TESS_LAND, TESS_LOR, "
+                          "TESS_BAND, TESS_BOR)", (int)op);
+    if (count < 1)
+        return tess_error(TESS_ERR_INVALID, "reduction of %d values of %s with %s (count must be "
+                          ">= 1)", count, tess_dtype_name(type), tess_op_name(op));
     if ((op == TESS_BAND || op == TESS_BOR) && (type == TESS_FLOAT || type == TESS_DOUBLE))
         return tess_error(TESS_ERR_INVALID, "bitwise %s is not defined on %s",
                           tess_op_name(op), tess_dtype_name(type));
@@ -237,6 +256,21 @@ tess_status_t tess_core_reduce_set_result_fn(tess_reduce_result_fn_t fn)
 {
     rd.result_fn = fn;
     return TESS_OK;
+}
+
+void tess_core_reduce_set_name_fn(tess_reduce_name_fn_t fn)
+{
+    rd.name_fn = fn;
+}
+
+int tess_core_reduce_open(tess_reduce_open_t *out, int max)
+{
+    int n = 0;
+    for (size_t b = 0; b < RED_BUCKETS; b++)
+        for (red_slot_t *s = rd.root[b]; s; s = s->next, n++)
+            if (n < max)
+                out[n] = (tess_reduce_open_t){s->key, s->tag, s->ncontrib, s->global_expected};
+    return n;
 }
 
 tess_status_t tess_reduce_init(void)

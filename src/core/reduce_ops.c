@@ -15,13 +15,14 @@ size_t tess_dtype_size(tess_dtype_t type)
 
 const char *tess_dtype_name(tess_dtype_t type)
 {
-    static const char *const names[] = {"int32", "int64", "float", "double"};
+    static const char *const names[] = {"TESS_INT32", "TESS_INT64", "TESS_FLOAT", "TESS_DOUBLE"};
     return (unsigned)type < TESS_ARRAY_LEN(names) ? names[type] : "?";
 }
 
 const char *tess_op_name(tess_op_t op)
 {
-    static const char *const names[] = {"sum", "prod", "min", "max", "land", "lor", "band", "bor"};
+    static const char *const names[] = {"TESS_SUM", "TESS_PROD", "TESS_MIN",  "TESS_MAX",
+                                        "TESS_LAND", "TESS_LOR", "TESS_BAND", "TESS_BOR"};
     return (unsigned)op < TESS_ARRAY_LEN(names) ? names[op] : "?";
 }
 

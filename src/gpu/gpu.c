@@ -231,6 +231,8 @@ int tess_gpu_device_procs(void) { return gpu_device_procs; }
 tess_status_t tess_gpu_malloc(void **ptr_p, size_t size)
 {
     tess_status_t st = gpu_check_init(__func__);
+    if (st == TESS_OK && !ptr_p)
+        st = tess_error(TESS_ERR_INVALID, "tess_gpu_malloc: ptr_p is NULL");
     return st != TESS_OK ? st : tess_gpu->mem_alloc(size, ptr_p);
 }
 
@@ -243,6 +245,8 @@ tess_status_t tess_gpu_free(void *ptr)
 tess_status_t tess_gpu_malloc_host(void **ptr_p, size_t size)
 {
     tess_status_t st = gpu_check_init(__func__);
+    if (st == TESS_OK && !ptr_p)
+        st = tess_error(TESS_ERR_INVALID, "tess_gpu_malloc_host: ptr_p is NULL");
     return st != TESS_OK ? st : tess_gpu->host_alloc(size, ptr_p);
 }
 
@@ -255,12 +259,17 @@ tess_status_t tess_gpu_free_host(void *ptr)
 tess_status_t tess_gpu_memcpy_async(void *dst, const void *src, size_t size, tess_stream_t stream)
 {
     tess_status_t st = gpu_check_init(__func__);
+    if (st == TESS_OK && size && (!dst || !src))
+        st = tess_error(TESS_ERR_INVALID, "tess_gpu_memcpy_async of %zu bytes from %p to %p",
+                        size, src, dst);
     return st != TESS_OK ? st : tess_gpu->memcpy_async(dst, src, size, stream);
 }
 
 tess_status_t tess_gpu_memset_async(void *dst, int value, size_t size, tess_stream_t stream)
 {
     tess_status_t st = gpu_check_init(__func__);
+    if (st == TESS_OK && size && !dst)
+        st = tess_error(TESS_ERR_INVALID, "tess_gpu_memset_async of %zu bytes at NULL", size);
     return st != TESS_OK ? st : tess_gpu->memset_async(dst, value, size, stream);
 }
 
@@ -276,6 +285,11 @@ tess_status_t tess_gpu_launch_host(tess_stream_t stream, tess_host_kernel_fn_t f
     tess_status_t st = gpu_check_init(__func__);
     if (st != TESS_OK)
         return st;
+    if (!fn)
+        return tess_error(TESS_ERR_INVALID, "tess_gpu_launch_host: fn is NULL");
+    if (args_size && !args)
+        return tess_error(TESS_ERR_INVALID, "tess_gpu_launch_host: %zu bytes of arguments at "
+                          "NULL", args_size);
     if (args_size > TESS_GPU_HOST_ARGS_MAX)
         return tess_error(TESS_ERR_INVALID, "tess_gpu_launch_host: %zu bytes of arguments "
                           "(at most %d)", args_size, TESS_GPU_HOST_ARGS_MAX);

@@ -297,9 +297,12 @@ static void lb_decide(lb_array_t *la, int64_t n)
     }
     for (int b = 0; b < nbins; b++)
         maxb = TESS_MAX(maxb, binload[b]);
-    if (!lb.strategy && !(lb.strategy = tess_lb_find(tess_cfg.lb, &lb.strategy_arg)))
-        tess_fatal("+tess-lb %s: no such strategy (built-in: greedy, refine, greedyrefine, "
-                   "rotate, none; or one given to tess_lb_register)", tess_cfg.lb);
+    if (!lb.strategy && !(lb.strategy = tess_lb_find(tess_cfg.lb, &lb.strategy_arg))) {
+        char names[512];
+        tess_fatal("TESS_LB / +tess-lb '%s': no such load-balancing strategy at the first "
+                   "load-balancing step (known: %s; register others with tess_lb_register "
+                   "before the first step)", tess_cfg.lb, tess_lb_names(names, sizeof(names)));
+    }
     lb.strategy(&in, bins, lb.strategy_arg);
     for (int64_t i = 0; i < n; i++)
         if (bins[i] < 0 || bins[i] >= nbins)
@@ -538,8 +541,9 @@ static void lb_check_done(tess_array_t *a)
 
 tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line)
 {
+    tess_obj_check_init("tess_at_sync", file, line);
     obj_pe_t *op = tess_obj_pe();
-    if (tess_unlikely(!op || !tess_core_in_phase() || op->current != ctx))
+    if (tess_unlikely(!ctx || !op || !tess_core_in_phase() || op->current != ctx))
         tess_obj_misuse(file, line, "tess_at_sync must be called by an entry method of the "
                         "element it names");
     tess_array_t *a = ctx->array;
@@ -560,6 +564,8 @@ tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line)
 
 tess_status_t tess_lb_get_stats(tess_array_h a, tess_lb_stats_t *stats_p)
 {
+    if (!stats_p)
+        return tess_error(TESS_ERR_INVALID, "tess_lb_get_stats: stats_p is NULL");
     if (!a || !a->lb || !((lb_array_t *)a->lb)->have_stats)
         return TESS_ERR_NOT_FOUND;
     *stats_p = ((lb_array_t *)a->lb)->stats;
@@ -622,8 +628,19 @@ tess_status_t tess_lb_init(void)
 {
     memset(&lb, 0, sizeof(lb));
     pthread_mutex_init(&lb.lock, NULL);
-    /* A strategy registered after tess_init is looked up at the first step. */
+    /* A strategy registered after tess_init is looked up at the first step; a name that is
+     * not registered yet but is a misspelt built-in is surely wrong now. */
     lb.strategy = tess_lb_find(tess_cfg.lb, &lb.strategy_arg);
+    const char *near = lb.strategy ? NULL : tess_lb_builtin_near(tess_cfg.lb);
+    if (near) {
+        char names[512];
+        return tess_error(TESS_ERR_INVALID, "TESS_LB / +tess-lb '%s': no such load-balancing "
+                          "strategy; did you mean '%s'? (known: %s)", tess_cfg.lb, near,
+                          tess_lb_names(names, sizeof(names)));
+    }
+    if (!lb.strategy)
+        tess_info("TESS_LB / +tess-lb '%s' is not a built-in strategy: it must be registered "
+                  "with tess_lb_register before the first load-balancing step", tess_cfg.lb);
     lb.target = !strcasecmp(tess_cfg.lb_target, "pe") ? 0
               : !strcasecmp(tess_cfg.lb_target, "process") ? 1 : 2;
     tess_status_t st = lb_map_gpus();

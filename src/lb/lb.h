@@ -26,6 +26,11 @@ void tess_lb_none(const tess_lb_input_t *in, int *new_bin, void *arg);
 
 /** Look up a strategy by name (built-in or registered); NULL if unknown. */
 tess_lb_strategy_fn_t tess_lb_find(const char *name, void **arg_p);
+/** A built-in strategy whose name is within 1 edit of `name` (2 for names of 8 characters or
+ *  more; case is ignored): a misspelling. NULL if there is none. */
+const char *tess_lb_builtin_near(const char *name);
+/** "greedy, refine, …; registered: a, b" into buf. */
+const char *tess_lb_names(char *buf, size_t len);
 
 /** Max over bins of (background + assigned load) divided by the average (1 = balanced). */
 double tess_lb_imbalance(const tess_lb_input_t *in, const int *bins);

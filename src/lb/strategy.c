@@ -19,6 +19,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define LB_DEFAULT_TOLERANCE 0.05
@@ -532,4 +533,24 @@ tess_lb_strategy_fn_t tess_lb_find(const char *name, void **arg_p)
     if (arg_p)
         *arg_p = e ? e->arg : NULL;
     return e ? e->fn : NULL;
+}
+
+const char *tess_lb_builtin_near(const char *name)
+{
+    for (size_t i = 0; name && i < TESS_ARRAY_LEN(lb_builtins); i++)
+        if (tess_edit_distance(name, lb_builtins[i].name) <= (strlen(name) >= 8 ? 2 : 1))
+            return lb_builtins[i].name;
+    return NULL;
+}
+
+const char *tess_lb_names(char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0]   = '\0';
+    for (size_t i = 0; i < TESS_ARRAY_LEN(lb_builtins) && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", lb_builtins[i].name);
+    for (int i = 0; i < lb_nregistered && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "; registered: ",
+                              lb_registered[i].name);
+    return buf;
 }

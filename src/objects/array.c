@@ -42,6 +42,12 @@ tess_index_t tess_obj_delinearize(const tess_array_t *a, int64_t linear)
 const char *tess_obj_index_text(const tess_array_t *a, tess_index_t i, char *buf, size_t len)
 {
     int nd = a ? a->ndims : 3;
+    /* Components beyond the array's dimensions are 0 in a valid index: show them when they
+     * are not (they are what makes the index out of range). */
+    if (i.z != 0)
+        nd = 3;
+    else if (i.y != 0 && nd < 2)
+        nd = 2;
     if (nd <= 1)
         snprintf(buf, len, "(%d)", i.x);
     else if (nd == 2)
@@ -179,14 +185,15 @@ static tess_status_t array_check_collective(const tess_array_params_t *p, int64_
 tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *array_p)
 {
     int64_t       size = 0;
-    tess_status_t st   = array_check_params(p, &size);
+    tess_status_t st   = tess_obj_check_main("tess_array_create");
     if (st != TESS_OK)
         return st;
-    if (!tess_core_initialized())
-        return tess_error(TESS_ERR_STATE, "tess_array_create: Tessera is not initialised");
-    if (tess_core_in_phase() || tess_core_pe_self())
-        return tess_error(TESS_ERR_STATE, "tess_array_create is called by the main thread "
-                          "outside tess_run");
+    if (!array_p)
+        return tess_error(TESS_ERR_INVALID, "tess_array_create: array_p is NULL");
+    st = array_check_params(p, &size);
+    if (st != TESS_OK)
+        return st;
+    tess_core_collective_enter(TESS_COLL_ARRAY_CREATE);
     st = array_check_collective(p, size);
     if (st != TESS_OK)
         return st;
@@ -307,12 +314,13 @@ static void array_free_elements(tess_array_t *a)
 
 tess_status_t tess_array_destroy(tess_array_h a)
 {
+    tess_status_t st = tess_obj_check_main("tess_array_destroy");
+    if (st != TESS_OK)
+        return st;
     if (!a || a->destroyed)
         return tess_error(TESS_ERR_INVALID, "tess_array_destroy: %s array",
                           a ? "an already destroyed" : "a NULL");
-    if (tess_core_in_phase() || tess_core_pe_self())
-        return tess_error(TESS_ERR_STATE, "tess_array_destroy is called by the main thread "
-                          "outside tess_run");
+    tess_core_collective_enter(TESS_COLL_ARRAY_DESTROY);
     MPI_Barrier(tess_rt.comm);
     array_free_elements(a);
     /* The array record stays until finalize so that later misuse is reported, not UB. */
@@ -334,6 +342,8 @@ tess_status_t tess_array_location(tess_array_h a, tess_index_t index, int *pe_p)
     if (!a || a->destroyed)
         return tess_error(TESS_ERR_INVALID, "tess_array_location: %s array",
                           a ? "a destroyed" : "a NULL");
+    if (!pe_p)
+        return tess_error(TESS_ERR_INVALID, "tess_array_location: pe_p is NULL");
     int64_t lin = tess_obj_linearize(a, index);
     if (lin < 0) {
         char buf[48];
@@ -371,11 +381,14 @@ int64_t tess_array_num_local(tess_array_h a)
 
 tess_status_t tess_array_foreach(tess_array_h a, tess_foreach_fn_t fn, void *arg)
 {
+    tess_status_t st = tess_obj_check_main("tess_array_foreach");
+    if (st != TESS_OK)
+        return st;
     if (!a || a->destroyed)
         return tess_error(TESS_ERR_INVALID, "tess_array_foreach: %s array",
                           a ? "a destroyed" : "a NULL");
-    if (tess_core_in_phase())
-        return tess_error(TESS_ERR_STATE, "tess_array_foreach runs outside tess_run");
+    if (!fn)
+        return tess_error(TESS_ERR_INVALID, "tess_array_foreach: fn is NULL");
     for (int l = 0; l < tess_rt.ppn; l++) {
         tess_vec_t *v = &a->pe_elems[l];
         for (size_t k = 0; k < v->count; k++) {
@@ -386,10 +399,11 @@ tess_status_t tess_array_foreach(tess_array_h a, tess_foreach_fn_t fn, void *arg
     return TESS_OK;
 }
 
-tess_index_t tess_ctx_index(tess_ctx_h ctx) { return ctx->index; }
-tess_array_h tess_ctx_array(tess_ctx_h ctx) { return ctx->array; }
-void        *tess_ctx_elem(tess_ctx_h ctx) { return ctx->state; }
-int64_t      tess_ctx_linear(tess_ctx_h ctx) { return ctx->linear; }
+/* A NULL ctx is misuse these cannot report as a status: answer as for no element. */
+tess_index_t tess_ctx_index(tess_ctx_h ctx) { return ctx ? ctx->index : tess_idx1(-1); }
+tess_array_h tess_ctx_array(tess_ctx_h ctx) { return ctx ? ctx->array : NULL; }
+void        *tess_ctx_elem(tess_ctx_h ctx) { return ctx ? ctx->state : NULL; }
+int64_t      tess_ctx_linear(tess_ctx_h ctx) { return ctx ? ctx->linear : -1; }
 
 /* ---- layer state ------------------------------------------------------------------------- */
 
@@ -421,6 +435,7 @@ tess_status_t tess_obj_init(void)
         .name    = "objects",
         .pe_init = obj_pe_init,
         .pe_fini = obj_pe_fini,
+        .report_stuck = tess_obj_report_stuck,
     };
     tess_status_t st = tess_core_layer_add(&layer);
     if (st != TESS_OK)

@@ -163,6 +163,7 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
                                   tess_dtype_t type, tess_op_t op, tess_callback_t cb,
                                   const char *file, int line)
 {
+    tess_obj_check_init("tess_contribute", file, line);
     obj_pe_t *opp = tess_obj_pe();
     char      idx[48];
     if (tess_unlikely(!opp || !tess_core_in_phase()))
@@ -180,12 +181,19 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
     size_t   bytes = (size_t)count * tess_dtype_size(type);
 
     pthread_mutex_lock(&a->lock);
-    if (tess_unlikely(ctx->contributed && tag <= ctx->last_tag)) {
+    if (tess_unlikely(ctx->contributed && tag == ctx->last_tag)) {
         pthread_mutex_unlock(&a->lock);
         tess_obj_misuse(file, line, "element %s of array '%s' contributed twice to reduction "
-                        "tag %llu (its last contribution was to tag %llu; tags must increase)",
+                        "tag %llu (tags must increase)",
                         tess_obj_index_text(a, ctx->index, idx, sizeof(idx)), a->name,
-                        (unsigned long long)tag, (unsigned long long)ctx->last_tag);
+                        (unsigned long long)tag);
+    }
+    if (tess_unlikely(ctx->contributed && tag < ctx->last_tag)) {
+        pthread_mutex_unlock(&a->lock);
+        tess_obj_misuse(file, line, "element %s of array '%s' contributes to reduction tag %llu, "
+                        "lower than the tag of its last contribution (%llu): an element's tags "
+                        "must increase", tess_obj_index_text(a, ctx->index, idx, sizeof(idx)),
+                        a->name, (unsigned long long)tag, (unsigned long long)ctx->last_tag);
     }
     obj_red_slot_t *s = a->red;
     while (s && s->tag != tag)
@@ -233,7 +241,138 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
     return TESS_OK;
 }
 
+/* ---- a phase that can never end: which reductions wait for which elements --------------- */
+
+#define STUCK_MAX      8 /* reductions reported */
+#define STUCK_ELEMENTS 4 /* missing elements named per reduction */
+
+typedef struct stuck_red {
+    uint64_t key, tag;
+} stuck_red_t;
+
+typedef struct stuck_count {
+    int64_t contrib, behind;
+    int64_t missing[STUCK_ELEMENTS]; /* linear indices of elements behind, -1 unused */
+} stuck_count_t;
+
+/* The open reductions this process knows of: its own slots, and on process 0 the partials. */
+static int stuck_local(stuck_red_t *out)
+{
+    int n = 0;
+    if (tess_rt.rank == 0) {
+        tess_reduce_open_t open[STUCK_MAX];
+        int m = TESS_MIN(tess_core_reduce_open(open, STUCK_MAX), STUCK_MAX);
+        for (int i = 0; i < m; i++)
+            out[n++] = (stuck_red_t){open[i].key, open[i].tag};
+    }
+    for (uint32_t k = 0; k < tess_obj_narrays && n < STUCK_MAX; k++) {
+        tess_array_t *a = tess_obj_arrays[k];
+        pthread_mutex_lock(&a->lock);
+        for (obj_red_slot_t *sl = a->red; sl && n < STUCK_MAX; sl = sl->next)
+            out[n++] = (stuck_red_t){k, sl->tag};
+        pthread_mutex_unlock(&a->lock);
+    }
+    return n;
+}
+
+static void stuck_count(const stuck_red_t *r, stuck_count_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (int i = 0; i < STUCK_ELEMENTS; i++)
+        c->missing[i] = -1;
+    if (tess_rt.rank == 0) {
+        tess_reduce_open_t open[64];
+        int m = TESS_MIN(tess_core_reduce_open(open, 64), 64);
+        for (int i = 0; i < m; i++)
+            if (open[i].key == r->key && open[i].tag == r->tag)
+                c->contrib += open[i].ncontrib;
+    }
+    tess_array_t *a = tess_obj_arrays[r->key];
+    pthread_mutex_lock(&a->lock);
+    for (obj_red_slot_t *sl = a->red; sl; sl = sl->next)
+        if (sl->tag == r->tag)
+            c->contrib += sl->ncontrib;
+    for (int l = 0; l < tess_rt.ppn; l++)
+        for (size_t k = 0; k < a->pe_elems[l].count; k++) {
+            tess_ctx_h e = a->pe_elems[l].items[k];
+            if (!elem_behind(e, r->tag))
+                continue;
+            if (c->behind < STUCK_ELEMENTS)
+                c->missing[c->behind] = e->linear;
+            c->behind++;
+        }
+    pthread_mutex_unlock(&a->lock);
+}
+
+void tess_obj_report_stuck(char *buf, size_t len)
+{
+    int          np = tess_rt.size;
+    stuck_red_t  mine[STUCK_MAX + 1];
+    stuck_red_t *all  = tess_calloc((size_t)np * (STUCK_MAX + 1), sizeof(*all), "a report");
+    stuck_count_t *cs = tess_calloc((size_t)np, sizeof(*cs), "a report");
+    if (!all || !cs)
+        tess_fatal("out of memory reporting a phase that cannot end");
+    memset(mine, 0, sizeof(mine));
+    mine[0].key = (uint64_t)stuck_local(mine + 1);
+    MPI_Allgather(mine, (int)sizeof(mine), MPI_BYTE, all, (int)sizeof(mine), MPI_BYTE,
+                  tess_rt.comm);
+    /* The union, in the same order everywhere. */
+    stuck_red_t u[STUCK_MAX];
+    int         nu = 0;
+    for (int p = 0; p < np; p++) {
+        const stuck_red_t *r = all + (size_t)p * (STUCK_MAX + 1);
+        for (uint64_t i = 0; i < r[0].key && nu < STUCK_MAX; i++) {
+            int seen = 0;
+            for (int j = 0; j < nu && !seen; j++)
+                seen = u[j].key == r[1 + i].key && u[j].tag == r[1 + i].tag;
+            if (!seen && r[1 + i].key < tess_obj_narrays)
+                u[nu++] = r[1 + i];
+        }
+    }
+    size_t n = strlen(buf);
+    for (int i = 0; i < nu; i++) {
+        stuck_count_t c;
+        stuck_count(&u[i], &c);
+        MPI_Gather(&c, (int)sizeof(c), MPI_BYTE, cs, (int)sizeof(c), MPI_BYTE, 0, tess_rt.comm);
+        if (tess_rt.rank != 0 || n + 1 >= len)
+            continue;
+        tess_array_t *a = tess_obj_arrays[u[i].key];
+        int64_t in = 0, behind = 0;
+        for (int p = 0; p < np; p++) {
+            in += cs[p].contrib;
+            behind += cs[p].behind;
+        }
+        n += (size_t)snprintf(buf + n, len - n, "%sreduction tag %llu of array '%s' is open: %lld "
+                              "of %lld contributions arrived, %lld missing (from elements",
+                              i ? "; " : "open reductions: ", (unsigned long long)u[i].tag,
+                              a->name, (long long)in, (long long)a->size, (long long)behind);
+        int named = 0;
+        for (int p = 0; p < np && named < STUCK_ELEMENTS; p++)
+            for (int k = 0; k < STUCK_ELEMENTS && cs[p].missing[k] >= 0 && named < STUCK_ELEMENTS;
+                 k++) {
+                char idx[48];
+                if (n + 1 < len)
+                    n += (size_t)snprintf(buf + n, len - n, " %s", tess_obj_index_text(a,
+                                          tess_obj_delinearize(a, cs[p].missing[k]), idx,
+                                          sizeof(idx)));
+                named++;
+            }
+        if (n + 1 < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s)", behind > named ? " ..." : "");
+    }
+    if (tess_rt.rank == 0 && nu == STUCK_MAX && n + 1 < len)
+        snprintf(buf + n, len - n, "; and maybe more");
+    free(all);
+    free(cs);
+}
+
+static const char *obj_reduce_name(uint32_t key)
+{
+    return key < tess_obj_narrays && tess_obj_arrays[key] ? tess_obj_arrays[key]->name : NULL;
+}
+
 tess_status_t tess_obj_reduce_init(void)
 {
+    tess_core_reduce_set_name_fn(obj_reduce_name);
     return tess_core_reduce_set_result_fn(obj_reduce_result);
 }

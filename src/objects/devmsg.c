@@ -4,6 +4,8 @@
 
 #include <stdlib.h>
 
+#define DEVMSG_HEADER_MAX ((size_t)1 << 30) /* headers travel as host bytes in one message */
+
 static tess_ctx_h devmsg_elem(const tess_dc_msg_t *m, obj_pe_t **op_p, tess_entry_t *entry_p)
 {
     obj_pe_t *op = tess_obj_pe();
@@ -126,9 +128,24 @@ static void obj_send_device(tess_array_h a, tess_index_t index, tess_entry_t ent
     if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries || !tess_obj_entries[entry].post))
         tess_obj_misuse(file, line, "%s to entry %d of array '%s', which is not a device entry "
                         "(register it with tess_entry_register_device)", what, entry, a->name);
-    if (tess_unlikely(nbufs < 0 || nbufs > TESS_DEV_MAX_BUFS || (nbufs && !bufs)))
+    if (tess_unlikely(nbufs < 0 || nbufs > TESS_DEV_MAX_BUFS))
         tess_obj_misuse(file, line, "%s with %d buffers (0 to %d)", what, nbufs,
                         TESS_DEV_MAX_BUFS);
+    if (tess_unlikely(nbufs && !bufs))
+        tess_obj_misuse(file, line, "%s of %d buffers with bufs NULL", what, nbufs);
+    if (tess_unlikely(header_len > DEVMSG_HEADER_MAX))
+        tess_obj_misuse(file, line, "%s with a header of %zu bytes (at most 2^30; send large "
+                        "data in device buffers)", what, header_len);
+    if (tess_unlikely(header_len && !header))
+        tess_obj_misuse(file, line, "%s with a header of %zu bytes at NULL", what, header_len);
+    for (int i = 0; i < nbufs; i++) {
+        if (tess_unlikely(bufs[i].size > TESS_MSG_SIZE_MAX))
+            tess_obj_misuse(file, line, "%s: buffer %d is %zu bytes, more than any device "
+                            "buffer (the size is wrong)", what, i, bufs[i].size);
+        if (tess_unlikely(bufs[i].size && !bufs[i].ptr))
+            tess_obj_misuse(file, line, "%s: buffer %d of %zu bytes is NULL", what, i,
+                            bufs[i].size);
+    }
     uint64_t a0   = ((uint64_t)a->id << 32) | (uint32_t)entry;
     int      dest = atomic_load_explicit(&a->loc[lin], memory_order_relaxed);
     tess_status_t st = tess_dc_send(dest, a0, (uint64_t)lin, header, header_len, bufs, nbufs, s,
@@ -141,7 +158,7 @@ static tess_gpu_stream_h obj_send_stream(tess_stream_t stream)
 {
     obj_pe_t *op = tess_obj_pe();
     return stream ? (tess_gpu_stream_h)stream
-                  : op->current ? op->current->stream : tess_gpu_pool_stream(0);
+                  : op && op->current ? op->current->stream : tess_gpu_pool_stream(0);
 }
 
 tess_status_t tess_send_device_loc(tess_array_h a, tess_index_t index, tess_entry_t entry,
@@ -150,6 +167,7 @@ tess_status_t tess_send_device_loc(tess_array_h a, tess_index_t index, tess_entr
                                    tess_dev_done_fn_t done, void *done_arg, const char *file,
                                    int line)
 {
+    tess_obj_check_init("tess_send_device", file, line);
     obj_send_device(a, index, entry, header, header_len, bufs, nbufs, obj_send_stream(stream),
                     done, done_arg, "tess_send_device", file, line);
     return TESS_OK;
@@ -158,6 +176,7 @@ tess_status_t tess_send_device_loc(tess_array_h a, tess_index_t index, tess_entr
 tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, int n,
                                         tess_stream_t stream, const char *file, int line)
 {
+    tess_obj_check_init("tess_send_device_many", file, line);
     if (tess_unlikely(n < 0 || (n && !sends)))
         tess_obj_misuse(file, line, "tess_send_device_many with %d sends at %p", n,
                         (const void *)sends);

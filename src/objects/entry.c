@@ -46,11 +46,10 @@ static tess_status_t entry_check_collective(const tess_entry_info_t *mine, int i
 tess_status_t tess_obj_entry_add(const char *name, tess_entry_fn_t fn, tess_dev_post_fn_t post,
                                  unsigned flags, tess_entry_t *entry_p)
 {
-    if (!tess_core_initialized())
-        return tess_error(TESS_ERR_STATE, "tess_entry_register: Tessera is not initialised");
-    if (tess_core_in_phase() || tess_core_pe_self())
-        return tess_error(TESS_ERR_STATE, "tess_entry_register is called by the main thread "
-                          "outside tess_run");
+    tess_status_t st = tess_obj_check_main(post ? "tess_entry_register_device"
+                                                : "tess_entry_register");
+    if (st != TESS_OK)
+        return st;
     if (!name || !fn || !entry_p)
         return tess_error(TESS_ERR_INVALID, "tess_entry_register: name, fn and entry_p are "
                           "required");
@@ -67,7 +66,8 @@ tess_status_t tess_obj_entry_add(const char *name, tess_entry_fn_t fn, tess_dev_
     }
     tess_entry_info_t info = {.fn = fn, .post = post, .flags = flags};
     strcpy(info.name, name);
-    tess_status_t st = entry_check_collective(&info, tess_obj_nentries);
+    tess_core_collective_enter(TESS_COLL_ENTRY_REGISTER);
+    st = entry_check_collective(&info, tess_obj_nentries);
     if (st != TESS_OK)
         return st;
     tess_obj_entries[tess_obj_nentries] = info;

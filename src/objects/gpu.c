@@ -24,6 +24,7 @@ static void gpu_then_run(void *arg)
 tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, const void *data,
                                 size_t size, const char *file, int line)
 {
+    tess_obj_check_init("tess_gpu_then", file, line);
     obj_pe_t *op = tess_obj_pe();
     if (tess_unlikely(!op || !tess_core_in_phase()))
         tess_obj_misuse(file, line, "tess_gpu_then outside a phase");
@@ -32,8 +33,7 @@ tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, const void *
     if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries || tess_obj_entries[entry].post))
         tess_obj_misuse(file, line, "tess_gpu_then to entry %d, which is not a registered host "
                         "entry", entry);
-    if (tess_unlikely(size && !data))
-        tess_obj_misuse(file, line, "tess_gpu_then with %zu bytes from NULL", size);
+    tess_obj_check_size(size, data, "tess_gpu_then", file, line);
     tess_msg_t *m = tess_core_msg_alloc(sizeof(gpu_then_t) + size);
     if (!m)
         return TESS_ERR_NO_MEMORY;

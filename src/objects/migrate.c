@@ -46,6 +46,10 @@ int tess_pup_is_sizing(tess_pup_h p) { return p->mode == PUP_SIZE; }
 
 void tess_pup_bytes(tess_pup_h p, void *ptr, size_t size)
 {
+    if (!p || (size && !ptr))
+        tess_fatal("misuse: tess_pup_bytes of %zu bytes at %p with pup %p (a PUP function "
+                   "passes the pup it was given and the address of its data)", size, ptr,
+                   (void *)p);
     if (p->mode != PUP_SIZE && p->pos + size > p->cap)
         tess_fatal("PUP: the function %s more bytes than it sized (%zu > %zu); it must pup the "
                    "same data in every mode", p->mode == PUP_PACK ? "packed" : "unpacked",
@@ -59,6 +63,10 @@ void tess_pup_bytes(tess_pup_h p, void *ptr, size_t size)
 
 void tess_pup_device(tess_pup_h p, void **dptr_p, size_t size)
 {
+    if (!p || !dptr_p)
+        tess_fatal("misuse: tess_pup_device with pup %p and dptr_p %p (a PUP function passes "
+                   "the pup it was given and the address of its device pointer)", (void *)p,
+                   (void *)dptr_p);
     int k = p->mode == PUP_UNPACK ? p->next++ : p->ndev++;
     if (k >= TESS_DEV_MAX_BUFS)
         tess_fatal("PUP: more than %d device buffers in one element", TESS_DEV_MAX_BUFS);
@@ -238,8 +246,9 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
 
 tess_status_t tess_migrate_loc(tess_ctx_h ctx, int dest_pe, const char *file, int line)
 {
+    tess_obj_check_init("tess_migrate", file, line);
     obj_pe_t *op = tess_obj_pe();
-    if (tess_unlikely(!op || !tess_core_in_phase() || op->current != ctx))
+    if (tess_unlikely(!ctx || !op || !tess_core_in_phase() || op->current != ctx))
         tess_obj_misuse(file, line, "tess_migrate must be called by an entry method of the "
                         "element it moves");
     if (tess_unlikely(dest_pe < 0 || dest_pe >= tess_core_num_pes()))

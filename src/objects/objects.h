@@ -136,12 +136,23 @@ void          tess_obj_unpark(obj_pe_t *op, tess_ctx_h e);
 /** Abort with a misuse message naming the running element and entry and file:line. */
 _Noreturn void tess_obj_misuse(const char *file, int line, const char *fmt, ...)
     TESS_PRINTF(3, 4);
+/** TESS_OK when the calling thread may make a main-thread call (`what`) now: Tessera is
+ *  initialised and no phase runs; else TESS_ERR_STATE saying what is wrong. */
+tess_status_t tess_obj_check_main(const char *what);
+/** Misuse unless Tessera is initialised (`what` names the call). */
+void          tess_obj_check_init(const char *what, const char *file, int line);
+/** Misuse unless `size` bytes at `data` can be a message: at most TESS_MSG_SIZE_MAX, and data
+ *  not NULL when size > 0. */
+void          tess_obj_check_size(size_t size, const void *data, const char *what,
+                                  const char *file, int line);
 /** Checks shared by every entry-side call: a phase, a PE, a live array. */
 void          tess_obj_check_send(tess_array_h a, const char *what, const char *file, int line);
 const char   *tess_obj_index_text(const tess_array_t *a, tess_index_t i, char *buf, size_t len);
 
 /* contribute.c */
 tess_status_t tess_obj_reduce_init(void);
+/** The core layer's report_stuck: the open reductions and the elements they wait for. */
+void          tess_obj_report_stuck(char *buf, size_t len);
 /** An element arrives at / leaves this process: adjust the open reductions (array lock held;
  *  leave may drop and retake it to send partials on). */
 void          tess_obj_red_arrive(tess_array_t *a, tess_ctx_h e);

@@ -40,8 +40,45 @@ _Noreturn void tess_obj_misuse(const char *file, int line, const char *fmt, ...)
     tess_fatal_at(file, line, "misuse: %s; %s, called at %s:%d", what, where, file, line);
 }
 
+tess_status_t tess_obj_check_main(const char *what)
+{
+    if (!tess_core_initialized())
+        return tess_error(TESS_ERR_STATE, "%s: Tessera is not initialised", what);
+    if (tess_core_pe_self())
+        return tess_error(TESS_ERR_STATE, "%s is called inside tess_run (from an entry method, "
+                          "continuation or start function on PE %d); call it from the main "
+                          "thread before or after tess_run", what, tess_pe());
+    if (tess_core_in_phase())
+        return tess_error(TESS_ERR_STATE, "%s is called while a phase runs, from a thread that "
+                          "is not a PE; call it from the main thread before or after tess_run",
+                          what);
+    if (!tess_core_on_main_thread())
+        return tess_error(TESS_ERR_STATE, "%s must be called by the thread that called "
+                          "tess_init (it makes the MPI calls)", what);
+    return TESS_OK;
+}
+
+void tess_obj_check_init(const char *what, const char *file, int line)
+{
+    if (tess_unlikely(!tess_core_initialized()))
+        tess_obj_misuse(file, line, "%s: Tessera is not initialised (call tess_init first)",
+                        what);
+}
+
+void tess_obj_check_size(size_t size, const void *data, const char *what, const char *file,
+                         int line)
+{
+    if (tess_unlikely(size > TESS_MSG_SIZE_MAX))
+        tess_obj_misuse(file, line, "%s of %zu bytes: more than the largest message (2^46 "
+                        "bytes); the size is wrong (negative, or computed with an overflow?)",
+                        what, size);
+    if (tess_unlikely(size && !data))
+        tess_obj_misuse(file, line, "%s of %zu bytes from NULL", what, size);
+}
+
 void tess_obj_check_send(tess_array_h a, const char *what, const char *file, int line)
 {
+    tess_obj_check_init(what, file, line);
     if (tess_unlikely(!tess_core_pe_self() || !tess_core_in_phase()))
         tess_obj_misuse(file, line, "%s outside a phase (only entry methods, continuations and "
                         "tess_run start functions may send)", what);
@@ -76,6 +113,7 @@ static int64_t obj_check_target(tess_array_h a, const tess_index_t *index, tess_
                                 const char *what, const char *file, int line)
 {
     char tgt[200];
+    tess_obj_check_init(what, file, line);
     if (tess_unlikely(!tess_core_pe_self() || !tess_core_in_phase()))
         tess_obj_misuse(file, line, "%s to %s outside a phase (only entry methods, "
                         "continuations and tess_run start functions may send)", what,
@@ -90,7 +128,8 @@ static int64_t obj_check_target(tess_array_h a, const tess_index_t *index, tess_
         lin = tess_obj_linearize(a, *index);
         if (tess_unlikely(lin < 0)) {
             char ext[48];
-            tess_index_t e = {a->ext[0], a->ext[1], a->ext[2]};
+            tess_index_t e = {a->ext[0], a->ndims > 1 ? a->ext[1] : 0,
+                              a->ndims > 2 ? a->ext[2] : 0};
             tess_obj_misuse(file, line, "%s to %s: the index is out of range (extents %s)", what,
                             obj_target_text(a, index, entry, tgt, sizeof(tgt)),
                             tess_obj_index_text(a, e, ext, sizeof(ext)));
@@ -256,8 +295,7 @@ tess_status_t tess_send_loc(tess_array_h a, tess_index_t index, tess_entry_t ent
                             const void *data, size_t size, const char *file, int line)
 {
     int64_t lin = obj_check_target(a, &index, entry, "tess_send", file, line);
-    if (tess_unlikely(size && !data))
-        tess_obj_misuse(file, line, "tess_send of %zu bytes from NULL", size);
+    tess_obj_check_size(size, data, "tess_send", file, line);
     tess_msg_t *m = tess_core_msg_alloc(size);
     if (!m)
         return TESS_ERR_NO_MEMORY;
@@ -302,8 +340,7 @@ tess_status_t tess_broadcast_loc(tess_array_h a, tess_entry_t entry, const void 
                                  size_t size, const char *file, int line)
 {
     obj_check_target(a, NULL, entry, "tess_broadcast", file, line);
-    if (tess_unlikely(size && !data))
-        tess_obj_misuse(file, line, "tess_broadcast of %zu bytes from NULL", size);
+    tess_obj_check_size(size, data, "tess_broadcast", file, line);
     tess_obj_broadcast(a, entry, data, size);
     return TESS_OK;
 }

@@ -123,6 +123,32 @@ tess_status_t tess_parse_bool(const char *s, int *val_p)
     return TESS_ERR_INVALID;
 }
 
+int tess_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return (int)(la > lb ? la : lb);
+    int row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0]   = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up   = row[j];
+            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            int v    = diag + cost;
+            if (up + 1 < v)
+                v = up + 1;
+            if (row[j - 1] + 1 < v)
+                v = row[j - 1] + 1;
+            row[j] = v;
+            diag   = up;
+        }
+    }
+    return row[lb];
+}
+
 uint64_t tess_random64(void)
 {
     uint64_t v = 0;

@@ -248,6 +248,8 @@ void          tess_vec_fini(tess_vec_t *v);
 tess_status_t tess_parse_size(const char *s, size_t *size_p);
 /** Parse a decimal int in [lo, hi]. */
 tess_status_t tess_parse_int(const char *s, long lo, long hi, long *val_p);
+/** Edit distance between a and b, ignoring case (for "did you mean" suggestions). */
+int           tess_edit_distance(const char *a, const char *b);
 /** Parse a boolean: 1/0, yes/no, true/false, on/off. */
 tess_status_t tess_parse_bool(const char *s, int *val_p);
 /** A 64-bit random number from the OS. */

@@ -269,7 +269,8 @@ static void test_check(void)
     CHECK(tess_dtype_size(TESS_INT32) == 4 && tess_dtype_size(TESS_INT64) == 8);
     CHECK(tess_dtype_size(TESS_FLOAT) == 4 && tess_dtype_size(TESS_DOUBLE) == 8);
     CHECK(tess_dtype_size((tess_dtype_t)9) == 0);
-    CHECK(!strcmp(tess_op_name(TESS_LAND), "land") && !strcmp(tess_dtype_name(TESS_FLOAT), "float"));
+    CHECK(!strcmp(tess_op_name(TESS_LAND), "TESS_LAND") &&
+          !strcmp(tess_dtype_name(TESS_FLOAT), "TESS_FLOAT"));
     CHECK(!strcmp(tess_op_name((tess_op_t)99), "?") && !strcmp(tess_dtype_name((tess_dtype_t)99), "?"));
 }
 

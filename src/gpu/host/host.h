@@ -66,6 +66,14 @@ void          tess_gpu_host_shm_reclaim(void);
 /** Free the registry (fini, after every segment was destroyed). */
 void          tess_gpu_host_shm_fini(void);
 
+/* ---- the reaper (reaper.c) ------------------------------------------------------------------ */
+
+/** Start a process that removes this process's segments once it is gone, however it ended
+ *  (kill -9 included); without one (spawn failed: warned) the next run's reclaim removes them. */
+void          tess_gpu_host_reaper_start(void);
+/** Tell it this process ends normally (segments already unlinked) and collect it. */
+void          tess_gpu_host_reaper_stop(void);
+
 /* ---- the allocator (arena.c) ---------------------------------------------------------------- */
 
 /** Where a pointer lies in device memory (own arena or opened through IPC). */

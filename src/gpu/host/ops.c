@@ -76,6 +76,7 @@ static tess_status_t host_init(const tess_gpu_init_params_t *params)
         tess_warn("host backend: cannot register an exit handler; shared memory may be left "
                   "behind by an exit without fini");
     tess_add_abort_cleanup(tess_gpu_host_shm_unlink_all);
+    tess_gpu_host_reaper_start();
 
     if ((st = tess_gpu_host_arena_init()) != TESS_OK)
         goto err_fini_shm;
@@ -92,6 +93,7 @@ err_fini_shm:
     tess_remove_abort_cleanup(tess_gpu_host_shm_unlink_all);
     tess_gpu_host_shm_unlink_all();
     tess_gpu_host_shm_fini();
+    tess_gpu_host_reaper_stop();
     return st;
 }
 
@@ -105,6 +107,7 @@ static void host_fini(void)
     tess_gpu_host_arena_fini();
     tess_remove_abort_cleanup(tess_gpu_host_shm_unlink_all);
     tess_gpu_host_shm_fini();
+    tess_gpu_host_reaper_stop();
     tess_gpu_host.initialised = 0;
 }
 
