@@ -175,7 +175,8 @@ static void xch_move(xch_t *x, const xch_plan_t *p, int tag)
             MPI_Isend(sb + p->soff[dir], (int)p->count[dir], MPI_DOUBLE, x->nbr[dir], tag + dir,
                       MPI_COMM_WORLD, &req[nreq++]);
     }
-    MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    MPI_Status st[54]; /* not MPI_STATUSES_IGNORE: gcc 12 misreads MPICH's constant */
+    MPI_Waitall(nreq, req, st);
     if (!direct && p->rtotal)
         copy_async(x->drecv, x->hrecv, sizeof(double) * (size_t)p->rtotal);
 }

@@ -185,7 +185,8 @@ static void swap(int d, double *const src[2], const int64_t nsend[2], double *co
         MPI_Isend(direct ? src[s] : hsend[s], (int)(nsend[s] * width), MPI_DOUBLE, nbr[d][s], s,
                   MPI_COMM_WORLD, &req[2 + s]);
     }
-    MPI_Waitall(4, req, MPI_STATUSES_IGNORE);
+    MPI_Status st[4]; /* not MPI_STATUSES_IGNORE: gcc 12 misreads MPICH's constant */
+    MPI_Waitall(4, req, st);
     if (!direct)
         for (int s = 0; s < 2; s++)
             copy(dst[s], hrecv[s], sizeof(double) * (size_t)(nrecv[s] * width));
@@ -198,7 +199,8 @@ static void swap_counts(int d, const int64_t nsend[2], int64_t nrecv[2])
         MPI_Irecv(&nrecv[s], 1, MPI_INT64_T, nbr[d][s], 1 - s, MPI_COMM_WORLD, &req[s]);
         MPI_Isend(&nsend[s], 1, MPI_INT64_T, nbr[d][s], s, MPI_COMM_WORLD, &req[2 + s]);
     }
-    MPI_Waitall(4, req, MPI_STATUSES_IGNORE);
+    MPI_Status st[4]; /* not MPI_STATUSES_IGNORE: gcc 12 misreads MPICH's constant */
+    MPI_Waitall(4, req, st);
 }
 
 /* Select into list[s] the atoms of [0, n) with a[s] <= x_d < b[s]; counts[s] back on the host,
