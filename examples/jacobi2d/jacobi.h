@@ -117,7 +117,6 @@ void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t
                      const double *win, const double *ein, double *wout, double *eout);
 void jac_cuda_pack_col(void *s, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
 void jac_cuda_row_sums(void *s, const double *t, double *rows, int64_t bx, int64_t by);
-int  jac_cuda_devices(void);
 #endif
 
 /* ---- a serial reference --------------------------------------------------------------------- */

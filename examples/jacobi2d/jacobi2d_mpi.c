@@ -12,118 +12,10 @@
 #include "jacobi.h"
 
 #include <mpi.h>
-#if defined(OPEN_MPI) && defined(__has_include)
-#if __has_include(<mpi-ext.h>)
-#include <mpi-ext.h>
-#endif
-#endif
-#ifdef JACOBI_CUDA
-#include <cuda_runtime_api.h>
-#endif
+
+#include "../common/app_gpu.h"
 
 enum { DIR_N = 0, DIR_S = 1, DIR_W = 2, DIR_E = 3 };
-
-static void *stream;     /* cudaStream_t, or NULL on the host */
-static int   cuda_aware; /* MPI takes device pointers */
-
-static void check_cuda(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "jacobi2d_mpi: %s failed\n", what);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-}
-
-static void *dev_alloc(size_t bytes)
-{
-#ifdef JACOBI_CUDA
-    if (jac_backend == JAC_CUDA) {
-        void *p = NULL;
-        check_cuda(cudaMalloc(&p, bytes) == cudaSuccess, "cudaMalloc");
-        return p;
-    }
-#endif
-    void *p = calloc(1, bytes);
-    check_cuda(p != NULL, "malloc");
-    return p;
-}
-
-static void *host_alloc(size_t bytes)
-{
-#ifdef JACOBI_CUDA
-    if (jac_backend == JAC_CUDA) {
-        void *p = NULL;
-        check_cuda(cudaMallocHost(&p, bytes) == cudaSuccess, "cudaMallocHost");
-        return p;
-    }
-#endif
-    void *p = calloc(1, bytes);
-    check_cuda(p != NULL, "malloc");
-    return p;
-}
-
-static void dev_free(void *p, int host)
-{
-#ifdef JACOBI_CUDA
-    if (jac_backend == JAC_CUDA) {
-        if (host)
-            cudaFreeHost(p);
-        else
-            cudaFree(p);
-        return;
-    }
-#endif
-    (void)host;
-    free(p);
-}
-
-/* A copy ordered on the stream (host: at once). */
-static void copy(void *dst, const void *src, size_t bytes)
-{
-#ifdef JACOBI_CUDA
-    if (jac_backend == JAC_CUDA) {
-        check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream) ==
-                       cudaSuccess, "cudaMemcpyAsync");
-        return;
-    }
-#endif
-    memcpy(dst, src, bytes);
-}
-
-static void sync_stream(void)
-{
-#ifdef JACOBI_CUDA
-    if (jac_backend == JAC_CUDA)
-        check_cuda(cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess,
-                   "cudaStreamSynchronize");
-#endif
-}
-
-static void select_device(void)
-{
-#ifdef JACOBI_CUDA
-    const char *want = getenv("JACOBI_GPU");
-    int         ndev = jac_cuda_devices();
-    if (ndev > 0 && !(want && !strcmp(want, "host"))) {
-        MPI_Comm node;
-        int      lrank, lsize;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        MPI_Comm_rank(node, &lrank);
-        MPI_Comm_size(node, &lsize);
-        MPI_Comm_free(&node);
-        check_cuda(cudaSetDevice((int)((int64_t)lrank * ndev / lsize)) == cudaSuccess,
-                   "cudaSetDevice");
-        cudaStream_t s;
-        check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess,
-                   "cudaStreamCreate");
-        stream      = s;
-        jac_backend = JAC_CUDA;
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-        cuda_aware = MPIX_Query_cuda_support();
-#endif
-    }
-#endif
-}
 
 int main(int argc, char **argv)
 {
@@ -132,7 +24,8 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     jac_opts_t opt = jac_parse(argc, argv, rank);
-    select_device();
+    if (app_select_device("jacobi2d_mpi", "JACOBI_GPU"))
+        jac_backend = JAC_CUDA;
 
     int px = 1, py = 1;
     if (opt.px) {
@@ -164,36 +57,36 @@ int main(int argc, char **argv)
 
     double *t[2];
     for (int p = 0; p < 2; p++) {
-        t[p] = dev_alloc(sizeof(double) * (size_t)((bx + 2) * ld));
-        jac_init_block(stream, t[p], bx, by, nbr[DIR_N] < 0, nbr[DIR_S] < 0, nbr[DIR_W] < 0,
+        t[p] = app_dev_alloc(sizeof(double) * (size_t)((bx + 2) * ld));
+        jac_init_block(app_stream, t[p], bx, by, nbr[DIR_N] < 0, nbr[DIR_S] < 0, nbr[DIR_W] < 0,
                        nbr[DIR_E] < 0, 1.0);
     }
     double *dcol[2][2], *hsend[4], *hrecv[4];
     for (int d = 0; d < 2; d++)
         for (int k = 0; k < 2; k++)
-            dcol[d][k] = dev_alloc(sizeof(double) * (size_t)bx);
+            dcol[d][k] = app_dev_alloc(sizeof(double) * (size_t)bx);
     for (int d = 0; d < 4; d++) {
-        hsend[d] = host_alloc(sizeof(double) * (size_t)len[d]);
-        hrecv[d] = host_alloc(sizeof(double) * (size_t)len[d]);
+        hsend[d] = app_host_alloc(sizeof(double) * (size_t)len[d]);
+        hrecv[d] = app_host_alloc(sizeof(double) * (size_t)len[d]);
     }
-    double *rows  = dev_alloc(sizeof(double) * (size_t)bx);
-    double *hrows = host_alloc(sizeof(double) * (size_t)bx);
+    double *rows  = app_dev_alloc(sizeof(double) * (size_t)bx);
+    double *hrows = app_host_alloc(sizeof(double) * (size_t)bx);
 
     /* The columns that go out at iteration 0; later ones are written by the update itself,
      * which also reads the received columns in place of the ghost columns: packing and
      * unpacking are part of the update, as in jacobi2d_tess (the same fused kernel). */
     if (nbr[DIR_W] >= 0)
-        jac_pack_col(stream, t[0], dcol[0][0], bx, by, 1);
+        jac_pack_col(app_stream, t[0], dcol[0][0], bx, by, 1);
     if (nbr[DIR_E] >= 0)
-        jac_pack_col(stream, t[0], dcol[0][1], bx, by, by);
+        jac_pack_col(app_stream, t[0], dcol[0][1], bx, by, by);
     double *win  = nbr[DIR_W] >= 0 ? dcol[1][0] : NULL, *ein = nbr[DIR_E] >= 0 ? dcol[1][1] : NULL;
     double *wout = nbr[DIR_W] >= 0 ? dcol[0][0] : NULL, *eout = nbr[DIR_E] >= 0 ? dcol[0][1] : NULL;
-    int     direct = cuda_aware || jac_backend == JAC_HOST;
+    int     direct = app_cuda_aware || jac_backend == JAC_HOST;
 
     double t0 = 0;
     for (int k = 0; k < opt.warmup + opt.iters; k++) {
         if (k == opt.warmup) {
-            sync_stream();
+            app_sync_stream();
             MPI_Barrier(MPI_COMM_WORLD);
             t0 = MPI_Wtime();
         }
@@ -204,8 +97,8 @@ int main(int argc, char **argv)
         if (!direct)
             for (int d = 0; d < 4; d++)
                 if (nbr[d] >= 0)
-                    copy(hsend[d], src[d], sizeof(double) * (size_t)len[d]);
-        sync_stream();
+                    app_copy(hsend[d], src[d], sizeof(double) * (size_t)len[d]);
+        app_sync_stream();
         MPI_Request req[8];
         int         nreq = 0;
         for (int d = 0; d < 4; d++) {
@@ -222,12 +115,12 @@ int main(int argc, char **argv)
         if (!direct)
             for (int d = 0; d < 4; d++)
                 if (nbr[d] >= 0)
-                    copy(dst[d], hrecv[d], sizeof(double) * (size_t)len[d]);
-        jac_update(stream, a, t[1 - k % 2], bx, by, work, win, ein, wout, eout);
+                    app_copy(dst[d], hrecv[d], sizeof(double) * (size_t)len[d]);
+        jac_update(app_stream, a, t[1 - k % 2], bx, by, work, win, ein, wout, eout);
     }
-    jac_row_sums(stream, t[(opt.warmup + opt.iters) % 2], rows, bx, by);
-    copy(hrows, rows, sizeof(double) * (size_t)bx);
-    sync_stream();
+    jac_row_sums(app_stream, t[(opt.warmup + opt.iters) % 2], rows, bx, by);
+    app_copy(hrows, rows, sizeof(double) * (size_t)bx);
+    app_sync_stream();
     double local = 0, checksum = 0;
     for (int64_t i = 0; i < bx; i++)
         local += hrows[i];
@@ -239,7 +132,7 @@ int main(int argc, char **argv)
         const char *backend = jac_backend == JAC_CUDA ? "cuda" : "host";
         printf("jacobi2d_mpi: %lld x %lld, %d iterations (+%d warm-up), %d processes (%d x %d), "
                "backend %s%s\n", (long long)opt.nx, (long long)opt.ny, opt.iters, opt.warmup,
-               nprocs, px, py, backend, cuda_aware ? " (CUDA-aware MPI)" : "");
+               nprocs, px, py, backend, app_cuda_aware ? " (CUDA-aware MPI)" : "");
         printf("time per iteration: %.6f ms\nchecksum: %.15e\n", per_iter * 1e3, checksum);
         if (opt.verify) {
             double ref = jac_serial_checksum(opt.nx, opt.ny, opt.warmup + opt.iters);
@@ -257,16 +150,16 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
     for (int p = 0; p < 2; p++)
-        dev_free(t[p], 0);
+        app_dev_free(t[p], 0);
     for (int d = 0; d < 2; d++)
         for (int k = 0; k < 2; k++)
-            dev_free(dcol[d][k], 0);
+            app_dev_free(dcol[d][k], 0);
     for (int d = 0; d < 4; d++) {
-        dev_free(hsend[d], 1);
-        dev_free(hrecv[d], 1);
+        app_dev_free(hsend[d], 1);
+        app_dev_free(hrecv[d], 1);
     }
-    dev_free(rows, 0);
-    dev_free(hrows, 1);
+    app_dev_free(rows, 0);
+    app_dev_free(hrows, 1);
     MPI_Finalize();
     return status;
 }

@@ -16,6 +16,8 @@
 #include <tessera.h>
 #include <tessera/gpu.h>
 
+#include "../common/app_tess.h"
+
 enum { DIR_N = 0, DIR_S = 1, DIR_W = 2, DIR_E = 3 };
 
 typedef struct halo_hdr {
@@ -311,21 +313,6 @@ static void start_phase(void *arg)
 
 /* ---- main ------------------------------------------------------------------------------------ */
 
-/* GPUs in the job: on each node, min(devices, processes). */
-static int count_gpus(void)
-{
-    MPI_Comm node;
-    int      lrank, lsize, mine = 0, total = 0;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &lrank);
-    MPI_Comm_size(node, &lsize);
-    if (lrank == 0)
-        mine = tess_gpu_num_devices() < lsize ? tess_gpu_num_devices() : lsize;
-    MPI_Comm_free(&node);
-    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    return total > 0 ? total : 1;
-}
-
 int main(int argc, char **argv)
 {
     int provided, rank, nprocs;
@@ -342,7 +329,7 @@ int main(int argc, char **argv)
 #endif
     jac_host_launch = launch_host;
 
-    int gpus   = count_gpus();
+    int gpus   = app_count_gpus();
     int chares = opt.odf * gpus;
     if (opt.px) {
         cx = opt.px;

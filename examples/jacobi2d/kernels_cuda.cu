@@ -94,14 +94,4 @@ void jac_cuda_row_sums(void *s, const double *t, double *rows, int64_t bx, int64
     k_row_sums<<<blocks_for(bx), 128, 0, (cudaStream_t)s>>>(t, rows, bx, by);
 }
 
-int jac_cuda_devices(void)
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return n;
-}
-
 } // extern "C"

@@ -15,9 +15,8 @@ dir="$build/examples/jacobi2d"
 mkdir -p "$out"
 budget=${SWEEP_BUDGET:-480}
 start=$SECONDS
-launch=(mpirun --bind-to none --oversubscribe)
-[ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
+# launch, mps_on/mps_off, field: the scaffolding the apps' sweeps share
+. "$(dirname "$0")/../common/sweep-lib.sh"
 csv="$out/jacobi_sweep.csv"
 echo "grid,procs,ppn,odf,chares,iters,mpi_ms,tess_ms,ratio,checksum_mpi,checksum_tess" >"$csv"
 
@@ -34,19 +33,6 @@ fi
 [ -n "${SWEEP_PMAT_GRIDS:-}" ] && read -ra pmat_grids <<<"$SWEEP_PMAT_GRIDS"
 [ -n "${SWEEP_PMAT_ODFS:-}" ] && read -ra pmat_odfs <<<"$SWEEP_PMAT_ODFS"
 
-mps=0
-mps_on() {
-    [ $mps = 1 ] && return
-    command -v nvidia-cuda-mps-control >/dev/null || return
-    nvidia-cuda-mps-control -d && mps=1 && sleep 1
-}
-mps_off() {
-    [ $mps = 1 ] || return
-    echo quit | nvidia-cuda-mps-control; mps=0; sleep 1
-}
-trap mps_off EXIT
-
-field() { echo "$1" | grep '^RESULT' | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 declare -A mpi_ms mpi_sum
 
 run_mpi() { # grid procs

@@ -197,14 +197,4 @@ void lul_cuda_copy(void *dst, const void *src, size_t bytes)
     cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
 }
 
-int lul_cuda_devices(void)
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return n;
-}
-
 } // extern "C"

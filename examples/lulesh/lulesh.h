@@ -821,7 +821,6 @@ void  lul_cuda_free(void *p);
 void *lul_cuda_malloc_host(size_t bytes);
 void  lul_cuda_free_host(void *p);
 void  lul_cuda_copy(void *dst, const void *src, size_t bytes);
-int   lul_cuda_devices(void);
 #endif
 
 #ifdef __cplusplus

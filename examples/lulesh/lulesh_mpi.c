@@ -15,49 +15,22 @@
 #include "lulesh.h"
 
 #include <mpi.h>
-#if defined(OPEN_MPI) && defined(__has_include)
-#if __has_include(<mpi-ext.h>)
-#include <mpi-ext.h>
-#endif
-#endif
 #ifdef LULESH_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
+#include "../common/app_gpu.h"
+
 #define TAG_NODES 100
 #define TAG_ELEMS 200
 
-static void *stream;     /* cudaStream_t, or NULL on the host */
-static int   cuda_aware; /* MPI takes device pointers */
-static int   staged;     /* MPI moves pinned host copies (CUDA without CUDA-aware MPI; on the
-                          * host backend when LULESH_STAGED is set, to test that path) */
+static int staged; /* MPI moves pinned host copies (CUDA without CUDA-aware MPI; on the
+                    * host backend when LULESH_STAGED is set, to test that path) */
 
 static void die(const char *what)
 {
     fprintf(stderr, "lulesh_mpi: %s failed\n", what);
     MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-static void sync_stream(void)
-{
-#ifdef LULESH_CUDA
-    if (lul_backend == LUL_CUDA && cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess)
-        die("cudaStreamSynchronize");
-#endif
-}
-
-/* A copy ordered on the stream (host: at once). */
-static void copy_async(void *dst, const void *src, size_t bytes)
-{
-#ifdef LULESH_CUDA
-    if (lul_backend == LUL_CUDA) {
-        if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream) !=
-            cudaSuccess)
-            die("cudaMemcpyAsync");
-        return;
-    }
-#endif
-    memcpy(dst, src, bytes);
 }
 
 #ifdef LULESH_CUDA
@@ -68,7 +41,7 @@ static void record_constraints(void)
 {
 #ifdef LULESH_CUDA
     if (lul_backend == LUL_CUDA &&
-        cudaEventRecord(constraints_done, (cudaStream_t)stream) != cudaSuccess)
+        cudaEventRecord(constraints_done, (cudaStream_t)app_stream) != cudaSuccess)
         die("cudaEventRecord");
 #endif
 }
@@ -90,30 +63,13 @@ static void wait_constraints(const lul_domain_t *d, int rank)
 
 static void select_device(void)
 {
+    if (!app_select_device("lulesh_mpi", "LULESH_GPU"))
+        return;
 #ifdef LULESH_CUDA
-    const char *want = getenv("LULESH_GPU");
-    int         ndev = lul_cuda_devices();
-    if (ndev > 0 && !(want && !strcmp(want, "host"))) {
-        MPI_Comm node;
-        int      lrank, lsize;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        MPI_Comm_rank(node, &lrank);
-        MPI_Comm_size(node, &lsize);
-        MPI_Comm_free(&node);
-        if (cudaSetDevice((int)((int64_t)lrank * ndev / lsize)) != cudaSuccess)
-            die("cudaSetDevice");
-        cudaStream_t s;
-        if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
-            die("cudaStreamCreate");
-        stream          = s;
-        if (cudaEventCreateWithFlags(&constraints_done, cudaEventDisableTiming) != cudaSuccess)
-            die("cudaEventCreate");
-        lul_backend     = LUL_CUDA;
-        lul_xch_backend = LUL_XCH_CUDA;
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-        cuda_aware = MPIX_Query_cuda_support();
-#endif
-    }
+    if (cudaEventCreateWithFlags(&constraints_done, cudaEventDisableTiming) != cudaSuccess)
+        die("cudaEventCreate");
+    lul_backend     = LUL_CUDA;
+    lul_xch_backend = LUL_XCH_CUDA;
 #endif
 }
 
@@ -162,8 +118,8 @@ static void xch_move(xch_t *x, const xch_plan_t *p, int tag)
 {
     int direct = !staged;
     if (!direct && p->stotal)
-        copy_async(x->hsend, x->dsend, sizeof(double) * (size_t)p->stotal);
-    sync_stream();
+        app_copy(x->hsend, x->dsend, sizeof(double) * (size_t)p->stotal);
+    app_sync_stream();
     MPI_Request req[54];
     int         nreq = 0;
     double     *rb = direct ? x->drecv : x->hrecv, *sb = direct ? x->dsend : x->hsend;
@@ -178,7 +134,7 @@ static void xch_move(xch_t *x, const xch_plan_t *p, int tag)
     MPI_Status st[54]; /* not MPI_STATUSES_IGNORE: gcc 12 misreads MPICH's constant */
     MPI_Waitall(nreq, req, st);
     if (!direct && p->rtotal)
-        copy_async(x->drecv, x->hrecv, sizeof(double) * (size_t)p->rtotal);
+        app_copy(x->drecv, x->hrecv, sizeof(double) * (size_t)p->rtotal);
 }
 
 /* Node-sum (add = 1: nodal mass, forces) with every neighbour, or node-copy (add = 0: positions
@@ -199,11 +155,11 @@ static void xch_nodes(xch_t *x, lul_fields_t fl, int add)
     plan_offsets(&p);
     for (int dir = 0; dir < 27; dir++)
         if (p.snd >> dir & 1)
-            lul_xch_pack_nodes(stream, fl, d->ex, d->ey, d->ez, dir, x->dsend + p.soff[dir]);
+            lul_xch_pack_nodes(app_stream, fl, d->ex, d->ey, d->ez, dir, x->dsend + p.soff[dir]);
     xch_move(x, &p, TAG_NODES);
     for (int dir = 0; dir < 27; dir++)
         if (p.rcv >> dir & 1)
-            lul_xch_unpack_nodes(stream, fl, d->ex, d->ey, d->ez, dir, x->drecv + p.roff[dir],
+            lul_xch_unpack_nodes(app_stream, fl, d->ex, d->ey, d->ez, dir, x->drecv + p.roff[dir],
                                  add);
 }
 
@@ -225,12 +181,12 @@ static void xch_elems(xch_t *x, lul_fields_t fl)
     plan_offsets(&p);
     for (int dir = 0; dir < 27; dir++)
         if (p.snd >> dir & 1)
-            lul_xch_pack_elems(stream, fl, d->ex, d->ey, d->ez, face_of_dir(dir),
+            lul_xch_pack_elems(app_stream, fl, d->ex, d->ey, d->ez, face_of_dir(dir),
                                x->dsend + p.soff[dir]);
     xch_move(x, &p, TAG_ELEMS);
     for (int dir = 0; dir < 27; dir++)
         if (p.rcv >> dir & 1)
-            lul_xch_unpack_elems(stream, fl, d->ex, d->ey, d->ez, face_of_dir(dir),
+            lul_xch_unpack_elems(app_stream, fl, d->ex, d->ey, d->ez, face_of_dir(dir),
                                  x->drecv + p.roff[dir]);
 }
 
@@ -255,7 +211,7 @@ static void xch_init(xch_t *x, const lul_domain_t *d, const int grid[3], const i
     x->dsend     = lul_dev_alloc(bytes);
     x->drecv     = lul_dev_alloc(bytes);
     const char *env = getenv("LULESH_STAGED");
-    staged          = !cuda_aware && (lul_backend == LUL_CUDA || (env && *env && *env != '0'));
+    staged          = !app_cuda_aware && (lul_backend == LUL_CUDA || (env && *env && *env != '0'));
     x->hsend        = staged ? lul_pinned_alloc(bytes) : x->dsend;
     x->hrecv        = staged ? lul_pinned_alloc(bytes) : x->drecv;
     if (!x->dsend || !x->drecv || !x->hsend || !x->hrecv)
@@ -308,7 +264,7 @@ int main(int argc, char **argv)
     lul_fields_t posv  = {{d->x, d->y, d->z, d->xd, d->yd, d->zd}, 6};
     lul_fields_t grad  = {{d->delv_xi, d->delv_eta, d->delv_zeta}, 3};
     xch_nodes(&x, mass, 1);
-    sync_stream();
+    app_sync_stream();
     MPI_Barrier(MPI_COMM_WORLD);
 
     double t0      = MPI_Wtime();
@@ -317,7 +273,7 @@ int main(int argc, char **argv)
         /* The forces need no time step: they start before the host waits for the last cycle's
          * constraints and takes the global minimum (as LLNL's CUDA port does), which hides the
          * wait and the reduction behind them. */
-        lul_stage_force(stream, d);
+        lul_stage_force(app_stream, d);
         if (pending)
             wait_constraints(d, rank);
         double local[2] = {d->out->dtcourant, d->out->dthydro}, global[2] = {1e20, 1e20};
@@ -326,12 +282,12 @@ int main(int argc, char **argv)
         lul_time_increment(d, global[0], global[1]);
 
         xch_nodes(&x, force, 1);
-        lul_stage_nodes(stream, d);
+        lul_stage_nodes(app_stream, d);
         xch_nodes(&x, posv, 0);
-        lul_stage_gradients(stream, d);
+        lul_stage_gradients(app_stream, d);
         xch_elems(&x, grad);
-        lul_stage_eos(stream, d);
-        lul_stage_constraints(stream, d);
+        lul_stage_eos(app_stream, d);
+        lul_stage_constraints(app_stream, d);
         record_constraints();
         pending = 1;
         if (rank == 0)

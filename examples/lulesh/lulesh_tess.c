@@ -35,6 +35,8 @@
 #include <tessera.h>
 #include <tessera/gpu.h>
 
+#include "../common/app_tess.h"
+
 enum { PH_FORCE = 0, PH_POSVEL = 1, PH_MONOQ = 2, PH_MASS = 3, NPHASES = 4 };
 /* Buffers: PH_MASS uses PH_FORCE's (1 field of its 3). */
 enum { NBUFSETS = 3 };
@@ -675,21 +677,6 @@ static void factor3(int parts, int64_t n, int g[3])
     }
 }
 
-/* GPUs in the job: on each node, min(devices, processes). */
-static int count_gpus(void)
-{
-    MPI_Comm node;
-    int      lrank, lsize, mine = 0, total = 0;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &lrank);
-    MPI_Comm_size(node, &lsize);
-    if (lrank == 0)
-        mine = tess_gpu_num_devices() < lsize ? tess_gpu_num_devices() : lsize;
-    MPI_Comm_free(&node);
-    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    return total > 0 ? total : 1;
-}
-
 /* ---- the final report (plain MPI) -------------------------------------------------------------- */
 
 typedef struct gather {
@@ -742,7 +729,7 @@ int main(int argc, char **argv)
     /* The global mesh: -g N, or -s per rank of a cube of ranks as the MPI program (else -s). */
     int p = (int)(cbrt((double)nprocs) + 0.5);
     topt.n = opt.g ? opt.g : (int64_t)opt.s * (p * p * p == nprocs ? p : 1);
-    int gpus = count_gpus();
+    int gpus = app_count_gpus();
     if (topt.cx) {
         grid3[0] = topt.cx, grid3[1] = topt.cy, grid3[2] = topt.cz;
     } else {

@@ -17,9 +17,8 @@ dir="$build/examples/lulesh"
 mkdir -p "$out"
 budget=${SWEEP_BUDGET:-540}
 start=$SECONDS
-launch=(mpirun --bind-to none --oversubscribe)
-[ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
+# launch, mps_on/mps_off, field: the scaffolding the apps' sweeps share
+. "$(dirname "$0")/../common/sweep-lib.sh"
 csv="$out/lulesh_sweep.csv"
 echo "size,prog,procs,ppn,odf,chares,iters,ms_per_cycle,fom,ratio_mpi1,iterations,origin_energy" >"$csv"
 
@@ -36,18 +35,7 @@ fi
 [ -n "${SWEEP_PMAT_SIZES:-}" ] && read -ra pmat_sizes <<<"$SWEEP_PMAT_SIZES"
 [ -n "${SWEEP_PMAT_ODFS:-}" ] && read -ra pmat_odfs <<<"$SWEEP_PMAT_ODFS"
 
-mps=0
-mps_on() {
-    [ $mps = 1 ] && return
-    command -v nvidia-cuda-mps-control >/dev/null || return
-    nvidia-cuda-mps-control -d && mps=1 && sleep 1
-}
-mps_off() {
-    [ $mps = 1 ] || return
-    echo quit | nvidia-cuda-mps-control; mps=0; sleep 1
-}
-trap mps_off EXIT
-
+# field LINE-PREFIX OUT KEY here: this sweep reads more than the RESULT line
 field() { echo "$1" | grep "^$2" | tr ' ' '\n' | sed -n "s/^$3=//p" | head -1; }
 declare -A mpi1_ms
 budget_left() { [ $((SECONDS - start)) -lt "$budget" ] || { echo "budget spent: skipping $*"; return 1; }; }

@@ -301,14 +301,4 @@ void mmd_cuda_neighbor(void *s, const double *x, int64_t nlocal, mmd_bins_t b,
             status);
 }
 
-int mmd_cuda_devices(void)
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return n;
-}
-
 } // extern "C"

@@ -435,7 +435,6 @@ void mmd_cuda_bin(void *s, const double *x, int64_t n, mmd_bins_t b, int *bincou
 void mmd_cuda_neighbor(void *s, const double *x, int64_t nlocal, mmd_bins_t b,
                        const int *bincount, const int *binatoms, double cutneighsq, int *neigh,
                        int *numneigh, int64_t stride, int maxneigh, int *status);
-int  mmd_cuda_devices(void);
 #endif
 
 /* ---- set-up on the host (plain C, no MPI) ---------------------------------------------------- */

@@ -13,93 +13,8 @@
 #include "minimd.h"
 
 #include <mpi.h>
-#if defined(OPEN_MPI) && defined(__has_include)
-#if __has_include(<mpi-ext.h>)
-#include <mpi-ext.h>
-#endif
-#endif
-#ifdef MINIMD_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
-static void *stream;     /* cudaStream_t, or NULL on the host */
-static int   cuda_aware; /* MPI takes device pointers */
-
-static void check(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "minimd_mpi: %s failed\n", what);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-}
-
-static void *dev_alloc(size_t bytes)
-{
-    void *p = NULL;
-    bytes   = bytes ? bytes : 8;
-#ifdef MINIMD_CUDA
-    if (mmd_backend == MMD_CUDA) {
-        check(cudaMalloc(&p, bytes) == cudaSuccess, "cudaMalloc");
-        return p;
-    }
-#endif
-    p = calloc(1, bytes);
-    check(p != NULL, "malloc");
-    return p;
-}
-
-static void *host_alloc(size_t bytes)
-{
-    void *p = NULL;
-    bytes   = bytes ? bytes : 8;
-#ifdef MINIMD_CUDA
-    if (mmd_backend == MMD_CUDA) {
-        check(cudaMallocHost(&p, bytes) == cudaSuccess, "cudaMallocHost");
-        return p;
-    }
-#endif
-    p = calloc(1, bytes);
-    check(p != NULL, "malloc");
-    return p;
-}
-
-static void dev_free(void *p, int host)
-{
-#ifdef MINIMD_CUDA
-    if (mmd_backend == MMD_CUDA) {
-        if (host)
-            cudaFreeHost(p);
-        else
-            cudaFree(p);
-        return;
-    }
-#endif
-    (void)host;
-    free(p);
-}
-
-/* A copy ordered on the stream (host: at once). */
-static void copy(void *dst, const void *src, size_t bytes)
-{
-    if (!bytes)
-        return;
-#ifdef MINIMD_CUDA
-    if (mmd_backend == MMD_CUDA) {
-        check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream) ==
-                  cudaSuccess, "cudaMemcpyAsync");
-        return;
-    }
-#endif
-    memcpy(dst, src, bytes);
-}
-
-static void sync_stream(void)
-{
-#ifdef MINIMD_CUDA
-    if (mmd_backend == MMD_CUDA)
-        check(cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess, "cudaStreamSynchronize");
-#endif
-}
+#include "../common/app_gpu.h"
 
 /* Make *p hold at least `need` elements of `elem` bytes (with headroom), keeping the first
  * `keep` elements. */
@@ -108,39 +23,13 @@ static void grow(void **p, int64_t *cap, int64_t need, int64_t keep, size_t elem
     if (need <= *cap)
         return;
     int64_t n = need + need / 4 + 16;
-    void   *q = host ? host_alloc(n * elem) : dev_alloc(n * elem);
+    void   *q = host ? app_host_alloc(n * elem) : app_dev_alloc(n * elem);
     if (keep > 0)
-        copy(q, *p, (size_t)keep * elem);
-    sync_stream();
-    dev_free(*p, host);
+        app_copy(q, *p, (size_t)keep * elem);
+    app_sync_stream();
+    app_dev_free(*p, host);
     *p   = q;
     *cap = n;
-}
-
-static void select_device(void)
-{
-#ifdef MINIMD_CUDA
-    const char *want = getenv("MINIMD_GPU");
-    int         ndev = mmd_cuda_devices();
-    if (ndev > 0 && !(want && !strcmp(want, "host"))) {
-        MPI_Comm node;
-        int      lrank, lsize;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        MPI_Comm_rank(node, &lrank);
-        MPI_Comm_size(node, &lsize);
-        MPI_Comm_free(&node);
-        check(cudaSetDevice((int)((int64_t)lrank * ndev / lsize)) == cudaSuccess,
-              "cudaSetDevice");
-        cudaStream_t s;
-        check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess,
-              "cudaStreamCreate");
-        stream      = s;
-        mmd_backend = MMD_CUDA;
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-        cuda_aware = MPIX_Query_cuda_support();
-#endif
-    }
-#endif
 }
 
 /* ---- the subdomain ------------------------------------------------------------------------- */
@@ -169,14 +58,14 @@ static double  t_comm, t_neigh, t_force;
 static void swap(int d, double *const src[2], const int64_t nsend[2], double *const dst[2],
                  const int64_t nrecv[2], int width)
 {
-    int direct = cuda_aware || mmd_backend == MMD_HOST;
+    int direct = app_cuda_aware || mmd_backend == MMD_HOST;
     if (!direct)
         for (int s = 0; s < 2; s++) {
             grow((void **)&hsend[s], &hsend_cap[s], nsend[s] * width, 0, sizeof(double), 1);
             grow((void **)&hrecv[s], &hrecv_cap[s], nrecv[s] * width, 0, sizeof(double), 1);
-            copy(hsend[s], src[s], sizeof(double) * (size_t)(nsend[s] * width));
+            app_copy(hsend[s], src[s], sizeof(double) * (size_t)(nsend[s] * width));
         }
-    sync_stream();
+    app_sync_stream();
     MPI_Request req[4];
     for (int s = 0; s < 2; s++) {
         /* Tag = the direction of travel: 0 down, 1 up; from the lower neighbor comes "up". */
@@ -189,7 +78,7 @@ static void swap(int d, double *const src[2], const int64_t nsend[2], double *co
     MPI_Waitall(4, req, st);
     if (!direct)
         for (int s = 0; s < 2; s++)
-            copy(dst[s], hrecv[s], sizeof(double) * (size_t)(nrecv[s] * width));
+            app_copy(dst[s], hrecv[s], sizeof(double) * (size_t)(nrecv[s] * width));
 }
 
 static void swap_counts(int d, const int64_t nsend[2], int64_t nrecv[2])
@@ -210,9 +99,9 @@ static void select_two(int d, int64_t n, const double a[2], const double b[2], i
 {
     for (int again = 0; again < 2; again++) {
         for (int s = 0; s < 2; s++)
-            mmd_select(stream, x, 0, n, d, a[s], b[s], list[s], dcount + s, cap[s], scratch);
-        copy(hcount, dcount, 2 * sizeof(int));
-        sync_stream();
+            mmd_select(app_stream, x, 0, n, d, a[s], b[s], list[s], dcount + s, cap[s], scratch);
+        app_copy(hcount, dcount, 2 * sizeof(int));
+        app_sync_stream();
         int fits = 1;
         for (int s = 0; s < 2; s++) {
             counts[s] = hcount[s];
@@ -260,7 +149,7 @@ static void exchange(void)
     double wrap[3];
     for (int d = 0; d < 3; d++)
         wrap[d] = pgrid[d] == 1 ? pr.L[d] : 0.0;
-    mmd_pbc(stream, x, nlocal, wrap);
+    mmd_pbc(app_stream, x, nlocal, wrap);
     for (int d = 0; d < 3; d++) {
         if (pgrid[d] == 1)
             continue; /* wrapped into [0, L): nothing leaves */
@@ -269,9 +158,9 @@ static void exchange(void)
         select_two(d, nlocal, a, b, xlist, xlist_cap, ns);
         for (int s = 0; s < 2; s++) {
             grow((void **)&sbuf[s], &sbuf_cap[s], MMD_MOVE_W * ns[s], 0, sizeof(double), 0);
-            mmd_pack(stream, x, v, xlist[s], ns[s], d, bshift_of(d, s), sbuf[s]);
+            mmd_pack(app_stream, x, v, xlist[s], ns[s], d, bshift_of(d, s), sbuf[s]);
         }
-        mmd_remove(stream, x, v, xlist[0], ns[0], xlist[1], ns[1], nlocal);
+        mmd_remove(app_stream, x, v, xlist[0], ns[0], xlist[1], ns[1], nlocal);
         nlocal -= ns[0] + ns[1];
         swap_counts(d, ns, nr);
         for (int s = 0; s < 2; s++)
@@ -279,7 +168,7 @@ static void exchange(void)
         swap(d, sbuf, ns, rbuf, nr, MMD_MOVE_W);
         grow_atoms(nlocal + nr[0] + nr[1], nlocal + nr[0] + nr[1], nlocal);
         for (int s = 0; s < 2; s++) {
-            mmd_unpack(stream, rbuf[s], nr[s], x, v, nlocal);
+            mmd_unpack(app_stream, rbuf[s], nr[s], x, v, nlocal);
             nlocal += nr[s];
         }
     }
@@ -288,8 +177,10 @@ static void exchange(void)
 /* Along a dimension of one subdomain the atoms near each face are the ghosts of the other. */
 static void pack_in_place(int d)
 {
-    mmd_pack(stream, x, NULL, blist[d][1], bcount[d][1], d, bshift[d][1], x + MMD_XW * roff[d][0]);
-    mmd_pack(stream, x, NULL, blist[d][0], bcount[d][0], d, bshift[d][0], x + MMD_XW * roff[d][1]);
+    mmd_pack(app_stream, x, NULL, blist[d][1], bcount[d][1], d, bshift[d][1],
+             x + MMD_XW * roff[d][0]);
+    mmd_pack(app_stream, x, NULL, blist[d][0], bcount[d][0], d, bshift[d][0],
+             x + MMD_XW * roff[d][1]);
 }
 
 /* Ghosts: per dimension, the owned atoms and the ghosts of earlier dimensions within the
@@ -317,7 +208,7 @@ static void borders(void)
         }
         for (int s = 0; s < 2; s++) {
             grow((void **)&sbuf[s], &sbuf_cap[s], MMD_XW * bcount[d][s], 0, sizeof(double), 0);
-            mmd_pack(stream, x, NULL, blist[d][s], bcount[d][s], d, bshift[d][s], sbuf[s]);
+            mmd_pack(app_stream, x, NULL, blist[d][s], bcount[d][s], d, bshift[d][s], sbuf[s]);
         }
         swap_counts(d, bcount[d], rcnt[d]);
         grow_atoms(n + rcnt[d][0] + rcnt[d][1], 0, n);
@@ -338,7 +229,7 @@ static void communicate(void)
             continue;
         }
         for (int s = 0; s < 2; s++)
-            mmd_pack(stream, x, NULL, blist[d][s], bcount[d][s], d, bshift[d][s], sbuf[s]);
+            mmd_pack(app_stream, x, NULL, blist[d][s], bcount[d][s], d, bshift[d][s], sbuf[s]);
         double *dst[2] = {x + MMD_XW * roff[d][0], x + MMD_XW * roff[d][1]};
         swap(d, sbuf, bcount[d], dst, rcnt[d], MMD_XW);
     }
@@ -355,11 +246,11 @@ static void build_neighbors(void)
         grow((void **)&numneigh, &neigh_cap, cap_own, 0, sizeof(int), 0);
         grow((void **)&neigh, &neigh_alloc, (int64_t)maxneigh * cap_own, 0, sizeof(int), 0);
         stride = cap_own;
-        mmd_bin(stream, x, nlocal + nghost, bins, bincount, binatoms, status);
-        mmd_neighbor(stream, x, nlocal, bins, bincount, binatoms, pr.cutneigh * pr.cutneigh,
+        mmd_bin(app_stream, x, nlocal + nghost, bins, bincount, binatoms, status);
+        mmd_neighbor(app_stream, x, nlocal, bins, bincount, binatoms, pr.cutneigh * pr.cutneigh,
                      neigh, numneigh, stride, maxneigh, status);
-        copy(hstatus, status, 2 * sizeof(int));
-        sync_stream();
+        app_copy(hstatus, status, 2 * sizeof(int));
+        app_sync_stream();
         if (hstatus[0] <= bins.cap && hstatus[1] <= maxneigh)
             return;
         if (hstatus[0] > bins.cap)
@@ -372,9 +263,9 @@ static void build_neighbors(void)
 static void thermo_row(int step, mmd_thermo_row_t *rows, int *nrows)
 {
     double sums[3];
-    mmd_thermo_sums(stream, v, eatom, watom, nlocal, thermo_out);
-    copy(hthermo, thermo_out, 3 * sizeof(double));
-    sync_stream();
+    mmd_thermo_sums(app_stream, v, eatom, watom, nlocal, thermo_out);
+    app_copy(hthermo, thermo_out, 3 * sizeof(double));
+    app_sync_stream();
     MPI_Allreduce(hthermo, sums, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     rows[(*nrows)++] = mmd_thermo_row(&pr, step, sums);
 }
@@ -382,11 +273,11 @@ static void thermo_row(int step, mmd_thermo_row_t *rows, int *nrows)
 /* The force, timed on its own (the stream drained before and after). */
 static void force(int thermo)
 {
-    sync_stream();
+    app_sync_stream();
     double t = MPI_Wtime();
-    mmd_force(stream, x, f, neigh, numneigh, stride, nlocal, pr.cutforce * pr.cutforce,
+    mmd_force(app_stream, x, f, neigh, numneigh, stride, nlocal, pr.cutforce * pr.cutforce,
               thermo ? eatom : NULL, thermo ? watom : NULL);
-    sync_stream();
+    app_sync_stream();
     t_force += MPI_Wtime() - t;
 }
 
@@ -399,7 +290,8 @@ int main(int argc, char **argv)
     opt = mmd_parse(argc, argv, rank);
     pr  = mmd_problem(opt.nx, opt.ny, opt.nz);
     pr.void_octant = opt.void_octant;
-    select_device();
+    if (app_select_device("minimd_mpi", "MINIMD_GPU"))
+        mmd_backend = MMD_CUDA;
     mmd_grid(&opt, &pr, nprocs, "processes", rank, pgrid);
     /* Ranks in the reference's order: z fastest. */
     coord[0] = rank / (pgrid[1] * pgrid[2]);
@@ -418,27 +310,27 @@ int main(int argc, char **argv)
     /* Set-up: this rank's lattice sites, the reference's velocities. */
     double *hx, *hv;
     int64_t n;
-    check(mmd_lattice(&pr, lo, hi, &hx, &hv, &n) == 0, "lattice allocation");
+    app_check(mmd_lattice(&pr, lo, hi, &hx, &hv, &n) == 0, "lattice allocation");
     mmd_setup_velocities(&pr, 1, &hv, &n);
     double density = (double)pr.natoms / (pr.L[0] * pr.L[1] * pr.L[2]);
     int64_t guess  = (int64_t)(density * (hi[0] - lo[0] + 2 * pr.cutneigh) *
                               (hi[1] - lo[1] + 2 * pr.cutneigh) * (hi[2] - lo[2] + 2 * pr.cutneigh));
     maxneigh = opt.small ? 4 : 100;
     grow_atoms(opt.small ? n : 2 * guess, opt.small ? n : n + n / 4 + 64, 0);
-    copy(x, hx, sizeof(double) * MMD_XW * (size_t)n);
-    copy(v, hv, sizeof(double) * 3 * (size_t)n);
-    sync_stream();
+    app_copy(x, hx, sizeof(double) * MMD_XW * (size_t)n);
+    app_copy(v, hv, sizeof(double) * 3 * (size_t)n);
+    app_sync_stream();
     free(hx);
     free(hv);
     nlocal = n;
     mmd_bins_setup(lo, hi, pr.cutneigh, opt.small ? 1 : 8, &bins);
-    status     = dev_alloc(2 * sizeof(int));
-    hstatus    = host_alloc(2 * sizeof(int));
-    dcount     = dev_alloc(2 * sizeof(int));
-    hcount     = host_alloc(2 * sizeof(int));
-    scratch    = dev_alloc(MMD_SCAN_SCRATCH * sizeof(int));
-    thermo_out = dev_alloc(MMD_THERMO_OUT * sizeof(double));
-    hthermo    = host_alloc(3 * sizeof(double));
+    status     = app_dev_alloc(2 * sizeof(int));
+    hstatus    = app_host_alloc(2 * sizeof(int));
+    dcount     = app_dev_alloc(2 * sizeof(int));
+    hcount     = app_host_alloc(2 * sizeof(int));
+    scratch    = app_dev_alloc(MMD_SCAN_SCRATCH * sizeof(int));
+    thermo_out = app_dev_alloc(MMD_THERMO_OUT * sizeof(double));
+    hthermo    = app_host_alloc(3 * sizeof(double));
     for (int s = 0; s < 2; s++) {
         int64_t c0 = opt.small ? 1 : 1024;
         grow((void **)&xlist[s], &xlist_cap[s], c0, 0, sizeof(int), 0);
@@ -458,7 +350,7 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (int step = 1; step <= opt.steps; step++) {
-        mmd_initial_integrate(stream, x, v, f, nlocal, pr.dt, pr.dtforce);
+        mmd_initial_integrate(app_stream, x, v, f, nlocal, pr.dt, pr.dtforce);
         double t = MPI_Wtime();
         if (step % pr.reneigh == 0) {
             exchange();
@@ -473,20 +365,20 @@ int main(int argc, char **argv)
         }
         int thermo = mmd_is_thermo(&opt, step);
         force(thermo);
-        mmd_final_integrate(stream, v, f, nlocal, pr.dtforce);
+        mmd_final_integrate(app_stream, v, f, nlocal, pr.dtforce);
         if (thermo)
             thermo_row(step, rows, &nrows);
     }
-    sync_stream();
+    app_sync_stream();
     MPI_Barrier(MPI_COMM_WORLD);
     double total = MPI_Wtime() - t0;
     int64_t mine = nlocal, all = 0;
     MPI_Reduce(&mine, &all, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     int64_t nn = 0, nn_all = 0;
     int    *hn = malloc(sizeof(int) * (size_t)(nlocal ? nlocal : 1));
-    check(hn != NULL, "malloc");
-    copy(hn, numneigh, sizeof(int) * (size_t)nlocal);
-    sync_stream();
+    app_check(hn != NULL, "malloc");
+    app_copy(hn, numneigh, sizeof(int) * (size_t)nlocal);
+    app_sync_stream();
     for (int64_t i = 0; i < nlocal; i++)
         nn += hn[i];
     free(hn);
@@ -505,7 +397,7 @@ int main(int argc, char **argv)
         const char *backend = mmd_backend == MMD_CUDA ? "cuda" : "host";
         char        config[256], fields[256];
         snprintf(config, sizeof(config), "%d processes (%d x %d x %d), backend %s%s", nprocs,
-                 pgrid[0], pgrid[1], pgrid[2], backend, cuda_aware ? " (CUDA-aware MPI)" : "");
+                 pgrid[0], pgrid[1], pgrid[2], backend, app_cuda_aware ? " (CUDA-aware MPI)" : "");
         snprintf(fields, sizeof(fields), "procs=%d ppn=1 gpus=0 odf=0 chares=%dx%dx%d backend=%s",
                  nprocs, pgrid[0], pgrid[1], pgrid[2], backend);
         st = mmd_report("mpi", &opt, &pr, rows, nrows, config, fields, per, split,
@@ -518,32 +410,32 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&st, 1, MPI_INT, 0, MPI_COMM_WORLD);
     free(rows);
-    dev_free(x, 0);
-    dev_free(v, 0);
-    dev_free(f, 0);
-    dev_free(eatom, 0);
-    dev_free(watom, 0);
-    dev_free(neigh, 0);
-    dev_free(numneigh, 0);
-    dev_free(bincount, 0);
-    dev_free(binatoms, 0);
-    dev_free(status, 0);
-    dev_free(dcount, 0);
-    dev_free(scratch, 0);
-    dev_free(thermo_out, 0);
-    dev_free(hstatus, 1);
-    dev_free(hcount, 1);
-    dev_free(hthermo, 1);
+    app_dev_free(x, 0);
+    app_dev_free(v, 0);
+    app_dev_free(f, 0);
+    app_dev_free(eatom, 0);
+    app_dev_free(watom, 0);
+    app_dev_free(neigh, 0);
+    app_dev_free(numneigh, 0);
+    app_dev_free(bincount, 0);
+    app_dev_free(binatoms, 0);
+    app_dev_free(status, 0);
+    app_dev_free(dcount, 0);
+    app_dev_free(scratch, 0);
+    app_dev_free(thermo_out, 0);
+    app_dev_free(hstatus, 1);
+    app_dev_free(hcount, 1);
+    app_dev_free(hthermo, 1);
     for (int s = 0; s < 2; s++) {
-        dev_free(xlist[s], 0);
-        dev_free(sbuf[s], 0);
-        dev_free(rbuf[s], 0);
+        app_dev_free(xlist[s], 0);
+        app_dev_free(sbuf[s], 0);
+        app_dev_free(rbuf[s], 0);
         if (hsend[s])
-            dev_free(hsend[s], 1);
+            app_dev_free(hsend[s], 1);
         if (hrecv[s])
-            dev_free(hrecv[s], 1);
+            app_dev_free(hrecv[s], 1);
         for (int d = 0; d < 3; d++)
-            dev_free(blist[d][s], 0);
+            app_dev_free(blist[d][s], 0);
     }
     MPI_Finalize();
     return st;

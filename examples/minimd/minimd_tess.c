@@ -20,6 +20,8 @@
 #include <tessera.h>
 #include <tessera/gpu.h>
 
+#include "../common/app_tess.h"
+
 typedef struct hdr {
     int32_t step, stage, dir; /* dir: 0 sent to the lower neighbor, 1 to the upper */
     int32_t proc;             /* the sender's process */
@@ -622,21 +624,6 @@ static void sum_times(tess_ctx_h ctx, void *e, void *arg)
     t[2] += (double)n;
 }
 
-/* GPUs in the job: on each node, min(devices, processes). */
-static int count_gpus(void)
-{
-    MPI_Comm node;
-    int      lrank, lsize, mine = 0, total = 0;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &lrank);
-    MPI_Comm_size(node, &lsize);
-    if (lrank == 0)
-        mine = tess_gpu_num_devices() < lsize ? tess_gpu_num_devices() : lsize;
-    MPI_Comm_free(&node);
-    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    return total > 0 ? total : 1;
-}
-
 static int cmp_rows(const void *a, const void *b)
 {
     return ((const mmd_thermo_row_t *)a)->step - ((const mmd_thermo_row_t *)b)->step;
@@ -657,7 +644,7 @@ int main(int argc, char **argv)
     mmd_backend = tess_gpu_backend() == TESS_GPU_CUDA ? MMD_CUDA : MMD_HOST;
 #endif
     mmd_host_launch = launch_host;
-    int gpus = count_gpus();
+    int gpus = app_count_gpus();
     mmd_grid(&opt, &pr, opt.odf * gpus, "chares", rank, cg);
     nslots = mmd_thermo_rows(&opt);
     rows   = calloc((size_t)nslots, sizeof(*rows));

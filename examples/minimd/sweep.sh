@@ -20,9 +20,8 @@ dir="$build/examples/minimd"
 mkdir -p "$out"
 budget=${SWEEP_BUDGET:-540}
 start=$SECONDS
-launch=(mpirun --bind-to none --oversubscribe)
-[ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
+# launch, mps_on/mps_off, field: the scaffolding the apps' sweeps share
+. "$(dirname "$0")/../common/sweep-lib.sh"
 csv="$out/minimd_sweep.csv"
 echo "size,natoms,prog,procs,ppn,odf,chares,steps,timing,ms_per_step,force_ms,neigh_ms,comm_ms,other_ms,atom_steps_per_s,force_gbs,force_list_gbs,ratio_mpi1,ratio_mpi_same,thermo_equal,T,U,P" >"$csv"
 
@@ -42,19 +41,6 @@ fi
 [ -n "${SWEEP_PMAT_SIZES:-}" ] && read -ra pmat_sizes <<<"$SWEEP_PMAT_SIZES"
 [ -n "${SWEEP_PMAT_ODFS:-}" ] && read -ra pmat_odfs <<<"$SWEEP_PMAT_ODFS"
 
-mps=0
-mps_on() {
-    [ $mps = 1 ] && return
-    command -v nvidia-cuda-mps-control >/dev/null || return
-    nvidia-cuda-mps-control -d && mps=1 && sleep 1
-}
-mps_off() {
-    [ $mps = 1 ] || return
-    echo quit | nvidia-cuda-mps-control; mps=0; sleep 1
-}
-trap mps_off EXIT
-
-field() { echo "$1" | grep '^RESULT' | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 table() { echo "$1" | awk '/^# Timestep T U P/ { on = 1; next } on && NF != 5 { exit } on { print $1, $2, $3, $4 }'; }
 declare -A mpi_ms mpi_table
 
