@@ -141,19 +141,15 @@ apps)
     [ -x "$peer" ] && { (cd "$(mktemp -d)" && timeout 120 "$peer" -s 128 -i 100) >"$work/peer-128.log" 2>&1
         note "LLNL CUDA LULESH -s 128 -i 100: $(grep -E 'FOM|Elapsed' "$work/peer-128.log" | tr -s ' ' | tr '\n' ' ')"; }
     ;;
-minimd)
+minimd|lulesh)
+    # The app's own sweep; MINIMD_BUDGET or LULESH_BUDGET seconds (default 500).
+    budget_var=${stage^^}_BUDGET
+    budget=${!budget_var:-500}
     t0=$SECONDS
-    SWEEP_BUDGET=${MINIMD_BUDGET:-500} timeout $(( ${MINIMD_BUDGET:-500} + 60 )) \
-        examples/minimd/sweep.sh "$work/minimd" "$b" >"$work/minimd.log" 2>&1
-    note "minimd sweep exit $? ($((SECONDS - t0)) s)"
-    tail -40 "$work/minimd.log" >>"$summary"
-    ;;
-lulesh)
-    t0=$SECONDS
-    SWEEP_BUDGET=${LULESH_BUDGET:-500} timeout $(( ${LULESH_BUDGET:-500} + 60 )) \
-        examples/lulesh/sweep.sh "$work/lulesh" "$b" >"$work/lulesh.log" 2>&1
-    note "lulesh sweep exit $? ($((SECONDS - t0)) s)"
-    tail -40 "$work/lulesh.log" >>"$summary"
+    SWEEP_BUDGET=$budget timeout $((budget + 60)) examples/$stage/sweep.sh "$work/$stage" "$b" \
+        >"$work/$stage.log" 2>&1
+    note "$stage sweep exit $? ($((SECONDS - t0)) s)"
+    tail -40 "$work/$stage.log" >>"$summary"
     ;;
 sweeps)
     mps_on
