@@ -10,6 +10,9 @@
 #           timing run of each program at a mid size (APPS_QUICK_ONLY=1: no tests)
 #   minimd  examples/minimd/sweep.sh (MINIMD_BUDGET seconds, default 500)
 #   lulesh  examples/lulesh/sweep.sh beside LLNL's CUDA LULESH (LULESH_BUDGET, default 500)
+#   finegrain  bench/finegrain/run.sh (the host cost of a chare step against raw CUDA) with the
+#           batch stream (TESS_BATCH_STREAM auto: on) and without it, the cost of single CUDA
+#           calls, and Jacobi2D at ODF 16 from 4096² to 16384² (1 x 1 and 1 x 4 PEs)
 #   sweeps  one call for all three apps: the gpu, examples, minimd and lulesh lists on CUDA, a
 #           short Jacobi2D sweep, lulesh gpu-compare (MPI and Tessera against LLNL's CUDA port
 #           at 128³ and 256³), short LULESH and MiniMD sweeps, LULESH load balancing on the
@@ -150,6 +153,22 @@ minimd|lulesh)
         >"$work/$stage.log" 2>&1
     note "$stage sweep exit $? ($((SECONDS - t0)) s)"
     tail -40 "$work/$stage.log" >>"$summary"
+    ;;
+finegrain)
+    t0=$SECONDS
+    timeout 150 bench/finegrain/run.sh "$work/fg" >"$work/fg.log" 2>&1
+    note "finegrain exit $? ($((SECONDS - t0)) s), batch stream auto"; cat "$work/fg.log" >>"$summary"
+    t0=$SECONDS
+    TESS_BATCH_STREAM=off FG_MS="4 26" timeout 100 bench/finegrain/run.sh "$work/fg-off" \
+        >"$work/fg-off.log" 2>&1
+    note "finegrain exit $? ($((SECONDS - t0)) s), batch stream off"; cat "$work/fg-off.log" >>"$summary"
+    "$b/bench/finegrain/bench_finegrain" -m 4 -s 200 -r 1 --no-raw --calls 2>&1 |
+        tail -8 >>"$summary"
+    t0=$SECONDS
+    SWEEP_BUDGET=${JACOBI_BUDGET:-100} SWEEP_GRIDS="4096 8192 16384" SWEEP_ODFS="16" \
+        SWEEP_PMAT_GRIDS="4096" SWEEP_PMAT_ODFS="16" timeout 160 examples/jacobi2d/sweep.sh \
+        "$work/jacobi" "$b" >"$work/jacobi.log" 2>&1
+    note "jacobi sweep exit $? ($((SECONDS - t0)) s)"; grep -E '²' "$work/jacobi.log" >>"$summary"
     ;;
 sweeps)
     mps_on

@@ -40,6 +40,7 @@ typedef struct tess_config {
     int    vnode_size;       /* 0: physical nodes */
     char   devcomm_path[8];  /* auto|d2d|ipc|rdma */
     char   ipc[8];           /* auto|staged|direct */
+    char   batch_stream[8];  /* auto|on|off */
     size_t comm_buf;         /* staged IPC buffer per process */
     size_t ipc_part;         /* staged IPC part size (0: comm_buf / 4) */
     char   rdma[8];          /* auto|direct|staged */

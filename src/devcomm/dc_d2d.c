@@ -148,35 +148,116 @@ static void dc_nothing(void *arg) { (void)arg; }
 #define DC_RB_MAX 32
 
 /* The d2d receives this PE holds back (targets the layer above calls batchable, taken one
- * after another): their posts ran and their streams wait on their senders' events; their
- * copies, one batch a stream, and their deliveries, in arrival order, wait for dc_rb_flush. */
+ * after another): their posts ran; the waits for their senders' events, their copies and their
+ * deliveries (in arrival order) wait for dc_rb_flush. */
 static _Thread_local struct {
     int             n, ncopies;
     dc_recv_t      *r[DC_RB_MAX];
+    dc_sev_t       *sev[DC_RB_MAX];  /* r[i]'s sender's ordering point */
     tess_gpu_copy_t copy[DC_RB_MAX * TESS_DEV_MAX_BUFS];
     tess_gpu_stream_h stream[DC_RB_MAX * TESS_DEV_MAX_BUFS];
 } dc_rb;
 
+/* This PE's stream for the copies of a batch that serves several streams (made on first use,
+ * destroyed with the layer). */
+static tess_gpu_stream_h dc_rb_stream(void)
+{
+    int local = tess_core_pe_local(tess_core_pe_self());
+    pthread_mutex_lock(&dc.lock);
+    if (!dc.rb_streams)
+        dc.rb_streams = tess_calloc((size_t)tess_rt.ppn, sizeof(*dc.rb_streams),
+                                    "the PEs' batch-copy streams");
+    tess_gpu_stream_h s = dc.rb_streams ? dc.rb_streams[local] : NULL;
+    pthread_mutex_unlock(&dc.lock);
+    if (s || !dc.rb_streams)
+        return s;
+    if (tess_gpu->stream_create(&s) != TESS_OK)
+        return NULL;
+    dc.rb_streams[local] = s; /* this PE's entry: no other thread writes it */
+    return s;
+}
+
+/* `waiter` waits for event e's record on `stream` (e back to the pool once that wait is past). */
+static void dc_rb_chain(tess_gpu_stream_h waiter, tess_gpu_stream_h stream)
+{
+    tess_gpu_event_h e;
+    if (dc_event_get(&e) != TESS_OK || tess_gpu->event_record(e, stream) != TESS_OK ||
+        tess_gpu->stream_wait_event(waiter, e) != TESS_OK)
+        tess_fatal("device message: ordering a batch of copies failed: %s",
+                   tess_error_detail());
+    dc_event_put_when_done(e, waiter);
+}
+
+/* `waiter` waits once for each distinct sender event of the held-back receives that `match`
+ * selects (all of them when match is NULL; else those delivered on that stream), and drops
+ * each receive's reference once past the wait. */
+static void dc_rb_wait_senders(tess_gpu_stream_h waiter, tess_gpu_stream_h match)
+{
+    const dc_sev_t *seen[DC_RB_MAX];
+    int             nseen = 0;
+    for (int i = 0; i < dc_rb.n; i++) {
+        if (match && dc_rb.r[i]->stream != match)
+            continue;
+        dc_sev_t *sv  = dc_rb.sev[i];
+        int       dup = 0;
+        for (int j = 0; j < nseen && !dup; j++)
+            dup = seen[j] == sv;
+        if (!dup) {
+            seen[nseen++] = sv;
+            if (tess_gpu->stream_wait_event(waiter, sv->ev) != TESS_OK)
+                tess_fatal("device message: stream wait failed: %s", tess_error_detail());
+        }
+        dc_after_wait(waiter, dc_sev_release, sv);
+    }
+}
+
 /* Run every held-back receive: the core calls it before this PE takes a message of another
  * handler and at the end of its dispatch, and the handler before anything but a batchable
- * d2d message. */
+ * d2d message.
+ *
+ * Receives for one stream: that stream waits for their senders (once per sender event), then
+ * one copy operation. Receives for several streams, where the layer batches them (rb_comm): the
+ * PE's batch stream waits for each of those streams (their earlier work may still read the
+ * destinations) and each sender event, runs all the copies as one launch, and each stream waits
+ * for it. On a GPU that is 3 calls a stream and one a sender instead of a launch a stream and a
+ * wait a message: a launch costs the host ten times a wait. */
 void dc_rb_flush(void)
 {
     if (!dc_rb.n)
         return;
-    tess_gpu_copy_t batch[DC_RB_MAX * TESS_DEV_MAX_BUFS];
-    for (int i = 0; i < dc_rb.ncopies; i++) {
-        tess_gpu_stream_h s = dc_rb.stream[i];
-        if (!s)
-            continue;
-        int k = 0;
-        for (int j = i; j < dc_rb.ncopies; j++)
-            if (dc_rb.stream[j] == s) {
-                batch[k++]      = dc_rb.copy[j];
-                dc_rb.stream[j] = NULL;
-            }
-        if (tess_gpu_memcpy_batch(batch, k, s) != TESS_OK)
+    tess_gpu_stream_h streams[DC_RB_MAX];
+    int               ns = 0;
+    for (int i = 0; i < dc_rb.n; i++) {
+        int dup = 0;
+        for (int j = 0; j < ns && !dup; j++)
+            dup = streams[j] == dc_rb.r[i]->stream;
+        if (!dup)
+            streams[ns++] = dc_rb.r[i]->stream;
+    }
+    tess_gpu_stream_h comm = ns > 1 && dc_rb.ncopies > 1 && dc.rb_comm ? dc_rb_stream() : NULL;
+    if (comm) {
+        for (int k = 0; k < ns; k++)
+            dc_rb_chain(comm, streams[k]);
+        dc_rb_wait_senders(comm, NULL);
+        if (tess_gpu_memcpy_batch(dc_rb.copy, dc_rb.ncopies, comm) != TESS_OK)
             tess_fatal("device message: copy failed: %s", tess_error_detail());
+        for (int k = 0; k < ns; k++)
+            dc_rb_chain(streams[k], comm);
+        atomic_fetch_add_explicit(&dc.d2d_rb_launches, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&dc.d2d_rb_shared, 1, memory_order_relaxed);
+    } else {
+        tess_gpu_copy_t batch[DC_RB_MAX * TESS_DEV_MAX_BUFS];
+        for (int k = 0; k < ns; k++) {
+            tess_gpu_stream_h s = streams[k];
+            dc_rb_wait_senders(s, s);
+            int n = 0;
+            for (int j = 0; j < dc_rb.ncopies; j++)
+                if (dc_rb.stream[j] == s)
+                    batch[n++] = dc_rb.copy[j];
+            if (n && tess_gpu_memcpy_batch(batch, n, s) != TESS_OK)
+                tess_fatal("device message: copy failed: %s", tess_error_detail());
+            atomic_fetch_add_explicit(&dc.d2d_rb_launches, n > 0, memory_order_relaxed);
+        }
     }
     int n         = dc_rb.n;
     dc_rb.n       = 0;
@@ -224,11 +305,9 @@ bool dc_d2d_recv(tess_msg_t *m)
     batch = batch && !r->forward && !(r->flags & TESS_DC_WAIT_COMPLETE);
     if (!batch || dc_rb_overlaps(r))
         dc_rb_flush();
-    if (tess_gpu->stream_wait_event(r->stream, sv->ev) != TESS_OK)
-        tess_fatal("device message: stream wait failed: %s", tess_error_detail());
-    dc_after_wait(r->stream, dc_sev_release, sv);
-    const dc_rec_d2d_t *rec  = dc_recs((dc_ctl_t *)c);
+    const dc_rec_d2d_t *rec = dc_recs((dc_ctl_t *)c);
     if (batch) {
+        dc_rb.sev[dc_rb.n] = sv; /* waited for at the flush */
         for (int i = 0; i < r->m.nbufs; i++)
             if (r->sizes[i]) {
                 dc_rb.copy[dc_rb.ncopies]   = (tess_gpu_copy_t){r->dst[i],
@@ -240,6 +319,9 @@ bool dc_d2d_recv(tess_msg_t *m)
         TESS_HOP_MARK(TESS_HOP_ISSUED);
         return false;
     }
+    if (tess_gpu->stream_wait_event(r->stream, sv->ev) != TESS_OK)
+        tess_fatal("device message: stream wait failed: %s", tess_error_detail());
+    dc_after_wait(r->stream, dc_sev_release, sv);
     int last = -1;
     for (int i = 0; i < r->m.nbufs; i++)
         if (r->sizes[i])

@@ -200,9 +200,13 @@ typedef struct dc_state {
     tess_dc_stats_t   stats;
     _Atomic uint64_t  d2d_events; /* the d2d send counter, off the lock */
     _Atomic uint64_t  d2d_batched; /* d2d receives delivered in batches of two or more */
+    _Atomic uint64_t  d2d_rb_launches; /* copy operations of batched d2d receives */
+    _Atomic uint64_t  d2d_rb_shared;   /* those on a PE's batch stream, for several streams */
     const tess_dc_ops_t *ops;
     uint16_t          h_ctl;
     int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */
+    int               rb_comm;     /* batched receives of several streams: one launch (dc_d2d.c) */
+    tess_gpu_stream_h *rb_streams; /* [ppn] each PE's stream for those, made on first use */
     int               forced_path; /* -1 auto */
 } dc_state_t;
 

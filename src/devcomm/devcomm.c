@@ -28,6 +28,9 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     pthread_mutex_unlock(&dc.lock);
     stats_p->d2d_events  = atomic_load_explicit(&dc.d2d_events, memory_order_relaxed);
     stats_p->d2d_batched = atomic_load_explicit(&dc.d2d_batched, memory_order_relaxed);
+    stats_p->d2d_rb_launches =
+        atomic_load_explicit(&dc.d2d_rb_launches, memory_order_relaxed);
+    stats_p->d2d_rb_shared = atomic_load_explicit(&dc.d2d_rb_shared, memory_order_relaxed);
 }
 
 int tess_dc_path_to(int dst)
@@ -537,6 +540,8 @@ tess_status_t tess_devcomm_init(void)
     dc.forced_path = dc_parse_path();
     dc.ipc_mode    = !strcasecmp(tess_cfg.ipc, "staged") ? 1
                    : !strcasecmp(tess_cfg.ipc, "direct") ? 2 : 0;
+    dc.rb_comm     = !strcasecmp(tess_cfg.batch_stream, "on") ||
+                 (!strcasecmp(tess_cfg.batch_stream, "auto") && tess_gpu->memcpy_batch_async);
     st = tess_gpu->stream_create(&dc.stream);
     if (st != TESS_OK)
         return st;
@@ -618,6 +623,12 @@ void tess_devcomm_fini(void)
     tess_hmap_fini(&dc.regs);
     tess_hmap_fini(&dc.maps);
     tess_hmap_fini(&dc.exports);
+    if (dc.rb_streams) {
+        for (int i = 0; i < tess_rt.ppn; i++)
+            if (dc.rb_streams[i])
+                tess_gpu->stream_destroy(dc.rb_streams[i]);
+        free(dc.rb_streams);
+    }
     tess_gpu->stream_destroy(dc.stream);
     pthread_mutex_destroy(&dc.pump_lock);
     pthread_mutex_destroy(&dc.lock);

@@ -18,6 +18,8 @@
  * TEST_RECV_BATCH=1: the entry is registered with TESS_ENTRY_BATCH (its post function keeps
  * what it chose per message, so it allows posts ahead of deliveries); same-process receives
  * must then have gone in batches (the d2d_batched counter), with every byte right.
+ * TEST_EXPECT_SHARED=1: some batches must have served several streams in one copy operation
+ * (TESS_BATCH_STREAM=on, the PE's batch stream).
  */
 #include "tess_test.h"
 #include "devcomm/devcomm.h"
@@ -434,12 +436,17 @@ int main(int argc, char **argv)
     /* Which paths carried the messages (summed over processes). */
     tess_dc_stats_t st;
     tess_dc_get_stats(&st);
-    uint64_t mine[11] = {st.sent[0], st.sent[1], st.sent[2], st.deferred,
+    uint64_t mine[12] = {st.sent[0], st.sent[1], st.sent[2], st.deferred,
                          st.staged + st.rdma_staged, st.direct + st.rdma_direct,
                          st.d2d_events, st.staged_parted, st.direct_idle, st.direct,
-                         st.d2d_batched};
-    uint64_t sum[11];
-    MPI_Allreduce(mine, sum, 11, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+                         st.d2d_batched, st.d2d_rb_shared};
+    uint64_t sum[12];
+    MPI_Allreduce(mine, sum, 12, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    /* TEST_EXPECT_SHARED=1 (with TESS_BATCH_STREAM=on): some batches served several elements'
+     * streams with one copy operation on the PE's batch stream. */
+    if (getenv("TEST_EXPECT_SHARED") && atoi(getenv("TEST_EXPECT_SHARED")))
+        CHECK_MSG(sum[11] > 0, "no batch of d2d receives served several streams (%llu "
+                  "batched receives)", (unsigned long long)sum[10]);
     if (recv_batch && sum[0] > 0)
         CHECK_MSG(sum[10] > 0, "none of %llu d2d receives went in a batch",
                   (unsigned long long)sum[0]);

@@ -64,6 +64,8 @@ static inline tess_status_t cuda_bind(void)
 tess_status_t tess_cuda_ipc_mem_export(void *ptr, tess_gpu_ipc_handle_t *h_p);
 tess_status_t tess_cuda_ipc_mem_open(const tess_gpu_ipc_handle_t *h, void **ptr_p);
 tess_status_t tess_cuda_ipc_mem_close(void *ptr);
+/** Forget every thread's pointer classifications (gpu_cuda.c): after any free or unmapping. */
+void          tess_cuda_ptr_cache_forget(void);
 tess_status_t tess_cuda_ipc_event_export(tess_gpu_event_h ev, tess_gpu_ipc_handle_t *h_p);
 tess_status_t tess_cuda_ipc_event_open(const tess_gpu_ipc_handle_t *h, tess_gpu_event_h *e_p);
 tess_status_t tess_cuda_ipc_event_close(tess_gpu_event_h ev);

@@ -21,8 +21,10 @@
 #include "copy_batch.h"
 #include "cuda_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A launch_host call: the function and a copy of its arguments, freed after the call. */
 typedef struct cuda_host_call {
@@ -230,6 +232,7 @@ static tess_status_t cuda_mem_free(void *ptr)
     tess_status_t st = cuda_bind();
     if (st != TESS_OK)
         return st;
+    tess_cuda_ptr_cache_forget();
     cudaError_t e = cudaFree(ptr);
     return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaFree");
 }
@@ -253,6 +256,7 @@ static tess_status_t cuda_host_free(void *ptr)
     tess_status_t st = cuda_bind();
     if (st != TESS_OK)
         return st;
+    tess_cuda_ptr_cache_forget();
     cudaError_t e = cudaFreeHost(ptr);
     return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaFreeHost");
 }
@@ -268,17 +272,62 @@ static tess_status_t cuda_host_free(void *ptr)
 #define CUDA_KCOPY_SIGNAL_MAX ((size_t)64 << 10)
 
 /* Memory of the process's device (its own, or another process's opened through IPC), which a
- * kernel on it may read and write. An address CUDA does not know answers type 0. */
+ * kernel on it may read and write. An address CUDA does not know answers type 0.
+ *
+ * The answer costs a driver call (cuPointerGetAttributes: a lock and a lookup), and a chare
+ * step that receives M small messages asks it 2M times. So each thread remembers the last
+ * allocations it classified, by their whole range (asked in the same call). Every free the
+ * runtime does (device, pinned host, an IPC mapping closed) forgets them all, in every thread
+ * (a generation count). An allocation the application frees itself keeps its answer until
+ * then: device memory of this device lies in the range CUDA reserves for it, so a later
+ * allocation at that address is device memory again (or managed memory, which the copy kernel
+ * reaches as well). */
+#define CUDA_PTR_CACHE 16
+
+static _Atomic uint64_t ptr_cache_gen = 1;
+
+static _Thread_local struct {
+    uintptr_t lo[CUDA_PTR_CACHE], hi[CUDA_PTR_CACHE];
+    uint8_t   on_device[CUDA_PTR_CACHE];
+    uint64_t  gen;
+    unsigned  next;
+} ptr_cache;
+
+void tess_cuda_ptr_cache_forget(void)
+{
+    atomic_fetch_add_explicit(&ptr_cache_gen, 1, memory_order_release);
+}
+
 static int cuda_on_device(const void *p)
 {
-    CUpointer_attribute attr[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    uintptr_t a   = (uintptr_t)p;
+    uint64_t  gen = atomic_load_explicit(&ptr_cache_gen, memory_order_acquire);
+    if (ptr_cache.gen != gen) {
+        memset(&ptr_cache, 0, sizeof(ptr_cache));
+        ptr_cache.gen = gen;
+    }
+    for (unsigned i = 0; i < CUDA_PTR_CACHE; i++)
+        if (a - ptr_cache.lo[i] < ptr_cache.hi[i] - ptr_cache.lo[i])
+            return ptr_cache.on_device[i];
+    CUpointer_attribute attr[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
     unsigned            type    = 0;
     int                 ordinal = -1;
-    void               *data[2] = {&type, &ordinal};
-    return tess_cuda.pointer_get_attributes(2, attr, data, (CUdeviceptr)(uintptr_t)p) ==
-               CUDA_SUCCESS &&
-           type == CU_MEMORYTYPE_DEVICE && ordinal == tess_cuda.device;
+    CUdeviceptr         start   = 0;
+    size_t              size    = 0;
+    void               *data[4] = {&type, &ordinal, &start, &size};
+    if (tess_cuda.pointer_get_attributes(4, attr, data, (CUdeviceptr)a) != CUDA_SUCCESS)
+        return 0;
+    int on = type == CU_MEMORYTYPE_DEVICE && ordinal == tess_cuda.device;
+    if (size && a - (uintptr_t)start < size) {
+        unsigned i             = ptr_cache.next++ % CUDA_PTR_CACHE;
+        ptr_cache.lo[i]        = (uintptr_t)start;
+        ptr_cache.hi[i]        = (uintptr_t)start + size;
+        ptr_cache.on_device[i] = (uint8_t)on;
+    }
+    return on;
 }
 
 /* The copy kernel on s; with `word`, as one block of up to 1024 threads that then writes

@@ -99,6 +99,7 @@ tess_status_t tess_cuda_ipc_mem_close(void *ptr)
     tess_status_t st = cuda_bind();
     if (st != TESS_OK)
         return st;
+    tess_cuda_ptr_cache_forget();
     cudaError_t e = cudaIpcCloseMemHandle(ptr);
     return e == cudaSuccess ? TESS_OK : cuda_error(e, "cudaIpcCloseMemHandle");
 }

@@ -1,0 +1,474 @@
+/*
+ * bench_finegrain — the host cost of a fine-grained chare step, against the same work issued
+ * raw from one thread in the same run.
+ *
+ *   mpirun -np 1 bench_finegrain -m 4 [+ppn P]               neighbours in the same process (d2d)
+ *   mpirun -np 2 bench_finegrain -m 4 --where remote         neighbours in the other process (ipc)
+ *
+ * C chares per PE (-c, default 8) form a ring. Each step of a chare: once the M messages of the
+ * step (-m, even; -b bytes each, default 4096) from its neighbours at ring offsets ±1, ±2, …
+ * are in, one kernel on its stream checks them and writes the M messages of the next step,
+ * which go out to the same neighbours with one tess_send_device_many. `--where local` (the
+ * default) keeps every neighbour in the chare's own process (the ring of its process's chares);
+ * `--where remote` puts them all in the next and previous processes (offsets ± (chares per
+ * process + 1), ± (… + 2), …), so every message crosses processes.
+ *
+ * The raw baseline (each process, from its main thread, after the Tessera runs): the same
+ * chares of one process as a ring, each step per chare M × (stream wait on the sender's event +
+ * a device-to-device copy) + the kernel + an event record; with CUDA these are the CUDA runtime
+ * calls themselves, on the host backend the backend's. So the baseline is what a careful CUDA
+ * program pays for the same copies and launches from one thread, without a runtime. (For
+ * --where remote it still copies within its process: the same calls, a cheaper path.)
+ *
+ * Reported: host time per chare-step (Tessera: the timed phase's wall time × PEs per process /
+ * the chare-steps of a process, i.e. PE time per chare-step while the PEs are saturated; raw:
+ * wall time / chare-steps) and per message (that / M), medians of -r repetitions of -s steps
+ * after -w warm-up steps. Every received word is checked by the kernels: any error fails the run.
+ *
+ * Options: -c C, -m M, -b BYTES, -s STEPS (1000), -w WARMUP (100), -r REPS (3),
+ * --where local|remote, --no-raw, --csv FILE (a row appended; header when the file is new),
+ * --calls (with CUDA: also the host cost of each single CUDA call a chare step makes),
+ * --delay-us N (host backend: each step kernel sleeps N µs first, so that a copy not ordered
+ * after its sender's kernel reads stale data and the check counts it: a test of the ordering).
+ */
+#include "fg.h"
+
+#include "devcomm/devcomm.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tessera.h>
+#include <tessera/gpu.h>
+
+static struct {
+    int         c, m, bytes, steps, warmup, reps, remote, raw, calls, delay_us;
+    const char *csv;
+} opt = {8, 4, 4096, 1000, 100, 3, 0, 1, 0, 0, NULL};
+
+static int        rank, nprocs, words, np_chares, nchares;
+static int        use_cuda;
+static tess_array_h ring;
+static tess_entry_t E_GO, E_MSG, E_CHECKED, E_RESULT;
+static int        phase_target;
+
+_Noreturn static void die(const char *what, const char *detail)
+{
+    fprintf(stderr, "bench_finegrain (rank %d): %s%s%s\n", rank, what, detail ? ": " : "",
+            detail ? detail : "");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort();
+}
+
+static void ck(tess_status_t st, const char *what)
+{
+    if (st != TESS_OK)
+        die(what, tess_error_detail());
+}
+
+/* ---- the chares ---------------------------------------------------------------------------- */
+
+typedef struct fg_hdr {
+    int32_t step, slot;
+} fg_hdr_t;
+
+typedef struct fg_chare {
+    int32_t  me, base, ring, shift;
+    int      step, target, got[2], started, finished_at;
+    int32_t *recv[2], *send[2], *err, *err_host;
+    double   t_launch, t_send, t_entry, t_post; /* host seconds in the phase so far */
+} fg_chare_t;
+
+/* What a phase reports: its errors and where the chares' host time went (summed). */
+enum { R_ERRORS, R_LAUNCH, R_SEND, R_ENTRY, R_POST, R_N };
+
+static void launch_step(tess_stream_t s, const fg_args_t *a)
+{
+#ifdef FG_HAVE_CUDA
+    if (use_cuda) {
+        fg_step_cuda(s, a);
+        return;
+    }
+#endif
+    fg_step_host_launch(s, a);
+}
+
+static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    fg_chare_t *c    = e;
+    size_t      slab = (size_t)opt.m * (size_t)words * sizeof(int32_t);
+    c->me            = tess_ctx_index(ctx).x;
+    if (opt.remote) {
+        c->base  = 0;
+        c->ring  = nchares;
+        c->shift = np_chares;
+    } else {
+        c->base  = c->me / np_chares * np_chares;
+        c->ring  = np_chares;
+        c->shift = 0;
+    }
+    for (int p = 0; p < 2; p++) {
+        ck(tess_gpu_malloc((void **)&c->recv[p], slab), "device memory");
+        ck(tess_gpu_malloc((void **)&c->send[p], slab), "device memory");
+    }
+    ck(tess_gpu_malloc((void **)&c->err, sizeof(int32_t)), "device memory");
+    ck(tess_gpu_malloc_host((void **)&c->err_host, sizeof(int32_t)), "pinned memory");
+    ck(tess_gpu_memset_async(c->err, 0, sizeof(int32_t), tess_ctx_stream(ctx)), "memset");
+    c->finished_at = -1;
+}
+
+static void chare_dtor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    fg_chare_t *c = e;
+    tess_gpu_stream_sync(tess_ctx_stream(ctx));
+    for (int p = 0; p < 2; p++) {
+        tess_gpu_free(c->recv[p]);
+        tess_gpu_free(c->send[p]);
+    }
+    tess_gpu_free(c->err);
+    tess_gpu_free_host(c->err_host);
+}
+
+/* The messages of step `step` (in send[step % 2]) to every neighbour, after the kernel. */
+static void send_step(fg_chare_t *c, int step)
+{
+    fg_hdr_t        h[FG_MAX_M];
+    tess_dev_buf_t  b[FG_MAX_M];
+    tess_dev_send_t s[FG_MAX_M];
+    size_t          bytes = (size_t)words * sizeof(int32_t);
+    for (int k = 0; k < opt.m; k++) {
+        int32_t to = fg_wrap((int64_t)c->me + fg_offset(k, c->shift), c->base, c->ring);
+        h[k]       = (fg_hdr_t){step, k};
+        b[k]       = (tess_dev_buf_t){c->send[step % 2] + (size_t)k * words, bytes};
+        s[k]       = (tess_dev_send_t){ring, tess_idx1(to), E_MSG, &h[k], sizeof(h[k]), &b[k], 1,
+                                       NULL, NULL};
+    }
+    ck(tess_send_device_many(s, opt.m, NULL), "tess_send_device_many");
+}
+
+static void advance(tess_ctx_h ctx, fg_chare_t *c)
+{
+    tess_stream_t st = tess_ctx_stream(ctx);
+    while (c->step < c->target && c->got[c->step % 2] == opt.m) {
+        int p       = c->step % 2;
+        c->got[p]   = 0;
+        fg_args_t a = {c->recv[p], c->send[1 - p], c->err, c->me, c->step, opt.m, words, 1,
+                       c->base, c->ring, c->shift, opt.delay_us};
+        double t0 = tess_wtime();
+        launch_step(st, &a);
+        double t1 = tess_wtime();
+        c->step++;
+        send_step(c, c->step);
+        c->t_launch += t1 - t0;
+        c->t_send += tess_wtime() - t1;
+    }
+    /* Messages may come before this phase's go: nothing to finish until it came. */
+    if (c->started && c->step == c->target && c->finished_at != c->target) {
+        c->finished_at = c->target;
+        ck(tess_gpu_memcpy_async(c->err_host, c->err, sizeof(int32_t), st), "read-back");
+        ck(tess_gpu_then(ctx, E_CHECKED, NULL, 0), "tess_gpu_then");
+    }
+}
+
+static void msg_post(tess_ctx_h ctx, void *e, const void *header, size_t header_len, int nbufs,
+                     const size_t *sizes, void **dst, tess_stream_t *stream_p)
+{
+    (void)ctx;
+    (void)stream_p;
+    double          t0 = tess_wtime();
+    fg_chare_t     *c  = e;
+    const fg_hdr_t *h  = header;
+    if (header_len != sizeof(*h) || nbufs != 1 ||
+        sizes[0] != (size_t)words * sizeof(int32_t) || h->slot < 0 || h->slot >= opt.m)
+        die("a malformed message", NULL);
+    dst[0] = c->recv[h->step % 2] + (size_t)h->slot * words;
+    c->t_post += tess_wtime() - t0;
+}
+
+static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    double          t0 = tess_wtime();
+    fg_chare_t     *c  = e;
+    const fg_hdr_t *h  = msg;
+    c->got[h->step % 2]++;
+    advance(ctx, c);
+    c->t_entry += tess_wtime() - t0;
+}
+
+static void on_go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    fg_chare_t *c = e;
+    c->target     = *(const int *)msg;
+    if (!c->started) {
+        /* Step 0's messages: the kernel without a check writes them. */
+        c->started  = 1;
+        fg_args_t a = {c->recv[0], c->send[0], c->err, c->me, -1, opt.m, words, 0, c->base,
+                       c->ring, c->shift, opt.delay_us};
+        launch_step(tess_ctx_stream(ctx), &a);
+        send_step(c, 0);
+    }
+    advance(ctx, c);
+}
+
+static void on_checked(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    fg_chare_t *c    = e;
+    double      v[R_N] = {*c->err_host, c->t_launch, c->t_send, c->t_entry, c->t_post};
+    c->t_launch = c->t_send = c->t_entry = c->t_post = 0;
+    ck(tess_contribute(ctx, (uint64_t)c->target, v, R_N, TESS_DOUBLE, TESS_SUM,
+                       tess_cb_element(ring, tess_idx1(0), E_RESULT)),
+       "tess_contribute");
+}
+
+typedef struct result {
+    double t_end;
+    double v[R_N];
+} result_t;
+
+static void on_result(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)ctx;
+    (void)e;
+    (void)size;
+    result_t r = {tess_wtime(), {0}};
+    memcpy(r.v, msg, sizeof(r.v));
+    tess_exit_with(&r, sizeof(r));
+}
+
+static void start_phase(void *arg)
+{
+    (void)arg;
+    if (tess_process() == 0)
+        tess_broadcast(ring, E_GO, &phase_target, sizeof(phase_target));
+}
+
+static int ring_map(tess_index_t i, const int32_t ext[3], int npes, void *arg)
+{
+    (void)ext;
+    (void)npes;
+    (void)arg;
+    return i.x / opt.c;
+}
+
+/* ---- main ---------------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void usage(void)
+{
+    if (rank == 0)
+        fprintf(stderr, "usage: bench_finegrain [-c CHARES_PER_PE] [-m MESSAGES (even)] "
+                        "[-b BYTES] [-s STEPS] [-w WARMUP] [-r REPS] [--where local|remote] "
+                        "[--no-raw] [--csv FILE]\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    exit(2);
+}
+
+static void parse(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--no-raw")) {
+            opt.raw = 0;
+            continue;
+        }
+        if (!strcmp(a, "--calls")) {
+            opt.calls = 1;
+            continue;
+        }
+        if (!v)
+            usage();
+        i++;
+        if (!strcmp(a, "-c"))
+            opt.c = atoi(v);
+        else if (!strcmp(a, "-m"))
+            opt.m = atoi(v);
+        else if (!strcmp(a, "-b"))
+            opt.bytes = atoi(v);
+        else if (!strcmp(a, "-s"))
+            opt.steps = atoi(v);
+        else if (!strcmp(a, "-w"))
+            opt.warmup = atoi(v);
+        else if (!strcmp(a, "-r"))
+            opt.reps = atoi(v);
+        else if (!strcmp(a, "--delay-us"))
+            opt.delay_us = atoi(v);
+        else if (!strcmp(a, "--csv"))
+            opt.csv = v;
+        else if (!strcmp(a, "--where") && (!strcmp(v, "local") || !strcmp(v, "remote")))
+            opt.remote = !strcmp(v, "remote");
+        else
+            usage();
+    }
+    if (opt.delay_us && tess_gpu_backend() != TESS_GPU_HOST) {
+        if (rank == 0)
+            fprintf(stderr, "bench_finegrain: --delay-us is for the host backend\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (opt.c < 1 || opt.m < 2 || opt.m % 2 || opt.m > FG_MAX_M || opt.bytes < 8 ||
+        opt.bytes % 4 || opt.steps < 1 || opt.warmup < 0 || opt.reps < 1)
+        usage();
+    if (opt.remote && nprocs < 2) {
+        if (rank == 0)
+            fprintf(stderr, "bench_finegrain: --where remote needs at least 2 processes\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
+static result_t run_phase(int target)
+{
+    phase_target = target;
+    if (tess_run(TESS_RUN_UNTIL_EXIT, start_phase, NULL) != TESS_OK)
+        die("tess_run failed", tess_error_detail());
+    result_t r;
+    ck(tess_result(&r, sizeof(r), NULL), "tess_result");
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK) {
+        fprintf(stderr, "tess_init failed: %s\n", tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    parse(argc, argv);
+    use_cuda  = tess_gpu_backend() == TESS_GPU_CUDA;
+    words     = opt.bytes / 4;
+    np_chares = opt.c * tess_ppn();
+    nchares   = np_chares * nprocs;
+
+    ck(tess_entry_register("go", on_go, &E_GO), "entry registration");
+    ck(tess_entry_register_device("msg", msg_post, on_msg, TESS_ENTRY_BATCH, &E_MSG),
+       "entry registration");
+    ck(tess_entry_register("checked", on_checked, &E_CHECKED), "entry registration");
+    ck(tess_entry_register("result", on_result, &E_RESULT), "entry registration");
+    tess_array_params_t ap = {
+        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_MAP,
+        .name = "ring", .ndims = 1, .extents = {nchares}, .elem_size = sizeof(fg_chare_t),
+        .ctor = chare_ctor, .dtor = chare_dtor, .map = TESS_MAP_USER, .map_fn = ring_map};
+    ck(tess_array_create(&ap, &ring), "tess_array_create");
+
+    /* Tessera: a warm-up phase, then -r timed phases of -s steps. */
+    double  *tt = calloc((size_t)opt.reps, sizeof(double));
+    double  *tr = calloc((size_t)opt.reps, sizeof(double));
+    double  *tb[R_N];
+    for (int k = 0; k < R_N; k++)
+        tb[k] = calloc((size_t)opt.reps, sizeof(double));
+    result_t r      = run_phase(opt.warmup);
+    int64_t  errors = (int64_t)r.v[R_ERRORS];
+    tess_dc_stats_t st0, st1;
+    tess_dc_get_stats(&st0);
+    for (int i = 0; i < opt.reps; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = tess_wtime();
+        r         = run_phase(opt.warmup + (i + 1) * opt.steps);
+        tt[i]     = r.t_end - t0; /* element 0's callback runs on process 0, whose clock gave t0 */
+        errors    = (int64_t)r.v[R_ERRORS]; /* cumulative */
+        for (int k = R_LAUNCH; k < R_N; k++)
+            tb[k][i] = r.v[k] / ((double)nchares * opt.steps); /* per chare-step */
+    }
+    tess_dc_get_stats(&st1);
+    uint64_t sent = 0;
+    for (int k = 0; k < 3; k++)
+        sent += st1.sent[k] - st0.sent[k];
+    double batched = sent ? (double)(st1.d2d_batched - st0.d2d_batched) / (double)sent : 0;
+    double copy_ops = (double)(st1.d2d_rb_launches - st0.d2d_rb_launches) /
+                      ((double)np_chares * opt.steps * opt.reps);
+
+    /* The raw baseline: every process, from its main thread, at once. */
+    int64_t raw_errors = 0;
+    if (opt.raw) {
+        const fg_raw_ops_t *ops = fg_raw_host_ops();
+#ifdef FG_HAVE_CUDA
+        if (use_cuda)
+            ops = fg_raw_cuda_ops();
+#endif
+        for (int i = 0; i < opt.reps; i++) {
+            int64_t e = 0;
+            MPI_Barrier(MPI_COMM_WORLD);
+            tr[i] = fg_raw_run(ops, np_chares, opt.m, words, i ? opt.warmup / 4 : opt.warmup,
+                               opt.steps, &e);
+            raw_errors += e;
+        }
+        MPI_Allreduce(MPI_IN_PLACE, &raw_errors, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    }
+
+    int status = errors || raw_errors ? 3 : 0;
+    if (rank == 0) {
+        double per_step = median(tt, opt.reps) * tess_ppn() / ((double)np_chares * opt.steps);
+        double raw_step = opt.raw ? median(tr, opt.reps) / ((double)np_chares * opt.steps) : 0;
+        const char *where = opt.remote ? "remote" : "local";
+        printf("bench_finegrain: %d processes x %d PEs, %d chares per PE, M %d, %d B, %s, "
+               "backend %s, %d steps x %d reps\n", nprocs, tess_ppn(), opt.c, opt.m, opt.bytes,
+               where, tess_gpu_backend_name(), opt.steps, opt.reps);
+        printf("  tessera: %8.3f us per chare-step, %7.3f us per message\n", per_step * 1e6,
+               per_step * 1e6 / opt.m);
+        if (opt.raw)
+            printf("  raw:     %8.3f us per chare-step, %7.3f us per message; tessera / raw "
+                   "%.3f\n", raw_step * 1e6, raw_step * 1e6 / opt.m, per_step / raw_step);
+        printf("  tessera's chare-step: kernel launch %.3f us, sends %.3f us, entries in all "
+               "%.3f us, posts %.3f us; the rest (runtime: receives, scheduling, polling) "
+               "%.3f us\n", median(tb[R_LAUNCH], opt.reps) * 1e6,
+               median(tb[R_SEND], opt.reps) * 1e6, median(tb[R_ENTRY], opt.reps) * 1e6,
+               median(tb[R_POST], opt.reps) * 1e6,
+               (per_step - median(tb[R_ENTRY], opt.reps) - median(tb[R_POST], opt.reps)) * 1e6);
+        printf("  process 0's messages: %.0f%% d2d receives batched, %.3f batch copy "
+               "operations per chare-step\n", batched * 100, copy_ops);
+        printf("  errors: tessera %lld, raw %lld%s\n", (long long)errors, (long long)raw_errors,
+               status ? "  FAILED" : "");
+        printf("RESULT where=%s procs=%d ppn=%d c=%d m=%d bytes=%d backend=%s tess_us=%.4f "
+               "raw_us=%.4f ratio=%.4f errors=%lld\n", where, nprocs, tess_ppn(), opt.c, opt.m,
+               opt.bytes, tess_gpu_backend_name(), per_step * 1e6, raw_step * 1e6,
+               opt.raw ? per_step / raw_step : 0.0, (long long)(errors + raw_errors));
+        if (opt.csv) {
+            FILE *f = fopen(opt.csv, "a");
+            if (!f)
+                die("cannot open the CSV file", opt.csv);
+            if (ftell(f) == 0)
+                fprintf(f, "where,procs,ppn,chares_per_pe,m,bytes,backend,tess_us_per_step,"
+                           "raw_us_per_step,tess_us_per_msg,raw_us_per_msg,ratio\n");
+            fprintf(f, "%s,%d,%d,%d,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%.4f\n", where, nprocs,
+                    tess_ppn(), opt.c, opt.m, opt.bytes, tess_gpu_backend_name(),
+                    per_step * 1e6, raw_step * 1e6, per_step * 1e6 / opt.m,
+                    raw_step * 1e6 / opt.m, opt.raw ? per_step / raw_step : 0.0);
+            fclose(f);
+        }
+        fflush(stdout);
+    }
+#ifdef FG_HAVE_CUDA
+    if (opt.calls && use_cuda && rank == 0) {
+        printf("host cost of single CUDA calls (8 streams, round robin):\n");
+        fg_cuda_calls();
+        fflush(stdout);
+    }
+#endif
+    free(tt);
+    free(tr);
+    for (int k = 0; k < R_N; k++)
+        free(tb[k]);
+    tess_array_destroy(ring);
+    tess_finalize();
+    MPI_Finalize();
+    return status;
+}

@@ -1,0 +1,153 @@
+/*
+ * fg_cuda.cu — bench_finegrain's CUDA side (built only with CUDA): the chare-step kernel's
+ * launcher, and the raw baseline's operations as plain CUDA runtime calls.
+ */
+#include "fg.h"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void ck(cudaError_t e, const char *what)
+{
+    if (e != cudaSuccess) {
+        fprintf(stderr, "bench_finegrain: %s: %s\n", what, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+static __global__ void fg_step_kernel(fg_args_t a)
+{
+    int bad = 0;
+    TESS_KERNEL_LOOP(e, (int64_t)a.m * a.words)
+        bad += fg_point(&a, e);
+    if (bad)
+        atomicAdd(a.err, bad);
+}
+
+extern "C" void fg_step_cuda(void *stream, const fg_args_t *a)
+{
+    int64_t  n      = (int64_t)a->m * a->words;
+    unsigned blocks = tess_kernel_blocks(n, 256, 132 * 4);
+    fg_step_kernel<<<blocks, 256, 0, (cudaStream_t)stream>>>(*a);
+    ck(cudaGetLastError(), "the step kernel");
+}
+
+static void *c_stream_create(void)
+{
+    cudaStream_t s;
+    ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    return s;
+}
+static void c_stream_destroy(void *s) { cudaStreamDestroy((cudaStream_t)s); }
+static void c_stream_sync(void *s) { ck(cudaStreamSynchronize((cudaStream_t)s), "sync"); }
+static void *c_event_create(void)
+{
+    cudaEvent_t e;
+    ck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    return e;
+}
+static void c_event_destroy(void *e) { cudaEventDestroy((cudaEvent_t)e); }
+static void c_event_record(void *e, void *s)
+{
+    ck(cudaEventRecord((cudaEvent_t)e, (cudaStream_t)s), "cudaEventRecord");
+}
+static void c_stream_wait(void *s, void *e)
+{
+    ck(cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0), "cudaStreamWaitEvent");
+}
+static void c_copy(void *dst, const void *src, size_t n, void *s)
+{
+    ck(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, (cudaStream_t)s),
+       "cudaMemcpyAsync");
+}
+
+static const fg_raw_ops_t cuda_ops = {
+    "CUDA", c_stream_create, c_stream_destroy, c_stream_sync, c_event_create, c_event_destroy,
+    c_event_record, c_stream_wait, c_copy, fg_step_cuda,
+};
+
+extern "C" const fg_raw_ops_t *fg_raw_cuda_ops(void) { return &cuda_ops; }
+
+/* ---- --calls: what each CUDA call of a chare step costs the host here ----------------------- */
+
+static __global__ void fg_empty_kernel(int *x)
+{
+    if (x && threadIdx.x == 1u << 30)
+        *x = 0;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* Each measured call n times round-robin over 8 streams (synchronised every 256 calls, outside
+ * the clock, so no queue fills up); µs per call. */
+extern "C" void fg_cuda_calls(void)
+{
+    enum { NS = 8, N = 8192, CHUNK = 256 };
+    cudaStream_t s[NS];
+    cudaEvent_t  ev[NS];
+    for (int i = 0; i < NS; i++) {
+        ck(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), "stream");
+        ck(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming), "event");
+    }
+    int32_t *a, *b, *err;
+    ck(cudaMalloc(&a, 1 << 20), "cudaMalloc");
+    ck(cudaMalloc(&b, 1 << 20), "cudaMalloc");
+    ck(cudaMalloc(&err, 4), "cudaMalloc");
+    CUpointer_attribute attr[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    /* The driver call as the runtime makes it: through the entry point, no -lcuda. */
+    typedef CUresult (*get_attrs_t)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found;
+    ck(cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 7000, cudaEnableDefault,
+                                        &found), "cudaGetDriverEntryPointByVersion");
+    get_attrs_t get_attrs = (get_attrs_t)fn;
+    fg_args_t args = {a, b, err, 0, 0, 4, 1024, 0, 0, 8, 0};
+    const char *names[] = {"launch (1 block, empty)", "launch (step kernel, M 4 x 4 KiB)",
+                           "cudaMemcpyAsync D2D 4 KiB", "cudaEventRecord",
+                           "cudaStreamWaitEvent", "cudaEventQuery (done)",
+                           "cuPointerGetAttributes (2)"};
+    for (int what = 0; what < 7; what++) {
+        double t = 0;
+        for (int done = 0; done < N; done += CHUNK) {
+            for (int i = 0; i < NS; i++)
+                ck(cudaStreamSynchronize(s[i]), "sync");
+            double t0 = now_us();
+            for (int k = 0; k < CHUNK; k++) {
+                cudaStream_t st = s[k % NS];
+                switch (what) {
+                case 0: fg_empty_kernel<<<1, 32, 0, st>>>(err); break;
+                case 1: fg_step_cuda(st, &args); break;
+                case 2: cudaMemcpyAsync(b + k, a + k, 4096, cudaMemcpyDeviceToDevice, st); break;
+                case 3: cudaEventRecord(ev[k % NS], st); break;
+                case 4: cudaStreamWaitEvent(st, ev[(k + 1) % NS], 0); break;
+                case 5: cudaEventQuery(ev[k % NS]); break;
+                default: {
+                    unsigned type = 0;
+                    int      ord  = 0;
+                    void    *data[2] = {&type, &ord};
+                    get_attrs(2, attr, data, (CUdeviceptr)(uintptr_t)(a + k));
+                }
+                }
+            }
+            t += now_us() - t0;
+        }
+        printf("  %-36s %7.3f us per call\n", names[what], t / N);
+    }
+    ck(cudaDeviceSynchronize(), "sync");
+    for (int i = 0; i < NS; i++) {
+        cudaStreamDestroy(s[i]);
+        cudaEventDestroy(ev[i]);
+    }
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(err);
+}

@@ -1,0 +1,100 @@
+#!/bin/sh
+# bench/finegrain/run.sh OUTDIR [--quick | --plot] — the host cost of a chare step, swept.
+#
+# bench_finegrain for M = 2, 4, 6, 26 messages per chare-step (4 KiB each, 8 chares per PE) in
+# three layouts, each with its raw baseline in the same run:
+#   local  1 process x 1 PE       every neighbour in the process (d2d)
+#   local  1 process x 4 PEs      the same work spread over 4 PEs
+#   remote 2 processes x 1 PE     every neighbour in the other process (ipc; MPS on a GPU)
+# and writes OUTDIR/finegrain.csv, OUTDIR/run.log and (with /usr/bin/python3 + matplotlib)
+# OUTDIR/finegrain.png; a table last on stdout. --quick: M = 2, 6, few steps (host backend /
+# CI). --plot: only draw the PNG from the CSV already there. Environment: BENCH_FINEGRAIN (the
+# binary; default: build-cuda/ of the repo, else the one next to this script), FG_STEPS (1000;
+# quick 100), FG_REPS (3), FG_TIMEOUT (seconds per run: 120), FG_MS ("2 4 6 26").
+set -u
+
+usage() { echo "usage: $0 OUTDIR [--quick | --plot]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+out=$1
+shift
+quick= plot_only=
+for a in "$@"; do
+    case $a in
+    --quick) quick=1 ;;
+    --plot) plot_only=1 ;;
+    *) usage ;;
+    esac
+done
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+csv=$out/finegrain.csv
+
+plots() {
+    [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 || return 0
+    [ -s "$csv" ] || return 0
+    /usr/bin/python3 "$repo/bench/plot.py" "$csv" "$out/finegrain.png" --x m \
+        --y tess_us_per_msg --baseline-y raw_us_per_msg --series where procs ppn --logx \
+        --title "host time per message of a chare step (dashed: raw, one thread)" \
+        --xlabel "messages per chare-step (M)" --ylabel "us per message" >/dev/null ||
+        echo "# plot failed" >&2
+}
+if [ -n "$plot_only" ]; then
+    plots
+    exit 0
+fi
+
+bin=${BENCH_FINEGRAIN:-}
+if [ -z "$bin" ]; then
+    for c in "$repo/build-cuda/bench/finegrain/bench_finegrain" "$here/bench_finegrain"; do
+        if [ -x "$c" ]; then bin=$c; break; fi
+    done
+fi
+[ -n "$bin" ] && [ -x "$bin" ] || { echo "run.sh: no bench_finegrain binary (build it, or set BENCH_FINEGRAIN)" >&2; exit 1; }
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+build=$(cd "$(dirname "$bin")/../.." && pwd)
+LD_LIBRARY_PATH="$build/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
+: "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
+export OMPI_MCA_btl_vader_single_copy_mechanism
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH"
+
+if [ -n "$quick" ]; then
+    steps=${FG_STEPS:-100} ms=${FG_MS:-"2 6"}
+else
+    steps=${FG_STEPS:-1000} ms=${FG_MS:-"2 4 6 26"}
+fi
+reps=${FG_REPS:-3} tmo=${FG_TIMEOUT:-120}
+rm -f "$csv" "$out/run.log"
+log=$out/run.log
+
+mps=
+stop_mps() { [ -n "$mps" ] && echo quit | nvidia-cuda-mps-control >>"$log" 2>&1; mps=; }
+if [ -z "$quick" ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1 &&
+   nvidia-smi -L >/dev/null 2>&1; then
+    nvidia-cuda-mps-control -d >>"$log" 2>&1 && mps=1
+fi
+trap 'stop_mps' EXIT
+trap 'stop_mps; exit 130' INT TERM
+
+failed=0
+for m in $ms; do
+    for layout in "1 1 local" "1 4 local" "2 1 remote"; do
+        set -- $layout
+        np=$1 ppn=$2 where=$3
+        cmd="$MPIRUN -np $np $bin +ppn $ppn -m $m -s $steps -w $((steps / 10)) -r $reps --where $where --csv $csv"
+        echo "## $cmd" >>"$log"
+        # shellcheck disable=SC2086
+        timeout -k 10 "$tmo" $cmd >>"$log" 2>&1 || { failed=$((failed + 1)); echo "# FAILED: $cmd" | tee -a "$log"; }
+    done
+done
+plots
+echo "# bench_finegrain: host us per chare-step and per message (raw: one thread, same calls)"
+printf "%-7s %5s %4s %4s %12s %12s %10s %10s %7s\n" where procs ppn M tess_step raw_step \
+    tess_msg raw_msg ratio
+tail -n +2 "$csv" | while IFS=, read -r w p q c m b be ts rs tm rm ra; do
+    printf "%-7s %5s %4s %4s %12s %12s %10s %10s %7s\n" "$w" "$p" "$q" "$m" "$ts" "$rs" "$tm" "$rm" "$ra"
+done
+grep -h "chare-step: kernel" "$log" | sed 's/^ */# /' | head -20
+[ "$failed" -eq 0 ]
