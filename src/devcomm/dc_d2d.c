@@ -145,7 +145,7 @@ static void dc_nothing(void *arg) { (void)arg; }
 
 /* ---- batched d2d receives ---------------------------------------------------------------- */
 
-#define DC_RB_MAX 32
+#define DC_RB_MAX 64
 
 /* The d2d receives this PE holds back (targets the layer above calls batchable, taken one
  * after another): their posts ran; the waits for their senders' events, their copies and their
@@ -186,6 +186,25 @@ static void dc_rb_chain(tess_gpu_stream_h waiter, tess_gpu_stream_h stream)
         tess_fatal("device message: ordering a batch of copies failed: %s",
                    tess_error_detail());
     dc_event_put_when_done(e, waiter);
+}
+
+/* Each of the streams waits for the work enqueued on `from` so far: one event for all of them
+ * where a wait captures the record it waits for (CUDA, HIP), else one each. */
+static void dc_rb_fan_out(const tess_gpu_stream_h *streams, int n, tess_gpu_stream_h from)
+{
+    if (!tess_gpu->wait_captures_record) {
+        for (int k = 0; k < n; k++)
+            dc_rb_chain(streams[k], from);
+        return;
+    }
+    tess_gpu_event_h e;
+    if (dc_event_get(&e) != TESS_OK || tess_gpu->event_record(e, from) != TESS_OK)
+        tess_fatal("device message: ordering a batch of copies failed: %s",
+                   tess_error_detail());
+    for (int k = 0; k < n; k++)
+        if (tess_gpu->stream_wait_event(streams[k], e) != TESS_OK)
+            tess_fatal("device message: stream wait failed: %s", tess_error_detail());
+    dc_event_put(e);
 }
 
 /* `waiter` waits once for each distinct sender event of the held-back receives that `match`
@@ -241,8 +260,7 @@ void dc_rb_flush(void)
         dc_rb_wait_senders(comm, NULL);
         if (tess_gpu_memcpy_batch(dc_rb.copy, dc_rb.ncopies, comm) != TESS_OK)
             tess_fatal("device message: copy failed: %s", tess_error_detail());
-        for (int k = 0; k < ns; k++)
-            dc_rb_chain(streams[k], comm);
+        dc_rb_fan_out(streams, ns, comm);
         atomic_fetch_add_explicit(&dc.d2d_rb_launches, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&dc.d2d_rb_shared, 1, memory_order_relaxed);
     } else {

@@ -78,7 +78,7 @@ typedef struct tess_gpu_copy {
     const void *src;
     size_t      size;
 } tess_gpu_copy_t;
-#define TESS_GPU_COPY_BATCH_MAX 32
+#define TESS_GPU_COPY_BATCH_MAX 64
 
 typedef struct tess_gpu_ops {
     const char          *name;

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define TESS_CUDA_COPY_BATCH_MAX 32 /* = TESS_GPU_COPY_BATCH_MAX; 776 bytes of parameters */
+#define TESS_CUDA_COPY_BATCH_MAX 64 /* = TESS_GPU_COPY_BATCH_MAX; 1544 bytes of parameters */
 
 typedef struct tess_cuda_copy_batch {
     char       *dst[TESS_CUDA_COPY_BATCH_MAX];
