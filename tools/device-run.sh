@@ -15,8 +15,9 @@
 #           calls, and Jacobi2D at ODF 16 from 4096² to 16384² (1 x 1 and 1 x 4 PEs)
 #   sweeps  one call for all three apps: the gpu, examples, minimd and lulesh lists on CUDA, a
 #           short Jacobi2D sweep, lulesh gpu-compare (MPI and Tessera against LLNL's CUDA port
-#           at 128³ and 256³), short LULESH and MiniMD sweeps, LULESH load balancing on the
-#           host backend (the machine's idle cores); about 9 minutes
+#           at 128³ and 256³), short LULESH and MiniMD sweeps; about 8 minutes
+#   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
+#           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
 # Everything lands in OUTDIR/STAGE.tar.gz (logs, CSVs) and OUTDIR/STAGE-summary.txt; the last
 # lines printed are the summary. Budgets keep each stage inside one 10-minute call.
@@ -197,9 +198,21 @@ sweeps)
         SWEEP_PMAT_SIZES="8M" SWEEP_PMAT_ODFS="8" timeout 200 examples/minimd/sweep.sh \
         "$work/minimd" "$b" >"$work/minimd.log" 2>&1
     note "minimd sweep exit $? ($((SECONDS - t0)) s)"; tail -25 "$work/minimd.log" >>"$summary"
+
+    ;;
+extras)
     t0=$SECONDS
     TESS_GPU=host REPS=2 timeout 70 examples/lulesh/bench-lb "$work/lb" "$b" >"$work/lb.log" 2>&1
     note "lulesh bench-lb (host backend) exit $? ($((SECONDS - t0)) s)"; tail -8 "$work/lb.log" >>"$summary"
+    # A longer run, balancing every 20 cycles: the first imbalanced cycles and the steps weigh less.
+    t0=$SECONDS
+    TESS_GPU=host REPS=2 LB_ITERS=300 LB_PERIOD=20 timeout 120 examples/lulesh/bench-lb \
+        "$work/lb300" "$b" >"$work/lb300.log" 2>&1
+    note "lulesh bench-lb 300 cycles, period 20 (host backend) exit $? ($((SECONDS - t0)) s)"
+    tail -8 "$work/lb300.log" >>"$summary"
+    t0=$SECONDS
+    timeout 150 bench/finegrain/run.sh "$work/fg" >"$work/fg.log" 2>&1
+    note "finegrain exit $? ($((SECONDS - t0)) s)"; cat "$work/fg.log" >>"$summary"
     ;;
 *)
     echo "device-run.sh: unknown stage $stage" >&2
