@@ -97,6 +97,7 @@ struct tess_pe {
     void *slot[TESS_SLOT_MAX];
 
     uint64_t busy_ns, idle_ns, nmsgs;
+    uint32_t trace_seq; /* messages this PE sent while tracing (flow ids) */
 #ifdef TESS_LOOP_PROFILE
     uint64_t lp_ticks[LP_N], lp_passes, lp_work_passes; /* pe.c */
 #endif
