@@ -104,6 +104,12 @@ tess_status_t tess_core_trace_init(void)
     return TESS_OK;
 }
 
+uint64_t tess_core_trace_next_flow(void)
+{
+    tess_pe_t *pe = tess_pe_self_;
+    return pe ? tess_core_trace_flow(pe->global, pe->trace_seq + 1) : 0;
+}
+
 /* ---- streams and device spans ------------------------------------------------------------ */
 
 uint32_t tess_core_trace_stream_track(tess_gpu_stream_h s)
@@ -268,7 +274,10 @@ static char *trace_meta(size_t *len_p)
                                     i == trace.nstreams ? " (other)" : "");
     len += (size_t)snprintf(p + len, cap - len,
                             ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\","
-                            "\"args\":{\"name\":\"runtime\"}}", tess_rt.rank, TESS_TRACK_OTHER);
+                            "\"args\":{\"name\":\"runtime\"}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+                            "\"name\":\"thread_name\",\"args\":{\"name\":\"PE %d collectives\"}}",
+                            tess_rt.rank, TESS_TRACK_OTHER, tess_rt.rank, TESS_TRACK_MPI,
+                            tess_rt.rank * tess_rt.ppn);
     *len_p = len;
     return p;
 }

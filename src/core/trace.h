@@ -27,6 +27,9 @@ static inline uint64_t tess_core_trace_flow(int pe, uint32_t seq)
 }
 #define TESS_TRACE_FLOW_DEV (1ull << 63) /* device-message flows: the ctl message's id | this */
 
+/** The flow id the next tess_core_send of the calling PE gives its message (0 off a PE). */
+uint64_t tess_core_trace_next_flow(void);
+
 /** The track of a stream (TESS_TRACK_STREAM + its index in the pool, or + pool size). */
 uint32_t tess_core_trace_stream_track(tess_gpu_stream_h s);
 

@@ -175,8 +175,15 @@ void dc_rb_flush(void)
                 batch[k++]      = dc_rb.copy[j];
                 dc_rb.stream[j] = NULL;
             }
+        int tr = dc_trace_copy_begin(s);
         if (tess_gpu_memcpy_batch(batch, k, s) != TESS_OK)
             tess_fatal("device message: copy failed: %s", tess_error_detail());
+        if (tess_unlikely(tr >= 0)) {
+            uint64_t bytes = 0;
+            for (int j = 0; j < k; j++)
+                bytes += batch[j].size;
+            dc_trace_copy_end(tr, s, 0, bytes);
+        }
     }
     int n         = dc_rb.n;
     dc_rb.n       = 0;
@@ -187,7 +194,7 @@ void dc_rb_flush(void)
         dc_recv_t      *r = dc_rb.r[i];
         const dc_ctl_t *c = tess_msg_payload(r->keep);
         dc_done_after(r->stream, c->msg_id); /* its source-done callback, if it has one */
-        dc.ops->deliver(&r->m, r->dst, r->stream);
+        dc_deliver(r);
         dc_recv_free(r);
         tess_core_msg_done();
     }
@@ -247,6 +254,7 @@ bool dc_d2d_recv(tess_msg_t *m)
     /* The last copy carries the completion that the source-done callback and a delivery after
      * completion wait for: a small one signals it from the copy itself. */
     r->marked = last >= 0 && (c->msg_id || (r->flags & TESS_DC_WAIT_COMPLETE));
+    int tr    = dc_trace_copy_begin(r->stream);
     for (int i = 0; i < r->m.nbufs; i++) {
         void         *src = (void *)(uintptr_t)rec[i].src;
         tess_status_t st  = TESS_OK;
@@ -259,6 +267,7 @@ bool dc_d2d_recv(tess_msg_t *m)
         if (st != TESS_OK)
             tess_fatal("device message: copy failed: %s", tess_error_detail());
     }
+    dc_trace_copy_end(tr, r->stream, 0, dc_recv_bytes(r));
     if (!r->marked)
         dc_done_after(r->stream, c->msg_id);
     dc_recv_finish(r);
