@@ -275,9 +275,11 @@ static char *trace_meta(size_t *len_p)
     len += (size_t)snprintf(p + len, cap - len,
                             ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\","
                             "\"args\":{\"name\":\"runtime\"}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-                            "\"name\":\"thread_name\",\"args\":{\"name\":\"PE %d collectives\"}}",
+                            "\"name\":\"thread_name\",\"args\":{\"name\":\"PE %d waves\"}},\n"
+                            "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":"
+                            "{\"name\":\"load balancing\"}}",
                             tess_rt.rank, TESS_TRACK_OTHER, tess_rt.rank, TESS_TRACK_MPI,
-                            tess_rt.rank * tess_rt.ppn);
+                            tess_rt.rank * tess_rt.ppn, tess_rt.rank, TESS_TRACK_LB);
     *len_p = len;
     return p;
 }

@@ -510,7 +510,7 @@ static void lb_resume(void *arg, MPI_Status *st)
     la->moves_known = 0;
     la->started     = 0;
     if (tess_unlikely(la->trace_t0))
-        tess_trace_record(TESS_TRACK_MPI, TESS_TEV_SPAN, "lb", "load balancing", a->name,
+        tess_trace_record(TESS_TRACK_LB, TESS_TEV_SPAN, "lb", "load balancing", a->name,
                           la->trace_t0, tess_time_ns() - la->trace_t0, la->step,
                           (uint64_t)la->stats.migrations);
     la->step++;

@@ -192,6 +192,12 @@ static double ser_us(const ser_t *w, uint64_t ts)
     return ((double)ts - off - (double)c->epoch) / 1000.0;
 }
 
+/* A duration on the reference clock: its end mapped like its start. */
+static double ser_dur(const ser_t *w, const tess_trace_ev_t *e)
+{
+    return ser_us(w, e->ts + e->dur) - ser_us(w, e->ts);
+}
+
 static void ser_head(ser_t *w, const tess_trace_ev_t *e, char ph, const char *cat,
                      const char *name, uint64_t ts)
 {
@@ -211,17 +217,17 @@ static void ser_event(ser_t *w, const tess_trace_ev_t *e)
     case TESS_TEV_SPAN:
         ser_head(w, e, 'X', cat, e->name, e->ts);
         sb_printf(w->s, ",\"dur\":%.3f,\"args\":{\"a\":%" PRIu64 ",\"b\":%" PRIu64 "}}",
-                  e->dur / 1000.0, e->a, e->b);
+                  ser_dur(w, e), e->a, e->b);
         break;
     case TESS_TEV_ENTRY:
         ser_head(w, e, 'X', "entry", e->name, e->ts);
         sb_printf(w->s, ",\"dur\":%.3f,\"args\":{\"array\":\"%s\",\"index\":%" PRId64
-                  ",\"bytes\":%" PRIu64 "}}", e->dur / 1000.0, sub, (int64_t)e->a, e->b);
+                  ",\"bytes\":%" PRIu64 "}}", ser_dur(w, e), sub, (int64_t)e->a, e->b);
         break;
     case TESS_TEV_IDLE:
         ser_head(w, e, 'X', "idle", "idle", e->ts);
         sb_printf(w->s, ",\"dur\":%.3f,\"args\":{\"poll_passes\":%" PRIu64 "}}",
-                  e->dur / 1000.0, e->a);
+                  ser_dur(w, e), e->a);
         break;
     case TESS_TEV_MSG:
     case TESS_TEV_DEVMSG:
@@ -230,7 +236,7 @@ static void ser_event(ser_t *w, const tess_trace_ev_t *e)
                            : e->kind == TESS_TEV_DEVMSG ? "devmsg" : "reduction";
         ser_head(w, e, 'X', fcat, e->name, e->ts);
         sb_printf(w->s, ",\"dur\":%.3f,\"args\":{\"flow\":%" PRIu64 ",\"bytes\":%" PRIu64
-                  ",\"path\":\"%s\"}}", e->dur / 1000.0, e->a, e->b, sub);
+                  ",\"path\":\"%s\"}}", ser_dur(w, e), e->a, e->b, sub);
         if (e->a) {
             ser_head(w, e, 'f', fcat, fcat, e->ts);
             sb_printf(w->s, ",\"bp\":\"e\",\"id\":%" PRIu64 "}", e->a);
@@ -240,7 +246,7 @@ static void ser_event(ser_t *w, const tess_trace_ev_t *e)
     case TESS_TEV_COPY:
         ser_head(w, e, 'X', "gpu", e->name, e->ts);
         sb_printf(w->s, ",\"dur\":%.3f,\"args\":{\"path\":\"%s\",\"bytes\":%" PRIu64 "}}",
-                  e->dur / 1000.0, sub, e->b);
+                  ser_dur(w, e), sub, e->b);
         break;
     case TESS_TEV_FLOW_OUT:
     case TESS_TEV_RED_IN: {

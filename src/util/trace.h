@@ -30,7 +30,8 @@ extern int tess_trace_on;
 /* Tracks (Chrome "tid") within a process: PEs are 0..ppn-1. */
 #define TESS_TRACK_STREAM 1000 /* + stream id: work as the device saw it */
 #define TESS_TRACK_OTHER  999  /* a thread that is not a PE */
-#define TESS_TRACK_MPI    998  /* PE 0's collectives in flight: waves, load-balancing steps */
+#define TESS_TRACK_MPI    998  /* PE 0's quiescence waves in flight */
+#define TESS_TRACK_LB     997  /* load-balancing steps, from start to resume */
 
 /* What an event's numbers mean, which decides how it is written. */
 typedef enum {
