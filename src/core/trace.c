@@ -45,7 +45,7 @@ static struct {
     tess_gpu_stream_h anchor_stream;
     pthread_mutex_t   lock;
     dev_state_t      *devs;          /* guarded by lock */
-    _Atomic uint8_t  *streams_seen;  /* [pool size + 1] */
+    _Atomic uint8_t *_Atomic streams_seen; /* [pool size + 1]; set once, under lock */
     size_t            nstreams;
     uint64_t          anchor_err_ns; /* largest anchor uncertainty */
 } trace = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -117,8 +117,9 @@ uint32_t tess_core_trace_stream_track(tess_gpu_stream_h s)
     size_t n = tess_gpu_pool_size(), i = 0;
     while (i < n && tess_gpu_pool_stream(i) != s)
         i++;
-    if (trace.streams_seen && i <= trace.nstreams)
-        atomic_store_explicit(&trace.streams_seen[i], 1, memory_order_relaxed);
+    _Atomic uint8_t *seen = atomic_load_explicit(&trace.streams_seen, memory_order_acquire);
+    if (seen && i <= trace.nstreams) /* nstreams was written before streams_seen */
+        atomic_store_explicit(&seen[i], 1, memory_order_relaxed);
     return TESS_TRACK_STREAM + (uint32_t)i;
 }
 
@@ -138,9 +139,11 @@ static dev_state_t *dev_state(void)
     pthread_mutex_lock(&trace.lock);
     if (!trace.anchor_stream && tess_gpu->stream_create(&trace.anchor_stream) != TESS_OK)
         trace.anchor_stream = NULL;
-    if (!trace.streams_seen) {
-        trace.nstreams     = tess_gpu_pool_size();
-        trace.streams_seen = tess_calloc(trace.nstreams + 1, 1, "trace streams");
+    if (!atomic_load_explicit(&trace.streams_seen, memory_order_relaxed)) {
+        trace.nstreams = tess_gpu_pool_size();
+        atomic_store_explicit(&trace.streams_seen,
+                              tess_calloc(trace.nstreams + 1, 1, "trace streams"),
+                              memory_order_release);
     }
     d->next    = trace.devs;
     trace.devs = d;
@@ -414,8 +417,7 @@ void tess_core_trace_fini(void)
     free(meta);
     free(ev);
     tess_trace_reset();
-    free((void *)trace.streams_seen);
-    trace.streams_seen = NULL;
+    free((void *)atomic_exchange(&trace.streams_seen, NULL));
     trace.anchor_err_ns = 0;
     tess_trace_setup(0, 0);
 }
