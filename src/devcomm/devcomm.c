@@ -359,7 +359,12 @@ void dc_recv_finish(dc_recv_t *r)
         pthread_mutex_lock(&dc.lock);
         dc.stats.forwarded++;
         pthread_mutex_unlock(&dc.lock);
+        uint64_t tr_t0 = TESS_TRACE_NOW();
         dc.ops->forward(&r->m, r->dst, r->stream);
+        if (tess_unlikely(tr_t0))
+            tess_trace_record(tess_trace_self_track(), TESS_TEV_DEVMSG, NULL, "forward",
+                              tess_core_trace_path_names[r->trace_path], tr_t0,
+                              tess_time_ns() - tr_t0, r->trace_flow, dc_recv_bytes(r));
         dc_recv_free(r);
         return;
     }
