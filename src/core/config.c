@@ -119,6 +119,10 @@ static const opt_t opts[] = {
     {{"trace_events", "TESS_TRACE_EVENTS", NULL, "131072",
       "trace: events buffered per thread (80 bytes each); later ones are dropped and counted"},
      OPT_INT, CFG(trace_events), 1024, 1 << 26, NULL, 0},
+    {{"trace_copies", "TESS_TRACE_COPIES", NULL, "0",
+      "trace: time device-message copies on the device too (two more events per copy on the "
+      "receiver's stream; spans of tess_trace_begin/end are always device-timed)"},
+     OPT_BOOL, CFG(trace_copies), 0, 1, NULL, 0},
 };
 
 static const opt_t *opt_by_name(const char *name)

@@ -55,6 +55,7 @@ typedef struct tess_config {
     int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */
     char   trace[256];       /* timeline trace file ("": off) */
     int    trace_events;     /* trace events buffered per thread */
+    int    trace_copies;     /* trace: device-message copies timed on the device */
 } tess_config_t;
 
 extern tess_config_t tess_cfg;

@@ -222,6 +222,8 @@ static void pe_trace_idle_pass(pe_trace_idle_t *t)
 void tess_pe_loop(tess_pe_t *pe)
 {
     pe_trace_idle_t tr = {0, 0};
+    if (tess_unlikely(tess_trace_on))
+        tess_core_trace_phase_begin();
     const uint64_t spin_ns   = (uint64_t)tess_cfg.spin_us * 1000;
     uint64_t       idle_from = 0;
     unsigned       pass      = 0;

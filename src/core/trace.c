@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 const char *const tess_core_trace_path_names[4] = {"d2d", "ipc-staged", "ipc-direct", "rdma"};
+int               tess_core_trace_copies;
 
 #define SYNC_ROUNDS 16
 #define DEV_MAX     8192 /* pending device spans per thread and phase */
@@ -21,6 +22,7 @@ typedef struct {
 
 typedef struct dev_span {
     tess_gpu_event_h b, e;
+    int              id;    /* the handle dev_begin gave (spans move when others resolve) */
     uint32_t         track;
     uint8_t          kind;
     char             name[24], sub[24];
@@ -32,7 +34,7 @@ typedef struct dev_state {
     struct dev_state *next;
     tess_gpu_evpool_t pool;
     dev_span_t       *spans;
-    int               n, open;
+    int               n, open, next_id;
     tess_gpu_event_h  anchor;
     uint64_t          anchor_ns; /* host time of the anchor event */
     int               anchored;
@@ -98,6 +100,7 @@ tess_status_t tess_core_trace_init(void)
     if (!on)
         return TESS_OK;
     tess_trace_thread_track(0); /* the main thread is PE 0 */
+    tess_core_trace_copies = tess_cfg.trace_copies;
     trace.init  = trace_clock_sync();
     trace.epoch = trace.init.at - (uint64_t)trace.init.off;
     MPI_Bcast(&trace.epoch, 1, MPI_UINT64_T, 0, tess_rt.comm);
@@ -174,11 +177,15 @@ static int dev_anchor(dev_state_t *d)
     return 1;
 }
 
+static void dev_resolve(dev_state_t *d, int wait);
+
 int tess_core_trace_dev_begin(tess_gpu_stream_h s)
 {
     dev_state_t *d = dev_state();
     if (!d || !dev_anchor(d))
         return -1;
+    if (d->n == DEV_MAX)
+        dev_resolve(d, 0); /* make room: the spans the device has finished */
     if (d->n == DEV_MAX) {
         d->dropped++;
         return -1;
@@ -190,18 +197,24 @@ int tess_core_trace_dev_begin(tess_gpu_stream_h s)
         tess_gpu_evpool_put(&d->pool, sp->b);
         return -1;
     }
-    sp->e = NULL;
+    sp->e       = NULL;
+    sp->id      = d->next_id;
+    d->next_id  = (d->next_id + 1) & INT32_MAX;
     d->open++;
-    return d->n++;
+    d->n++;
+    return sp->id;
 }
 
 void tess_core_trace_dev_end(int h, tess_gpu_stream_h s, tess_trace_kind_t kind,
                              const char *name, const char *sub, uint64_t bytes)
 {
     dev_state_t *d = dev_self;
-    if (h < 0 || !d || h >= d->n || d->spans[h].e)
+    int          i = d && h >= 0 ? d->n : 0;
+    while (i-- > 0 && d->spans[i].id != h) /* open spans are the recent ones */
+        ;
+    if (i < 0 || d->spans[i].e)
         return;
-    dev_span_t *sp = &d->spans[h];
+    dev_span_t *sp = &d->spans[i];
     d->open--;
     if (tess_gpu_evpool_get(&d->pool, &sp->e) != TESS_OK)
         return;
@@ -226,15 +239,17 @@ static uint64_t dev_time(dev_state_t *d, tess_gpu_event_h e)
     return d->anchor_ns + (uint64_t)((double)ms * 1e6);
 }
 
-void tess_core_trace_phase_end(void)
+/* Record the spans whose end the device has reached (all of them, waiting, with `wait`) and
+ * keep the others, in order. Open spans (no end yet) stay unless waiting: those are dropped. */
+static void dev_resolve(dev_state_t *d, int wait)
 {
-    dev_state_t *d = dev_self;
-    if (!d)
-        return;
-    if (d->open)
-        tess_warn("trace: %d device span(s) begun in this phase were not ended", d->open);
+    int out = 0;
     for (int i = 0; i < d->n; i++) {
         dev_span_t *sp = &d->spans[i];
+        if (!wait && (!sp->e || tess_gpu->event_query(sp->e) != TESS_OK)) {
+            d->spans[out++] = *sp;
+            continue;
+        }
         if (sp->e) {
             uint64_t b = dev_time(d, sp->b), e = dev_time(d, sp->e);
             if (b && e >= b)
@@ -244,7 +259,24 @@ void tess_core_trace_phase_end(void)
         }
         tess_gpu_evpool_put(&d->pool, sp->b);
     }
-    d->n        = 0;
+    d->n = out;
+}
+
+void tess_core_trace_phase_begin(void)
+{
+    dev_state_t *d = dev_state();
+    if (d)
+        dev_anchor(d);
+}
+
+void tess_core_trace_phase_end(void)
+{
+    dev_state_t *d = dev_self;
+    if (!d)
+        return;
+    if (d->open)
+        tess_warn("trace: %d device span(s) begun in this phase were not ended", d->open);
+    dev_resolve(d, 1);
     d->open     = 0;
     d->anchored = 0;
 }
@@ -420,4 +452,5 @@ void tess_core_trace_fini(void)
     free((void *)atomic_exchange(&trace.streams_seen, NULL));
     trace.anchor_err_ns = 0;
     tess_trace_setup(0, 0);
+    tess_core_trace_copies = 0;
 }

@@ -20,6 +20,9 @@ tess_status_t tess_core_trace_init(void);
 /** Write the trace (rank 0 gathers every process's events) and free everything. */
 void tess_core_trace_fini(void);
 
+/** Device-message copies are timed on the device (TESS_TRACE_COPIES; 0 when not tracing). */
+extern int tess_core_trace_copies;
+
 /** Flow id of the seq-th message sent by global PE `pe` (never 0). */
 static inline uint64_t tess_core_trace_flow(int pe, uint32_t seq)
 {
@@ -39,6 +42,8 @@ int  tess_core_trace_dev_begin(tess_gpu_stream_h s);
  *  stream's track (kind TESS_TEV_SPAN or TESS_TEV_COPY) once this PE's phase loop ends. */
 void tess_core_trace_dev_end(int h, tess_gpu_stream_h s, tess_trace_kind_t kind,
                              const char *name, const char *sub, uint64_t bytes);
+/** A PE starts its phase loop: place the device clock on the host's while the device is idle. */
+void tess_core_trace_phase_begin(void);
 /** Resolve this thread's device spans (their events are waited for). */
 void tess_core_trace_phase_end(void);
 

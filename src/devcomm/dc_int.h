@@ -256,7 +256,7 @@ void          dc_after_wait(tess_gpu_stream_h waiter, tess_gpu_cont_fn_t fn, voi
 /* Tracing: the copies of a receive on its stream, timed by the device, and its delivery. */
 static inline int dc_trace_copy_begin(tess_gpu_stream_h s)
 {
-    return tess_unlikely(tess_trace_on) ? tess_core_trace_dev_begin(s) : -1;
+    return tess_unlikely(tess_core_trace_copies) ? tess_core_trace_dev_begin(s) : -1;
 }
 static inline void dc_trace_copy_end(int h, tess_gpu_stream_h s, int path, uint64_t bytes)
 {
