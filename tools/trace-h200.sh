@@ -4,7 +4,8 @@
 #
 #   1. the trace test list on the CUDA backend (test/trace: structure and counts of traced runs)
 #   2. overhead: Jacobi2D 8192² ODF 16 (1 process, +ppn 1, 500 iterations), REPS runs each with
-#      tracing off and on, alternated; median ms/iteration of each and their ratio
+#      tracing off, on, and on with device-timed copies (TESS_TRACE_COPIES=1), alternated;
+#      median ms/iteration of each and their ratios to off
 #   3. pictures: Jacobi2D 4096² ODF 16 traced (Tessera, update kernels as user spans) and the MPI
 #      driver traced, 60 iterations each; their summaries; the PNG of one iteration of each on
 #      one time scale where python3-matplotlib is there (else run the printed plot command on
@@ -41,9 +42,10 @@ grep -E '^FAIL' "$out/trace-tests.log" | head -10 | tee -a "$summary"
 # 2. Overhead, tracing off and on alternately (the trace file of a run is ~tens of MB).
 echo "rep,trace,ms_per_iter" >"$out/overhead.csv"
 for r in $(seq "$reps"); do
-    for tr in off on; do
+    for tr in off on copies; do
         trenv=()
         [ $tr = on ] && trenv=(TESS_TRACE="$out/overhead.json")
+        [ $tr = copies ] && trenv=(TESS_TRACE="$out/overhead.json" TESS_TRACE_COPIES=1)
         env "${trenv[@]}" timeout 60 "${launch[@]}" -np 1 "$jt" +ppn 1 -x "$ovn" -y "$ovn" \
             -i "$ovi" -w 10 -odf 16 >"$out/run.txt" 2>&1
         echo "$r,$tr,$(field "$(cat "$out/run.txt")" ms_per_iter)" >>"$out/overhead.csv"
@@ -51,8 +53,9 @@ for r in $(seq "$reps"); do
 done
 rm -f "$out/overhead.json"
 med() { grep ",$1," "$out/overhead.csv" | cut -d, -f3 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-off=$(med off) on=$(med on)
-note "Jacobi2D ${ovn}² ODF 16, 1 process x 1 PE, median of $reps: trace off $off ms/iter, on $on ms/iter, on/off $(awk -v a="$on" -v b="$off" 'BEGIN{printf "%.4f", a/b}')"
+off=$(med off) on=$(med on) cp=$(med copies)
+ratio() { awk -v a="$1" -v b="$off" 'BEGIN{printf "%.4f", a/b}'; }
+note "Jacobi2D ${ovn}² ODF 16, 1 process x 1 PE, median of $reps: trace off $off ms/iter, on $on ($(ratio "$on")), on with copies $cp ($(ratio "$cp"))"
 
 # 3. The pictures' traces.
 TESS_TRACE=$out/tess-4096.json timeout 60 "${launch[@]}" -np 1 "$jt" +ppn 4 -x "$pn" -y "$pn" \
