@@ -195,16 +195,16 @@ static void pe_loop_profile_print(const tess_pe_t *pe)
 #define LP_PASS(pe, worked)   (void)0
 #endif
 
-/* Tracing: an idle stretch (passes that found no work) from its first such pass to the next
- * pass with work; stretches under a microsecond are folded into the next one. */
+/* Tracing: an idle stretch (passes that found no work) from the end of its first such pass to
+ * the start of the next pass with work; stretches under a microsecond are folded into the next
+ * one. */
 typedef struct {
-    uint64_t from, polls;
+    uint64_t from, polls, pass; /* pass: when the current pass began */
 } pe_trace_idle_t;
 
-static void pe_trace_idle_end(tess_pe_t *pe, pe_trace_idle_t *t)
+static void pe_trace_idle_end(tess_pe_t *pe, pe_trace_idle_t *t, uint64_t now)
 {
-    uint64_t now = tess_time_ns();
-    if (t->from && now - t->from >= 1000) {
+    if (t->from && now > t->from && now - t->from >= 1000) {
         tess_trace_record((uint32_t)pe->local, TESS_TEV_IDLE, NULL, "idle", NULL, t->from,
                           now - t->from, t->polls, 0);
         t->polls = 0;
@@ -221,7 +221,7 @@ static void pe_trace_idle_pass(pe_trace_idle_t *t)
 
 void tess_pe_loop(tess_pe_t *pe)
 {
-    pe_trace_idle_t tr = {0, 0};
+    pe_trace_idle_t tr = {0, 0, 0};
     if (tess_unlikely(tess_trace_on))
         tess_core_trace_phase_begin();
     const uint64_t spin_ns   = (uint64_t)tess_cfg.spin_us * 1000;
@@ -231,6 +231,8 @@ void tess_pe_loop(tess_pe_t *pe)
 
     while (atomic_load_explicit(&tess_core.phase, memory_order_acquire) == PHASE_RUNNING) {
         LP_START();
+        if (tess_unlikely(tess_trace_on))
+            tr.pass = tess_time_ns();
         unsigned work = tess_msg_dispatch(pe, 64);
         LP_MARK(pe, LP_DISPATCH);
         if (pe->gq_count)
@@ -255,7 +257,7 @@ void tess_pe_loop(tess_pe_t *pe)
         LP_PASS(pe, work);
         if (work) {
             if (tess_unlikely(tr.from))
-                pe_trace_idle_end(pe, &tr);
+                pe_trace_idle_end(pe, &tr, tr.pass);
             idle_from = 0;
             continue;
         }
@@ -284,7 +286,7 @@ void tess_pe_loop(tess_pe_t *pe)
     }
     tess_msg_flush(pe); /* none is kept past the phase */
     if (tess_unlikely(tess_trace_on)) {
-        pe_trace_idle_end(pe, &tr);
+        pe_trace_idle_end(pe, &tr, tess_time_ns());
         tess_core_trace_phase_end();
     }
 }
