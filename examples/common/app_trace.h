@@ -11,7 +11,6 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #define APP_TRACE_MAX 200000
 
@@ -27,12 +26,7 @@ static struct {
     double      base;
 } app_tr;
 
-static inline double app_trace_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9 - app_tr.base;
-}
+static inline double app_trace_now(void) { return MPI_Wtime() - app_tr.base; }
 
 /* Collective. */
 static inline void app_trace_init(void)
