@@ -458,6 +458,31 @@ typedef struct tess_lb_stats {
 } tess_lb_stats_t;
 tess_status_t tess_lb_get_stats(tess_array_h array, tess_lb_stats_t *stats_p);
 
+/* ---- timeline trace ---------------------------------------------------------------------- */
+
+/**
+ * Named spans of an element's GPU work in the timeline trace (TESS_TRACE=PATH or
+ * +tess-trace PATH; see README "Timeline trace"). tess_trace_begin records a timing event on
+ * the element's stream (tess_ctx_stream); tess_trace_end records another, and the work the
+ * device ran between the two appears as a span named `name` on that stream's track, timed by
+ * the device, not the host. Put them around the kernels an entry launches:
+ *
+ *     tess_trace_begin(ctx, "stencil");
+ *     launch_stencil(..., (cudaStream_t)tess_ctx_stream(ctx));
+ *     tess_trace_end(ctx, "stencil");
+ *
+ * Threads: the PE running an entry method of `ctx` (pass the ctx the entry received); a span may
+ * end in a later entry of the same element on the same PE (it must end before the phase does).
+ * Spans nest: tess_trace_end closes the latest open span of this PE, whose name and element
+ * must match. Names longer than 23 bytes are cut. Without tracing both return TESS_OK at once
+ * and cost one branch. Errors: TESS_ERR_INVALID (ctx or name NULL, outside an entry, or an end
+ * that matches no open span; the trace is unchanged).
+ */
+tess_status_t tess_trace_begin(tess_ctx_h ctx, const char *name);
+tess_status_t tess_trace_end(tess_ctx_h ctx, const char *name);
+/** Nonzero when this job writes a timeline trace (any thread, after tess_init). */
+int           tess_trace_enabled(void);
+
 /* ---- pluggable strategies ---- */
 
 /** One migratable element as a strategy sees it. */

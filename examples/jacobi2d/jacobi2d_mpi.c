@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include "../common/app_gpu.h"
+#include "../common/app_trace.h"
 
 enum { DIR_N = 0, DIR_S = 1, DIR_W = 2, DIR_E = 3 };
 
@@ -84,6 +85,7 @@ int main(int argc, char **argv)
     int     direct = app_cuda_aware || jac_backend == JAC_HOST;
 
     double t0 = 0;
+    app_trace_init(); /* TESS_TRACE=PATH: this driver's timeline, for tools/tess-trace */
     for (int k = 0; k < opt.warmup + opt.iters; k++) {
         if (k == opt.warmup) {
             app_sync_stream();
@@ -98,7 +100,10 @@ int main(int argc, char **argv)
             for (int d = 0; d < 4; d++)
                 if (nbr[d] >= 0)
                     app_copy(hsend[d], src[d], sizeof(double) * (size_t)len[d]);
+        double tr = app_trace_begin();
         app_sync_stream();
+        app_trace_end("wait for the GPU", tr);
+        tr = app_trace_begin();
         MPI_Request req[8];
         int         nreq = 0;
         for (int d = 0; d < 4; d++) {
@@ -112,11 +117,14 @@ int main(int argc, char **argv)
         }
         MPI_Status st[8];
         MPI_Waitall(nreq, req, st);
+        app_trace_end("halo exchange", tr);
         if (!direct)
             for (int d = 0; d < 4; d++)
                 if (nbr[d] >= 0)
                     app_copy(dst[d], hrecv[d], sizeof(double) * (size_t)len[d]);
+        tr = app_trace_begin();
         jac_update(app_stream, a, t[1 - k % 2], bx, by, work, win, ein, wout, eout);
+        app_trace_end("update", tr);
     }
     jac_row_sums(app_stream, t[(opt.warmup + opt.iters) % 2], rows, bx, by);
     app_copy(hrows, rows, sizeof(double) * (size_t)bx);
@@ -149,6 +157,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    app_trace_write();
     for (int p = 0; p < 2; p++)
         app_dev_free(t[p], 0);
     for (int d = 0; d < 2; d++)

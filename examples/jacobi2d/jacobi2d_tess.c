@@ -198,11 +198,13 @@ static void advance(tess_ctx_h ctx, block_t *b)
         tess_stream_t s = tess_ctx_stream(ctx);
         b->got[p]       = 0;
         /* The received columns are read, and the next columns to send written, by the update. */
+        tess_trace_begin(ctx, "update"); /* the kernel on the timeline (TESS_TRACE) */
         jac_update(s, b->t[p], b->t[1 - p], b->bx, b->by, b->work,
                    b->nbr[DIR_W] ? b->colbuf[1][p][0] : NULL,
                    b->nbr[DIR_E] ? b->colbuf[1][p][1] : NULL,
                    b->nbr[DIR_W] ? b->colbuf[0][1 - p][0] : NULL,
                    b->nbr[DIR_E] ? b->colbuf[0][1 - p][1] : NULL);
+        tess_trace_end(ctx, "update");
         b->iter++;
         if (opt.lb_period && b->iter % opt.lb_period == 0 && b->iter < opt.warmup + opt.iters) {
             /* Balance before the next halos go out; the step resumes in on_balanced. */

@@ -3,6 +3,7 @@
  * AGENT_BUSY_POLL_NS while busy or waiting on the GPU, so that MPI progress does not slow
  * message handling or the polling of device events). */
 #include "core_int.h"
+#include "core/trace.h"
 
 #include <stdlib.h>
 
@@ -132,8 +133,11 @@ unsigned tess_agent_progress(tess_pe_t *pe0, int idle)
         return 0;
     ag.last_poll_ns = now;
     tess_core_peers_check();
-    unsigned work = agent_test_requests();
+    uint64_t tr_t0 = TESS_TRACE_NOW();
+    unsigned work  = agent_test_requests();
     work += tess_reduce_progress(pe0);
+    if (tess_unlikely(tr_t0) && work)
+        tess_trace_span("mpi", "mpi progress", tr_t0, work, 0);
     work += tess_phase_progress(pe0, idle && work == 0);
     return work;
 }

@@ -118,6 +118,17 @@ static const opt_t opts[] = {
       "coalesce small messages even when the network is not backed up (for tests: a message "
       "then waits for the end of the scheduler pass)"},
      OPT_BOOL, CFG(coalesce_force), 0, 1, NULL, 0},
+    {{"trace", "TESS_TRACE", "+tess-trace", "",
+      "write a timeline trace of the job to this file at finalize (Chrome trace-event JSON, "
+      "for Perfetto, chrome://tracing and tools/tess-trace; empty: off)"},
+     OPT_STR, CFG(trace), 0, 0, NULL, 0},
+    {{"trace_events", "TESS_TRACE_EVENTS", NULL, "131072",
+      "trace: events buffered per thread (80 bytes each); later ones are dropped and counted"},
+     OPT_INT, CFG(trace_events), 1024, 1 << 26, NULL, 0},
+    {{"trace_copies", "TESS_TRACE_COPIES", NULL, "0",
+      "trace: time device-message copies on the device too (two more events per copy on the "
+      "receiver's stream; spans of tess_trace_begin/end are always device-timed)"},
+     OPT_BOOL, CFG(trace_copies), 0, 1, NULL, 0},
 };
 
 static const opt_t *opt_by_name(const char *name)

@@ -54,6 +54,9 @@ typedef struct tess_config {
     int    mpi_poll_us;      /* longest wait between MPI polls of an idle PE 0 */
     size_t coalesce;         /* bytes of a batch of small messages to one process; 0: off */
     int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */
+    char   trace[256];       /* timeline trace file ("": off) */
+    int    trace_events;     /* trace events buffered per thread */
+    int    trace_copies;     /* trace: device-message copies timed on the device */
 } tess_config_t;
 
 extern tess_config_t tess_cfg;
@@ -85,7 +88,7 @@ typedef struct tess_msg_hdr {
     uint16_t       flags;    /* handler-defined */
     int32_t        dst_pe;   /* global PE that runs the handler */
     int32_t        src_pe;   /* global PE that sent it */
-    uint32_t       pad;
+    uint32_t       pad;      /* tracing: the sender's message number (flow id), else 0 */
     uint64_t       size;     /* payload bytes */
     uint64_t       a0, a1;   /* handler-defined */
 } tess_msg_hdr_t;

@@ -26,6 +26,8 @@ typedef struct gpuq_item {
     void              *arg;
     uint32_t           seq;
     int                pooled; /* the event came from the PE's pool */
+    uint32_t           trace_track; /* tracing: the stream's track */
+    uint64_t           trace_t0;    /* tracing: when the wait began (0: not traced) */
 } gpuq_item_t;
 
 /* The continuations waiting on one stream, in the order their events or signals were enqueued
@@ -97,6 +99,8 @@ struct tess_pe {
     void *slot[TESS_SLOT_MAX];
 
     uint64_t busy_ns, idle_ns, nmsgs;
+    uint32_t trace_seq;   /* messages this PE sent while tracing (flow ids) */
+    uint64_t trace_waits; /* GPU continuations traced (async ids) */
 #ifdef TESS_LOOP_PROFILE
     uint64_t lp_ticks[LP_N], lp_passes, lp_work_passes; /* pe.c */
 #endif

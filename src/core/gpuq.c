@@ -17,6 +17,7 @@
  * its bandwidth with signals); a small copy signals from the copy kernel itself.
  * Only the PE's own thread touches its lists. */
 #include "core_int.h"
+#include "core/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,10 @@ static tess_status_t gpuq_reserve(tess_pe_t *pe, gpuq_fifo_t *f)
 
 static void gpuq_push(tess_pe_t *pe, gpuq_fifo_t *f, gpuq_item_t it)
 {
+    if (tess_unlikely(tess_trace_on)) {
+        it.trace_t0    = tess_time_ns();
+        it.trace_track = f->stream ? tess_core_trace_stream_track(f->stream) : TESS_TRACK_OTHER;
+    }
     f->items[(f->head + f->count++) % f->cap] = it;
     pe->gq_count++;
     tess_count_sent(pe, 1);
@@ -224,7 +229,7 @@ static void gpuq_signalled(tess_pe_t *pe, gpuq_fifo_t *f, uint32_t seq, tess_gpu
                            void *arg)
 {
     f->issued = seq;
-    gpuq_push(pe, f, (gpuq_item_t){NULL, fn, arg, seq, 0});
+    gpuq_push(pe, f, (gpuq_item_t){NULL, fn, arg, seq, 0, 0, 0});
 }
 
 static tess_status_t gpuq_then(tess_gpu_stream_h stream, tess_gpu_cont_fn_t fn, void *arg,
@@ -252,7 +257,7 @@ static tess_status_t gpuq_then(tess_gpu_stream_h stream, tess_gpu_cont_fn_t fn, 
         tess_gpu_evpool_put(&pe->evpool, ev);
         return st;
     }
-    gpuq_push(pe, f, (gpuq_item_t){ev, fn, arg, 0, 1});
+    gpuq_push(pe, f, (gpuq_item_t){ev, fn, arg, 0, 1, 0, 0});
     return TESS_OK;
 }
 
@@ -305,7 +310,7 @@ tess_status_t tess_core_gpu_then_same(tess_gpu_stream_h stream, tess_gpu_cont_fn
             tess_status_t st = gpuq_reserve(pe, f);
             if (st != TESS_OK)
                 return st;
-            gpuq_push(pe, f, (gpuq_item_t){NULL, fn, arg, last.seq, 0});
+            gpuq_push(pe, f, (gpuq_item_t){NULL, fn, arg, last.seq, 0, 0, 0});
             return TESS_OK;
         }
     }
@@ -320,8 +325,21 @@ tess_status_t tess_core_gpu_when(tess_gpu_event_h event, tess_gpu_cont_fn_t fn, 
     gpuq_fifo_t  *f  = gpuq_fifo(pe, NULL);
     tess_status_t st = gpuq_reserve(pe, f);
     if (st == TESS_OK)
-        gpuq_push(pe, f, (gpuq_item_t){event, fn, arg, 0, 0});
+        gpuq_push(pe, f, (gpuq_item_t){event, fn, arg, 0, 0, 0, 0});
     return st;
+}
+
+/* A continuation's wait (async, on its stream's track: from the request to the pass that saw
+ * it complete) and its run (on the PE). */
+static void gpuq_trace(tess_pe_t *pe, const gpuq_item_t *it, uint64_t run_t0)
+{
+    char stream[24];
+    snprintf(stream, sizeof(stream), "PE %d", pe->global);
+    tess_trace_record(it->trace_track, TESS_TEV_WAIT, NULL, "gpu wait", stream, it->trace_t0,
+                      run_t0 - it->trace_t0, ((uint64_t)(pe->global + 1) << 40) | ++pe->trace_waits,
+                      0);
+    tess_trace_record((uint32_t)pe->local, TESS_TEV_SPAN, "gpu", "continuation", NULL, run_t0,
+                      tess_time_ns() - run_t0, 0, 0);
 }
 
 unsigned tess_gpuq_poll(tess_pe_t *pe)
@@ -373,6 +391,7 @@ unsigned tess_gpuq_poll(tess_pe_t *pe)
     for (size_t i = 0; i < nready; i++) {
         if (ready[i].pooled)
             tess_gpu_evpool_put(&pe->evpool, ready[i].event);
+        uint64_t tr_t0 = ready[i].trace_t0 ? tess_time_ns() : 0;
 #ifdef TESS_LOOP_PROFILE
         uint64_t t0 = tess_ticks();
         ready[i].fn(ready[i].arg);
@@ -380,6 +399,8 @@ unsigned tess_gpuq_poll(tess_pe_t *pe)
 #else
         ready[i].fn(ready[i].arg);
 #endif
+        if (tess_unlikely(tr_t0))
+            gpuq_trace(pe, &ready[i], tr_t0);
         tess_count_processed(pe, 1);
     }
     return (unsigned)nready;

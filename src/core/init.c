@@ -1,6 +1,7 @@
 /* init.c — tess_core_init/fini: MPI checks and communicators, job id, node and virtual-node
  * detection, the device backend, the network, the PEs; the abort path; the layer hooks. */
 #include "core_int.h"
+#include "core/trace.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -235,6 +236,7 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
 
     tess_rt.job_id = tess_rt.rank == 0 ? tess_random64() : 0;
     MPI_Bcast(&tess_rt.job_id, 1, MPI_UINT64_T, 0, tess_rt.comm);
+    tess_core_trace_init();
 
     st = core_topology();
     if (st == TESS_OK)
@@ -378,6 +380,7 @@ tess_status_t tess_core_fini(void)
     /* Everyone is out of its last phase before endpoints close. */
     MPI_Barrier(tess_rt.comm);
     tess_pe_destroy_all();
+    tess_core_trace_fini();
     tess_reduce_fini();
     tess_phase_fini();
     tess_agent_fini();

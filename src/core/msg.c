@@ -2,6 +2,7 @@
  * through UCX to another process, coalescing of small messages while the network to a process
  * is backed up, arrival from the network, and dispatch to handlers. */
 #include "core_int.h"
+#include "core/trace.h"
 
 #include <stdlib.h>
 
@@ -262,6 +263,12 @@ tess_status_t tess_core_send(tess_msg_t *m)
                       m->hdr.handler >= tess_core.nhandlers))
         tess_fatal("internal: message to PE %d with handler %u", dst, m->hdr.handler);
     m->hdr.src_pe = self->global;
+    if (tess_unlikely(tess_trace_on)) {
+        m->hdr.pad = ++self->trace_seq;
+        tess_trace_record((uint32_t)self->local, TESS_TEV_FLOW_OUT, NULL,
+                          tess_core.handlers[m->hdr.handler].name, NULL, tess_time_ns(), 0,
+                          tess_core_trace_flow(self->global, m->hdr.pad), m->hdr.size);
+    }
     tess_count_sent(self, 1);
     int proc = dst / tess_rt.ppn;
     if (proc == tess_rt.rank) {
@@ -411,8 +418,17 @@ unsigned tess_msg_dispatch(tess_pe_t *pe, unsigned max)
         if (flush && h->flush != flush)
             flush();
         flush = h->flush;
+        uint64_t tr_t0 = 0, tr_flow = 0, tr_size = 0;
+        if (tess_unlikely(tess_trace_on)) {
+            tr_t0   = tess_time_ns();
+            tr_flow = m->hdr.pad ? tess_core_trace_flow(m->hdr.src_pe, m->hdr.pad) : 0;
+            tr_size = m->hdr.size;
+        }
         if (h->fn(m))
             tess_count_processed(pe, 1);
+        if (tess_unlikely(tr_t0))
+            tess_trace_record((uint32_t)pe->local, TESS_TEV_MSG, NULL, h->name, NULL, tr_t0,
+                              tess_time_ns() - tr_t0, tr_flow, tr_size);
     }
     if (flush)
         flush();

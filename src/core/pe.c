@@ -2,6 +2,7 @@
  * sleeping when idle (spin for spin_us, then block on an eventfd; one sleeping PE also watches
  * the UCX event fd so that network traffic wakes the process). */
 #include "core_int.h"
+#include "core/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -139,6 +140,7 @@ static void pe_sleep(tess_pe_t *pe, int *handover_p)
         if (ppoll(fds, watch ? 2 : 1, tsp, NULL) < 0 && errno != EINTR)
             tess_warn("ppoll while idle failed: %s", strerror(errno));
         pe->idle_ns += tess_time_ns() - t0;
+        TESS_TRACE(tess_trace_span("idle", "blocked", t0, 0, 0));
     }
     atomic_store_explicit(&pe->sleeping, 0, memory_order_relaxed);
     uint64_t v;
@@ -193,8 +195,35 @@ static void pe_loop_profile_print(const tess_pe_t *pe)
 #define LP_PASS(pe, worked)   (void)0
 #endif
 
+/* Tracing: an idle stretch (passes that found no work) from the end of its first such pass to
+ * the start of the next pass with work; stretches under a microsecond are folded into the next
+ * one. */
+typedef struct {
+    uint64_t from, polls, pass; /* pass: when the current pass began */
+} pe_trace_idle_t;
+
+static void pe_trace_idle_end(tess_pe_t *pe, pe_trace_idle_t *t, uint64_t now)
+{
+    if (t->from && now > t->from && now - t->from >= 1000) {
+        tess_trace_record((uint32_t)pe->local, TESS_TEV_IDLE, NULL, "idle", NULL, t->from,
+                          now - t->from, t->polls, 0);
+        t->polls = 0;
+    }
+    t->from = 0;
+}
+
+static void pe_trace_idle_pass(pe_trace_idle_t *t)
+{
+    if (!t->from)
+        t->from = tess_time_ns();
+    t->polls++;
+}
+
 void tess_pe_loop(tess_pe_t *pe)
 {
+    pe_trace_idle_t tr = {0, 0, 0};
+    if (tess_unlikely(tess_trace_on))
+        tess_core_trace_phase_begin();
     const uint64_t spin_ns   = (uint64_t)tess_cfg.spin_us * 1000;
     uint64_t       idle_from = 0;
     unsigned       pass      = 0;
@@ -202,6 +231,8 @@ void tess_pe_loop(tess_pe_t *pe)
 
     while (atomic_load_explicit(&tess_core.phase, memory_order_acquire) == PHASE_RUNNING) {
         LP_START();
+        if (tess_unlikely(tess_trace_on))
+            tr.pass = tess_time_ns();
         unsigned work = tess_msg_dispatch(pe, 64);
         LP_MARK(pe, LP_DISPATCH);
         if (pe->gq_count)
@@ -225,9 +256,13 @@ void tess_pe_loop(tess_pe_t *pe)
         LP_MARK(pe, LP_FLUSH);
         LP_PASS(pe, work);
         if (work) {
+            if (tess_unlikely(tr.from))
+                pe_trace_idle_end(pe, &tr, tr.pass);
             idle_from = 0;
             continue;
         }
+        if (tess_unlikely(tess_trace_on))
+            pe_trace_idle_pass(&tr);
         uint64_t now = tess_time_ns();
         if (!idle_from) {
             idle_from = now;
@@ -250,6 +285,10 @@ void tess_pe_loop(tess_pe_t *pe)
         LP_MARK(pe, LP_IDLE);
     }
     tess_msg_flush(pe); /* none is kept past the phase */
+    if (tess_unlikely(tess_trace_on)) {
+        pe_trace_idle_end(pe, &tr, tess_time_ns());
+        tess_core_trace_phase_end();
+    }
 }
 
 /* ---- threads ----------------------------------------------------------------------------- */
@@ -259,6 +298,7 @@ static void *pe_thread_main(void *arg)
     tess_pe_t *pe = arg;
     tess_pe_self_ = pe;
     tess_log_pe   = pe->global;
+    tess_trace_thread_track((uint32_t)pe->local);
     if (tess_cfg.bind)
         pe_bind(pe);
     /* CUDA and HIP keep the current device per thread: make it this process's device, so that

@@ -7,6 +7,7 @@
  * and no network operation is outstanding, then at an instant between them every message sent
  * had been processed and nothing was running that could send: the phase is over everywhere. */
 #include "core_int.h"
+#include "core/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ static struct {
     uint64_t    wave_local[4], wave_global[4], wave_prev[4];
     int         have_prev;
     uint64_t    wave_end_ns;
+    uint64_t    wave_trace_t0; /* tracing: when the wave in flight started */
     uint64_t    idle_since_ns; /* PE 0 idle since (0: busy) */
     uint64_t    waves;
 } ph;
@@ -168,6 +170,10 @@ unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
         ph.wave_active = 0;
         ph.wave_end_ns = tess_time_ns();
         ph.waves++;
+        if (tess_unlikely(ph.wave_trace_t0))
+            tess_trace_record(TESS_TRACK_MPI, TESS_TEV_SPAN, "mpi", "quiescence wave", NULL,
+                              ph.wave_trace_t0, ph.wave_end_ns - ph.wave_trace_t0, ph.waves,
+                              ph.wave_global[0]);
         const uint64_t *g = ph.wave_global;
         tess_trace("wave %llu: sent %llu, processed %llu, busy %llu, exits %llu",
                    (unsigned long long)ph.waves, (unsigned long long)g[0],
@@ -210,6 +216,7 @@ unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
     ph.wave_local[1] = processed;
     ph.wave_local[2] = tess_net_outstanding() + layers_busy();
     ph.wave_local[3] = ph.exit_seen != 0;
+    ph.wave_trace_t0 = TESS_TRACE_NOW();
     TESS_MPI_CHECK(MPI_Iallreduce(ph.wave_local, ph.wave_global, 4, MPI_UINT64_T, MPI_SUM,
                                   tess_core.wave_comm, &ph.wave_req));
     ph.wave_active = 1;

@@ -230,6 +230,20 @@ static void dc_rb_wait_senders(tess_gpu_stream_h waiter, tess_gpu_stream_h match
     }
 }
 
+/* One copy operation of a batch on stream s (a span on the stream when tracing copies). */
+static void dc_rb_copy(const tess_gpu_copy_t *copies, int n, tess_gpu_stream_h s)
+{
+    int tr = dc_trace_copy_begin(s);
+    if (tess_gpu_memcpy_batch(copies, n, s) != TESS_OK)
+        tess_fatal("device message: copy failed: %s", tess_error_detail());
+    if (tess_unlikely(tr >= 0)) {
+        uint64_t bytes = 0;
+        for (int j = 0; j < n; j++)
+            bytes += copies[j].size;
+        dc_trace_copy_end(tr, s, 0, bytes);
+    }
+}
+
 /* Run every held-back receive: the core calls it before this PE takes a message of another
  * handler and at the end of its dispatch, and the handler before anything but a batchable
  * d2d message.
@@ -258,8 +272,7 @@ void dc_rb_flush(void)
         for (int k = 0; k < ns; k++)
             dc_rb_chain(comm, streams[k]);
         dc_rb_wait_senders(comm, NULL);
-        if (tess_gpu_memcpy_batch(dc_rb.copy, dc_rb.ncopies, comm) != TESS_OK)
-            tess_fatal("device message: copy failed: %s", tess_error_detail());
+        dc_rb_copy(dc_rb.copy, dc_rb.ncopies, comm);
         dc_rb_fan_out(streams, ns, comm);
         atomic_fetch_add_explicit(&dc.d2d_rb_launches, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&dc.d2d_rb_shared, 1, memory_order_relaxed);
@@ -272,8 +285,8 @@ void dc_rb_flush(void)
             for (int j = 0; j < dc_rb.ncopies; j++)
                 if (dc_rb.stream[j] == s)
                     batch[n++] = dc_rb.copy[j];
-            if (n && tess_gpu_memcpy_batch(batch, n, s) != TESS_OK)
-                tess_fatal("device message: copy failed: %s", tess_error_detail());
+            if (n)
+                dc_rb_copy(batch, n, s);
             atomic_fetch_add_explicit(&dc.d2d_rb_launches, n > 0, memory_order_relaxed);
         }
     }
@@ -286,7 +299,7 @@ void dc_rb_flush(void)
         dc_recv_t      *r = dc_rb.r[i];
         const dc_ctl_t *c = tess_msg_payload(r->keep);
         dc_done_after(r->stream, c->msg_id); /* its source-done callback, if it has one */
-        dc.ops->deliver(&r->m, r->dst, r->stream);
+        dc_deliver(r);
         dc_recv_free(r);
         tess_core_msg_done();
     }
@@ -347,6 +360,7 @@ bool dc_d2d_recv(tess_msg_t *m)
     /* The last copy carries the completion that the source-done callback and a delivery after
      * completion wait for: a small one signals it from the copy itself. */
     r->marked = last >= 0 && (c->msg_id || (r->flags & TESS_DC_WAIT_COMPLETE));
+    int tr    = dc_trace_copy_begin(r->stream);
     for (int i = 0; i < r->m.nbufs; i++) {
         void         *src = (void *)(uintptr_t)rec[i].src;
         tess_status_t st  = TESS_OK;
@@ -359,6 +373,7 @@ bool dc_d2d_recv(tess_msg_t *m)
         if (st != TESS_OK)
             tess_fatal("device message: copy failed: %s", tess_error_detail());
     }
+    dc_trace_copy_end(tr, r->stream, 0, dc_recv_bytes(r));
     if (!r->marked)
         dc_done_after(r->stream, c->msg_id);
     dc_recv_finish(r);

@@ -6,6 +6,7 @@
 #define TESS_DC_INT_H
 
 #include "devcomm.h"
+#include "core/trace.h"
 
 #define DC_ALIGN        256
 #define DC_RKEY_MAX     1024 /* bytes of one packed UCX key */
@@ -246,6 +247,8 @@ typedef struct dc_recv {
     int               forward;  /* dst are temporaries */
     int               marked;   /* the last copy carries a continuation (then_same applies) */
     tess_msg_t       *keep;     /* the control message, kept while the header is needed */
+    uint64_t          trace_flow; /* tracing: the device message's flow id (0: none) */
+    int               trace_path; /* tracing: index in tess_core_trace_path_names */
 } dc_recv_t;
 dc_recv_t    *dc_recv_begin(tess_msg_t *m, unsigned kind);
 /* The copies are enqueued on r->stream: deliver now or after completion; frees r. */
@@ -253,6 +256,34 @@ void          dc_recv_finish(dc_recv_t *r);
 void          dc_recv_free(dc_recv_t *r);
 /** fn(arg) once `waiter` is past the event waits enqueued on it so far. */
 void          dc_after_wait(tess_gpu_stream_h waiter, tess_gpu_cont_fn_t fn, void *arg);
+
+/* Tracing: the copies of a receive on its stream, timed by the device, and its delivery. */
+static inline int dc_trace_copy_begin(tess_gpu_stream_h s)
+{
+    return tess_unlikely(tess_core_trace_copies) ? tess_core_trace_dev_begin(s) : -1;
+}
+static inline void dc_trace_copy_end(int h, tess_gpu_stream_h s, int path, uint64_t bytes)
+{
+    if (tess_unlikely(h >= 0))
+        tess_core_trace_dev_end(h, s, TESS_TEV_COPY, "copy", tess_core_trace_path_names[path],
+                                bytes);
+}
+static inline uint64_t dc_recv_bytes(const dc_recv_t *r)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < r->m.nbufs; i++)
+        n += r->sizes[i];
+    return n;
+}
+static inline void dc_deliver(dc_recv_t *r)
+{
+    uint64_t t0 = TESS_TRACE_NOW();
+    dc.ops->deliver(&r->m, r->dst, r->stream);
+    if (tess_unlikely(t0))
+        tess_trace_record(tess_trace_self_track(), TESS_TEV_DEVMSG, NULL, "deliver",
+                          tess_core_trace_path_names[r->trace_path], t0, tess_time_ns() - t0,
+                          r->trace_flow, dc_recv_bytes(r));
+}
 
 /* dc_d2d.c */
 tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,

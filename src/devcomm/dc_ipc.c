@@ -599,6 +599,7 @@ void dc_ipc_recv(tess_msg_t *m, unsigned kind)
         if (r->sizes[i])
             last = i;
     r->marked = last >= 0;
+    int tr    = dc_trace_copy_begin(r->stream);
     for (int i = 0; i < r->m.nbufs; i++) {
         tess_status_t st = TESS_OK;
         if (i == last)
@@ -609,6 +610,7 @@ void dc_ipc_recv(tess_msg_t *m, unsigned kind)
         if (st != TESS_OK)
             tess_fatal("devcomm: IPC copy failed: %s", tess_error_detail());
     }
+    dc_trace_copy_end(tr, r->stream, r->trace_path, dc_recv_bytes(r));
     if (last < 0 && tess_core_gpu_then_event(r->stream, ipc_ack_after_copy, a) != TESS_OK)
         tess_fatal("cannot wait for an IPC copy: %s", tess_error_detail());
     dc_recv_finish(r);

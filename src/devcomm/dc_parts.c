@@ -182,10 +182,13 @@ static void part_copy(dc_precv_t *pr, const dc_part_msg_t *p, int src_pe)
     tess_gpu_event_h ev  = dc_ipc_peer_event(src, p->event);
     char            *buf = dc_ipc_peer_comm(src);
     pthread_mutex_unlock(&dc.lock);
-    if (tess_gpu->stream_wait_event(r->stream, ev) != TESS_OK ||
-        tess_gpu->memcpy_async((char *)r->dst[p->buf] + p->offset, buf + p->slot, p->len,
+    if (tess_gpu->stream_wait_event(r->stream, ev) != TESS_OK)
+        tess_fatal("devcomm: copying a part out failed: %s", tess_error_detail());
+    int tr = dc_trace_copy_begin(r->stream);
+    if (tess_gpu->memcpy_async((char *)r->dst[p->buf] + p->offset, buf + p->slot, p->len,
                                r->stream) != TESS_OK)
         tess_fatal("devcomm: copying a part out failed: %s", tess_error_detail());
+    dc_trace_copy_end(tr, r->stream, r->trace_path, p->len);
     /* The slot and the event go back once the copy is done. */
     dc_ack_msg_t ack = {.kind = DC_K_STAGED, .event = p->event, .offset = p->slot,
                         .size = dc_align_up(p->len)};

@@ -697,9 +697,11 @@ static void chunk_arrived(dc_rchunk_t *ch)
 {
     dc_rrecv_t *rr = ch->rr;
     dc_recv_t  *r  = rr->r;
+    int         tr = dc_trace_copy_begin(r->stream);
     if (tess_gpu->memcpy_async((char *)r->dst[ch->msg.buf] + ch->msg.offset, bounce_recv(ch->slot),
                                ch->msg.len, r->stream) != TESS_OK)
         tess_fatal("devcomm: a chunk's host-to-device copy failed: %s", tess_error_detail());
+    dc_trace_copy_end(tr, r->stream, r->trace_path, ch->msg.len);
     /* The sender's slot is free as soon as the data is here. */
     dc_ack_msg_t ack = {.kind = DC_K_CHUNK, .event = -1, .offset = ch->msg.slot};
     dc_send_ack(ch->sender_pe, &ack);

@@ -136,6 +136,18 @@ void dc_send_ctl(tess_msg_t *m, unsigned kind, int dst_pe)
     m->hdr.handler = dc.h_ctl;
     m->hdr.flags   = (uint16_t)kind;
     m->hdr.dst_pe  = dst_pe;
+    if (tess_unlikely(tess_trace_on) && (kind <= DC_K_RSTAGED || kind == DC_K_PHEAD)) {
+        /* A device message: its flow ends where the receiver delivers it. */
+        const dc_ctl_t *c     = tess_msg_payload(m);
+        uint64_t        bytes = 0;
+        for (uint32_t i = 0; i < c->nbufs && i < TESS_DEV_MAX_BUFS; i++)
+            bytes += c->sizes[i];
+        int path = kind == DC_K_D2D ? 0 : kind == DC_K_STAGED || kind == DC_K_PHEAD ? 1
+                   : kind == DC_K_DIRECT ? 2 : 3;
+        tess_trace_record(tess_trace_self_track(), TESS_TEV_FLOW_OUT, NULL, "devmsg",
+                          tess_core_trace_path_names[path], tess_time_ns(), 0,
+                          tess_core_trace_next_flow() | TESS_TRACE_FLOW_DEV, bytes);
+    }
     tess_core_send(m);
 }
 
@@ -304,6 +316,12 @@ dc_recv_t *dc_recv_begin(tess_msg_t *m, unsigned kind)
                            .header = dc_header(c, kind), .header_len = c->header_len,
                            .nbufs = (int)c->nbufs, .sizes = r->sizes};
     r->keep = m;
+    if (tess_unlikely(tess_trace_on)) {
+        r->trace_flow = m->hdr.pad ? tess_core_trace_flow(m->hdr.src_pe, m->hdr.pad) |
+                                         TESS_TRACE_FLOW_DEV : 0;
+        r->trace_path = kind == DC_K_D2D ? 0 : kind == DC_K_STAGED || kind == DC_K_PHEAD ? 1
+                        : kind == DC_K_DIRECT ? 2 : 3;
+    }
     tess_status_t st = dc.ops->post(&r->m, r->dst, &r->stream, &r->flags);
     if (st == TESS_ERR_NOT_FOUND) {
         /* The target moved on: receive into temporaries and send them after it. */
@@ -334,7 +352,7 @@ static void dc_deliver_cont(void *arg)
 {
     dc_recv_t *r = arg;
     TESS_HOP_MARK(TESS_HOP_DONE);
-    dc.ops->deliver(&r->m, r->dst, r->stream);
+    dc_deliver(r);
     dc_recv_free(r);
 }
 
@@ -344,7 +362,12 @@ void dc_recv_finish(dc_recv_t *r)
         pthread_mutex_lock(&dc.lock);
         dc.stats.forwarded++;
         pthread_mutex_unlock(&dc.lock);
+        uint64_t tr_t0 = TESS_TRACE_NOW();
         dc.ops->forward(&r->m, r->dst, r->stream);
+        if (tess_unlikely(tr_t0))
+            tess_trace_record(tess_trace_self_track(), TESS_TEV_DEVMSG, NULL, "forward",
+                              tess_core_trace_path_names[r->trace_path], tr_t0,
+                              tess_time_ns() - tr_t0, r->trace_flow, dc_recv_bytes(r));
         dc_recv_free(r);
         return;
     }
@@ -355,7 +378,7 @@ void dc_recv_finish(dc_recv_t *r)
             tess_fatal("cannot wait for a device message: %s", tess_error_detail());
         return;
     }
-    dc.ops->deliver(&r->m, r->dst, r->stream);
+    dc_deliver(r);
     dc_recv_free(r);
 }
 

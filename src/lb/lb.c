@@ -43,6 +43,7 @@ typedef struct lb_array {
     int             moves_known;
     tess_lb_stats_t stats;
     int             have_stats;
+    uint64_t        trace_t0;   /* tracing: when this step started here */
 } lb_array_t;
 
 /* Per-PE: GPU timing of entries (TESS_LB_GPU_TIME). */
@@ -195,6 +196,7 @@ static void lb_start(tess_array_t *a, int notify)
 {
     lb_array_t *la = a->lb;
     la->started    = 1;
+    la->trace_t0   = TESS_TRACE_NOW();
     atomic_fetch_add(&lb.active, 1);
     if (notify)
         for (int p = 0; p < tess_rt.size; p++)
@@ -507,6 +509,10 @@ static void lb_resume(void *arg, MPI_Status *st)
     la->nrecs       = 0;
     la->moves_known = 0;
     la->started     = 0;
+    if (tess_unlikely(la->trace_t0))
+        tess_trace_record(TESS_TRACK_LB, TESS_TEV_SPAN, "lb", "load balancing", a->name,
+                          la->trace_t0, tess_time_ns() - la->trace_t0, la->step,
+                          (uint64_t)la->stats.migrations);
     la->step++;
     atomic_fetch_sub(&lb.active, 1);
     pthread_mutex_lock(&la->lock);

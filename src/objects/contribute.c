@@ -57,11 +57,21 @@ static obj_red_slot_t *slots_take_done(tess_array_t *a)
     return done;
 }
 
+/* Tracing: the flow of process `rank`'s part of reduction (aid, tag) to its callback. */
+static inline uint64_t obj_red_flow(uint32_t aid, uint64_t tag, int rank)
+{
+    return (1ull << 62) | ((uint64_t)(aid & 0xfff) << 46) | ((tag & 0x3ffffffffull) << 12) |
+           (uint64_t)(rank & 0xfff);
+}
+
 static void slots_submit(tess_array_t *a, obj_red_slot_t *done)
 {
     while (done) {
         obj_red_slot_t *s = done;
         done              = s->next;
+        TESS_TRACE(tess_trace_record(tess_trace_self_track(), TESS_TEV_RED_IN, NULL, a->name, NULL,
+                                     tess_time_ns(), 0, obj_red_flow(a->id, s->tag, tess_rt.rank),
+                                     (uint64_t)s->ncontrib));
         tess_status_t st  = tess_core_reduce_submit(a->id, s->tag, s->ncontrib, a->size, s->data,
                                                     s->count, s->type, s->op, &s->cb,
                                                     sizeof(s->cb));
@@ -103,7 +113,7 @@ void tess_obj_red_fini(tess_array_t *a)
 static void obj_reduce_result(uint32_t key, uint64_t tag, const void *cb, size_t cb_len,
                               const void *data, size_t size)
 {
-    (void)key;
+    uint64_t tr_t0 = TESS_TRACE_NOW();
     red_cb_t c;
     if (cb_len != sizeof(c))
         tess_fatal("internal: reduction %llu with a %zu-byte callback", (unsigned long long)tag,
@@ -126,6 +136,14 @@ static void obj_reduce_result(uint32_t key, uint64_t tag, const void *cb, size_t
         break;
     default:
         tess_fatal("internal: reduction callback kind %d", c.kind);
+    }
+    if (tess_unlikely(tr_t0)) {
+        uint32_t track = tess_trace_self_track();
+        tess_trace_record(track, TESS_TEV_RED_OUT, NULL, "reduction callback", NULL, tr_t0,
+                          tess_time_ns() - tr_t0, 0, size);
+        for (int r = 0; r < tess_rt.size; r++)
+            tess_trace_record(track, TESS_TEV_FLOW_IN, "reduction", NULL, NULL, tr_t0, 0,
+                              obj_red_flow(key, tag, r), 0);
     }
 }
 

@@ -90,8 +90,9 @@ static void migrate_arrive(const mig_hdr_t *h, size_t size, void *const *dev,
     if (size < sizeof(*h) || size != sizeof(*h) + h->state_size + h->pup_size ||
         h->aid >= tess_obj_narrays || h->ndev < 0 || h->ndev > TESS_DEV_MAX_BUFS)
         tess_fatal("corrupt migration message from PE %d", src_pe);
-    tess_array_t *a  = tess_obj_arrays[h->aid];
-    obj_pe_t     *op = tess_obj_pe();
+    uint64_t      tr_t0 = TESS_TRACE_NOW();
+    tess_array_t *a     = tess_obj_arrays[h->aid];
+    obj_pe_t     *op    = tess_obj_pe();
     tess_ctx_h    e  = tess_obj_elem_alloc(a, h->linear);
     if (!e || h->state_size != a->elem_size || h->linear < 0 || h->linear >= a->size)
         tess_fatal("cannot receive element %lld of array '%s'", (long long)h->linear, a->name);
@@ -122,6 +123,8 @@ static void migrate_arrive(const mig_hdr_t *h, size_t size, void *const *dev,
     tess_obj_unpark(op, e);
     if (tess_obj_on_arrival)
         tess_obj_on_arrival(e);
+    if (tess_unlikely(tr_t0))
+        tess_trace_span("migration", "migrate in", tr_t0, (uint64_t)h->linear, (uint64_t)src_pe);
 }
 
 static bool migrate_handler(tess_msg_t *m)
@@ -175,6 +178,8 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
     tess_array_t *a = e->array;
     if (dest == e->pe)
         return;
+    uint64_t tr_t0        = TESS_TRACE_NOW();
+    int64_t  tr_linear    = e->linear;
     int same_process = tess_core_pe_process(dest) == tess_rt.rank;
 
     struct tess_pup p = {.mode = PUP_SIZE};
@@ -242,6 +247,8 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
     }
     atomic_store_explicit(&a->loc[e->linear], dest, memory_order_relaxed);
     tess_obj_elem_free(e);
+    if (tess_unlikely(tr_t0))
+        tess_trace_span("migration", "migrate out", tr_t0, (uint64_t)tr_linear, (uint64_t)dest);
 }
 
 tess_status_t tess_migrate_loc(tess_ctx_h ctx, int dest_pe, const char *file, int line)

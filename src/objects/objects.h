@@ -13,6 +13,7 @@
 #define TESS_OBJECTS_H
 
 #include "core/core.h"
+#include "core/trace.h"
 #include "devcomm/devcomm.h"
 
 #include <tessera.h>

@@ -153,9 +153,14 @@ void tess_obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const vo
     op->current_entry = entry;
     if (tess_obj_entry_pre)
         tess_obj_entry_pre(e);
-    uint64_t t0 = tess_ticks();
+    uint64_t tr_t0 = TESS_TRACE_NOW();
+    uint64_t t0    = tess_ticks();
     tess_obj_entries[entry].fn(e, e->state, msg, size);
     e->load_ticks += tess_ticks() - t0;
+    if (tess_unlikely(tr_t0))
+        tess_trace_record(tess_trace_self_track(), TESS_TEV_ENTRY, NULL,
+                          tess_obj_entries[entry].name, e->array->name, tr_t0,
+                          tess_time_ns() - tr_t0, (uint64_t)e->linear, size);
     if (tess_obj_entry_post)
         tess_obj_entry_post(e);
     op->current       = NULL;
