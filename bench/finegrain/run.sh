@@ -36,7 +36,7 @@ plots() {
     [ -s "$csv" ] || return 0
     /usr/bin/python3 "$repo/bench/plot.py" "$csv" "$out/finegrain.png" --x m \
         --y tess_us_per_msg --baseline-y raw_us_per_msg --series where procs ppn --logx \
-        --title "host time per message of a chare step (dashed: raw, one thread)" \
+        --title "host us per message (dashed: raw CUDA)" \
         --xlabel "messages per chare-step (M)" --ylabel "us per message" >/dev/null ||
         echo "# plot failed" >&2
 }
