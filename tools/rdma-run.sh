@@ -3,7 +3,8 @@
 # direct RDMA path (receiver's ucp_get into device memory) on one GPU, every process its own
 # virtual node (TESS_VNODE_SIZE=1). BUILDDIR is build-cuda configured against the carried UCX
 # (TESS_UCX=build tools/gpu-build.sh; device-run.sh puts BUILDDIR/ucx/lib on LD_LIBRARY_PATH).
-# DEVICE_RUN_GPU=host tries it on a CPU machine. About 5 minutes on the H200.
+# DEVICE_RUN_GPU=host tries it on a CPU machine (RDMA_QUICK=1: small sizes and budgets).
+# About 5 minutes on the H200.
 set -uo pipefail
 work=${1:?usage: rdma-run.sh WORKDIR BUILDDIR SUMMARY}
 b=${2:?}
@@ -14,6 +15,9 @@ note() { echo "$*" | tee -a "$summary"; }
 mps_on() { [ "$gpu" = cuda ] && nvidia-cuda-mps-control -d 2>/dev/null && sleep 1; }
 mps_off() { [ "$gpu" = cuda ] && { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; }; }
 run() { timeout -k 5 "$@"; }
+quick=${RDMA_QUICK:-0}
+grid=2048 budget=100
+[ "$quick" = 1 ] && grid=256 budget=5
 mpi=(mpirun --oversubscribe --bind-to none)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESS_GPU=$gpu
 # Tessera's own UCX only: Open MPI's transports stay off UCX (ob1 over shared memory/tcp).
@@ -46,18 +50,18 @@ done
 
 # Jacobi2D on the RDMA path: the checksum must equal the MPI version's.
 jac=$b/examples/jacobi2d
-ref=$(run 60 "${mpi[@]}" -np 2 "$jac/jacobi2d_mpi" -x 2048 -y 2048 -i 100 -w 5 2>&1 | grep '^RESULT')
+ref=$(run 60 "${mpi[@]}" -np 2 "$jac/jacobi2d_mpi" -x $grid -y $grid -i 100 -w 5 2>&1 | grep '^RESULT')
 refsum=$(echo "$ref" | tr ' ' '\n' | sed -n 's/^checksum=//p')
 for mode in direct staged; do
     for np in 2 4; do
         o=$(TESS_VNODE_SIZE=1 TESS_RDMA=$mode run 90 "${mpi[@]}" -np $np "$jac/jacobi2d_tess" \
-            +ppn 1 -x 2048 -y 2048 -i 100 -w 5 -odf 4 2>&1)
+            +ppn 1 -x $grid -y $grid -i 100 -w 5 -odf 4 2>&1)
         echo "$o" >"$work/jacobi-np$np-$mode.log"
         sum=$(echo "$o" | grep '^RESULT' | tr ' ' '\n' | sed -n 's/^checksum=//p')
         ms=$(echo "$o" | grep '^RESULT' | tr ' ' '\n' | sed -n 's/^ms_per_iter=//p')
         ok=$(awk -v a="${refsum:-nan}" -v b="${sum:-nan}" 'BEGIN { d = a - b; if (d < 0) d = -d;
             m = a < 0 ? -a : a; print (a != "nan" && b != "nan" && (a == b || d <= 1e-10 * m)) ? "same" : "DIFFERENT" }')
-        note "jacobi2d 2048² np=$np TESS_RDMA=$mode: checksum $sum (MPI $refsum): $ok, $ms ms/iter"
+        note "jacobi2d $grid² np=$np TESS_RDMA=$mode: checksum $sum (MPI $refsum): $ok, $ms ms/iter"
     done
 done
 
@@ -65,7 +69,7 @@ done
 for mode in direct staged; do
     mkdir -p "$work/bench-$mode"
     TESS_VNODE_SIZE=1 TESS_RDMA=$mode run 150 "${mpi[@]}" -np 2 "$b/bench/devcomm/bench_devcomm" \
-        --what latbw --expect rdma-$mode --reps 3 --target-ms 10 --budget-s 100 \
+        --what latbw --expect rdma-$mode --reps 3 --target-ms 10 --budget-s $budget \
         --csv-dir "$work/bench-$mode" >"$work/bench-$mode.log" 2>&1
     note "bench_devcomm rdma-$mode exit $?"
     grep -iE 'latency|bandwidth|goal|PASS|MISS' "$work/bench-$mode.log" | tail -40 >>"$summary"
