@@ -21,7 +21,7 @@ grid=2048 budget=100
 mpi=(mpirun --oversubscribe --bind-to none)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESS_GPU=$gpu
 # Tessera's own UCX only: Open MPI's transports stay off UCX (ob1 over shared memory/tcp).
-export OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl=self,vader,tcp
+export OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl=^uct
 
 [ -d "$ucx/lib" ] || note "no carried UCX in $ucx: the system UCX is used (no CUDA transports)"
 "$b/src/tessera-info" >"$work/tessera-info.txt" 2>&1
@@ -45,8 +45,25 @@ for mode in direct staged; do
         done
     done
 done
-# The misuse case: direct without device support must fail at once with a clear error (a UCX
-# with CUDA transports accepts it, so this only shows the message where it does not).
+# Misuse: with the machine's own UCX (no CUDA transports), TESS_RDMA=direct must fail at start
+# with a clear error, not hang; auto must stage and say so once.
+if [ "$gpu" = cuda ]; then
+    sys_ld=$(echo "$LD_LIBRARY_PATH" | tr ':' '\n' | grep -vx "$ucx/lib" | paste -sd:)
+    o=$(LD_LIBRARY_PATH=$sys_ld TESS_VNODE_SIZE=1 TESS_RDMA=direct run 30 "${mpi[@]}" -np 2 \
+        "$b/test/gpu/test_rdma_reg" 2>&1)
+    rc=$?
+    echo "$o" >"$work/misuse-direct.log"
+    if [ $rc != 0 ] && [ $rc != 124 ] && echo "$o" | grep -q 'TESS_RDMA=direct, but this UCX'; then
+        note "system UCX, TESS_RDMA=direct: refused at start (rc $rc): ok"
+    else
+        note "system UCX, TESS_RDMA=direct: rc $rc, expected a clear error:"; tail -3 "$work/misuse-direct.log" | tee -a "$summary"
+    fi
+    o=$(LD_LIBRARY_PATH=$sys_ld TESS_VNODE_SIZE=1 TESS_RDMA=auto run 60 "${mpi[@]}" -np 2 \
+        "$b/test/gpu/test_devmsg" 2>&1)
+    rc=$?
+    echo "$o" >"$work/auto-system-ucx.log"
+    note "system UCX, TESS_RDMA=auto test_devmsg: rc $rc, staging notices: $(echo "$o" | grep -c 'TESS_RDMA=auto')"
+fi
 
 # Jacobi2D on the RDMA path: the checksum must equal the MPI version's.
 jac=$b/examples/jacobi2d
