@@ -16,7 +16,7 @@ mps_on() { [ "$gpu" = cuda ] && nvidia-cuda-mps-control -d 2>/dev/null && sleep 
 mps_off() { [ "$gpu" = cuda ] && { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; }; }
 run() { timeout -k 5 "$@"; }
 quick=${RDMA_QUICK:-0}
-grid=2048 budget=100
+grid=2048 budget=80
 [ "$quick" = 1 ] && grid=256 budget=5
 mpi=(mpirun --oversubscribe --bind-to none)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESS_GPU=$gpu
