@@ -11,7 +11,8 @@ UCX_LDFLAGS=""
 UCX_LIBS="-lucp -lucs"
 AS_CASE([$with_ucx],
   [yes|guess], [PKG_CHECK_MODULES([UCXPC], [ucx], [UCX_CPPFLAGS="$UCXPC_CFLAGS"], [:])],
-  [UCX_CPPFLAGS="-I$with_ucx/include"
+  dnl -isystem: a newer UCX's headers warn under -Wextra -Werror (as the system's would not).
+  [UCX_CPPFLAGS="-isystem $with_ucx/include"
    AS_IF([test -d "$with_ucx/lib64"], [UCX_LDFLAGS="-L$with_ucx/lib64 -Wl,-rpath,$with_ucx/lib64"],
          [UCX_LDFLAGS="-L$with_ucx/lib -Wl,-rpath,$with_ucx/lib"])])
 

@@ -1,9 +1,10 @@
 /* tessera-info — what this Tessera was built with, and its runtime options.
  *
- *   tessera-info             version, MPI, backends built
+ *   tessera-info             version, MPI, backends built, the UCX in use and its transports
  *   tessera-info --options   every option as a Markdown table (README.md carries the same)
  *   tessera-info --help      usage; any other argument is an error */
 #include "core/core.h"
+#include "ucx_info.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -56,6 +57,8 @@ int main(int argc, char **argv)
 #else
     printf("no\n");
 #endif
+    fflush(stdout);
+    tess_print_ucx_info(stdout);
 #ifdef TESS_SANITIZER
     printf("sanitizer: %s\n", TESS_SANITIZER);
 #endif

@@ -16,6 +16,12 @@
 #   sweeps  one call for all three apps: the gpu, examples, minimd and lulesh lists on CUDA, a
 #           short Jacobi2D sweep, lulesh gpu-compare (MPI and Tessera against LLNL's CUDA port
 #           at 128³ and 256³), short LULESH and MiniMD sweeps; about 8 minutes
+#   rdma    the direct RDMA path with the carried UCX (build-cuda/ucx: TESS_UCX=build
+#           tools/gpu-build.sh): tessera-info's UCX report, then under MPS with 2 and 4
+#           processes on the GPU, TESS_VNODE_SIZE=1 (every process its own virtual node), for
+#           TESS_RDMA=direct and staged: the device-message, migration and registration tests,
+#           Jacobi2D's checksum against the MPI version; bench_devcomm latbw (direct, staged,
+#           raw ucp_get of device memory in the same binary); ucx_perftest -m cuda (ucp_get)
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
 #           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
@@ -29,6 +35,11 @@ b=$top/build-cuda
 work=$(mktemp -d)
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$b/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# A build configured against the carried UCX (TESS_UCX=build tools/gpu-build.sh) runs with it,
+# not the machine's UCX 1.16 (one libucp per process: Open MPI's UCX components get it too).
+if [ -s "$b/.ucx-choice" ] && [ -d "$b/ucx/lib" ]; then
+    export LD_LIBRARY_PATH="$b/ucx/lib:$LD_LIBRARY_PATH"
+fi
 export TESS_SRCDIR=$top TESS_BUILDDIR=$b
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # DEVICE_RUN_GPU=host and DEVICE_RUN_FILTER=RE try the script on a CPU machine.
@@ -199,6 +210,9 @@ sweeps)
         "$work/minimd" "$b" >"$work/minimd.log" 2>&1
     note "minimd sweep exit $? ($((SECONDS - t0)) s)"; tail -25 "$work/minimd.log" >>"$summary"
 
+    ;;
+rdma)
+    bash tools/rdma-run.sh "$work" "$b" "$summary"
     ;;
 extras)
     t0=$SECONDS

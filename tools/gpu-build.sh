@@ -7,6 +7,9 @@
 # carry=["build-cuda"] to the device tool (64 MiB travel in all) and run from the repo root there.
 # Extra arguments go to make, e.g. `tools/gpu-build.sh install` or `tools/gpu-build.sh check TESTS=`
 # (builds the test programs without running them).
+# TESS_UCX=DIR builds against the UCX in DIR (e.g. build-cuda/ucx from tools/build-ucx.sh, which
+# has the CUDA transports); TESS_UCX=build runs tools/build-ucx.sh first and uses build-cuda/ucx.
+# Unset: the system's UCX. Changing it reconfigures.
 set -e
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -18,10 +21,19 @@ if [ -f config.status ]; then
 fi
 [ -x configure ] || ./autogen.sh
 
+ucx=${TESS_UCX:-}
+if [ "$ucx" = build ]; then
+    tools/build-ucx.sh "$root/build-cuda/ucx"
+    ucx=$root/build-cuda/ucx
+fi
+case $ucx in ''|/*) ;; *) ucx=$root/$ucx ;; esac
 mkdir -p build-cuda
 cd build-cuda
-# Reconfigure only when needed: configure.ac or an m4 macro is newer than the last run.
-if [ ! -f config.status ] || [ -n "$(find ../configure ../m4 -newer config.status 2>/dev/null)" ]; then
-    ../configure --with-cuda --with-hip=no --prefix="$root/build-cuda/_inst"
+# Reconfigure only when needed: configure.ac or an m4 macro is newer than the last run, or the
+# UCX choice changed.
+if [ ! -f config.status ] || [ -n "$(find ../configure ../m4 -newer config.status 2>/dev/null)" ] ||
+   [ "$(cat .ucx-choice 2>/dev/null)" != "$ucx" ]; then
+    ../configure --with-cuda --with-hip=no --prefix="$root/build-cuda/_inst" ${ucx:+--with-ucx="$ucx"}
+    echo "$ucx" >.ucx-choice
 fi
 make -j2 "$@"

@@ -286,6 +286,10 @@ static void goals(void)
         goal("bandwidth tess/raw-ipc (worst at >=16M)", at, bw, 0.45, 1);
         goal("latency tess/raw-ipc-copy", lat_pts[0].size, lat, 2.0, 0);
         break;
+    case DCB_RDMA_DIRECT: /* against ucp_get of device memory (UCX with CUDA transports) */
+        goal("bandwidth tess/raw-get (worst at >=16M)", at, bw, 0.9, 1);
+        goal("latency tess/raw-get", lat_pts[0].size, lat, 1.5, 0);
+        break;
     default:
         if (dcb.rank == 0)
             printf("GOAL %-11s (none set for this path)\n", dcb.label);

@@ -94,6 +94,25 @@ static inline char *bounce_recv(int slot)
 
 /* ---- init / fini ------------------------------------------------------------------------- */
 
+static void reg_release(struct dc_reg *g);
+
+/* The gpu layer is about to free allocation alloc_id (tess_gpu_free, or a migrated element's
+ * old buffers): drop its cached registration, at once if no send uses it, else when the last
+ * one is acknowledged. Alloc ids are never reused, so a new allocation at the same address gets
+ * a new registration and key in any case; this keeps freed memory from staying registered. */
+static void rdma_forget(uint64_t alloc_id)
+{
+    pthread_mutex_lock(&dc.lock);
+    dc_reg_t *g = tess_hmap_remove(&dc.regs, alloc_id);
+    if (g) {
+        g->cached = 0;
+        dc.stats.reg_forgets++;
+        if (!g->refs)
+            reg_release(g);
+    }
+    pthread_mutex_unlock(&dc.lock);
+}
+
 static tess_status_t rdma_exchange_bounce(void)
 {
     int       len = (int)dc.peers[tess_rt.rank].bounce_rkey_len;
@@ -147,11 +166,20 @@ tess_status_t dc_rdma_init(void)
         return st;
     int want_staged = !strcmp(tess_cfg.rdma, "staged") ||
                       (!strcmp(tess_cfg.rdma, "auto") && !tess_net_mem_type_supported(dc_mem_type()));
-    if (!strcmp(tess_cfg.rdma, "direct") && !tess_net_mem_type_supported(dc_mem_type()))
+    int cannot = !tess_net_mem_type_supported(dc_mem_type());
+    if (!strcmp(tess_cfg.rdma, "direct") && cannot)
         return tess_error(TESS_ERR_UNSUPPORTED, "TESS_RDMA=direct, but this UCX cannot access "
-                          "%s memory (UCX built without that transport)", tess_gpu_backend_name());
+                          "%s memory (UCX built without that transport; tessera-info lists "
+                          "them, tools/build-ucx.sh builds one with CUDA)",
+                          tess_gpu_backend_name());
     /* Both ends of a transfer must agree: stage everywhere if anyone must. */
     MPI_Allreduce(&want_staged, &dc.rdma_staged, 1, MPI_INT, MPI_MAX, tess_rt.comm);
+    if (dc.rdma_staged && !strcmp(tess_cfg.rdma, "auto") && tess_rt.rank == 0)
+        tess_warn("devcomm: TESS_RDMA=auto: %s; RDMA between nodes goes through pinned host "
+                  "buffers (staged)", cannot ? "this UCX cannot access device memory directly"
+                                             : "another process's UCX cannot access device memory");
+    if (!dc.rdma_staged)
+        tess_gpu_set_free_hook(rdma_forget);
     long chunk[2] = {-(long)tess_cfg.bounce_chunk, (long)tess_cfg.bounce_chunk};
     MPI_Allreduce(MPI_IN_PLACE, chunk, 2, MPI_LONG, MPI_MAX, tess_rt.comm);
     if (-chunk[0] != chunk[1] || tess_cfg.bounce_chunk < 4096)
@@ -187,6 +215,7 @@ tess_status_t dc_rdma_init(void)
 
 void dc_rdma_fini(void)
 {
+    tess_gpu_set_free_hook(NULL);
     size_t   it = 0;
     uint64_t key;
     void    *val;
@@ -226,7 +255,7 @@ void dc_rdma_fini(void)
 
 /* ---- registrations (lock held) ----------------------------------------------------------- */
 
-static void reg_release(dc_reg_t *g)
+static void reg_release(struct dc_reg *g)
 {
     tess_net_mem_deregister(g->mem);
     dc.stats.reg_releases++;

@@ -111,6 +111,7 @@ typedef struct tess_dc_stats {
     uint64_t deferred;       /* sends that waited for a staging resource */
     uint64_t map_opens, map_hits; /* direct IPC mapping cache */
     uint64_t reg_creates, reg_hits, reg_releases; /* RDMA registration cache */
+    uint64_t reg_forgets;    /* cached registrations dropped because their memory was freed */
     uint64_t forwarded;
     uint64_t d2d_events;     /* events recorded for d2d sends (one per batch) */
     uint64_t d2d_batched;    /* d2d receives whose copies went in a batch of two or more */

@@ -2,6 +2,7 @@
  * public device-memory functions of <tessera/gpu.h> that need nothing above this layer. */
 #include "gpu.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -236,10 +237,25 @@ tess_status_t tess_gpu_malloc(void **ptr_p, size_t size)
     return st != TESS_OK ? st : tess_gpu->mem_alloc(size, ptr_p);
 }
 
+static _Atomic(tess_gpu_free_hook_fn) gpu_free_hook;
+
+void tess_gpu_set_free_hook(tess_gpu_free_hook_fn fn) { atomic_store(&gpu_free_hook, fn); }
+
+tess_status_t tess_gpu_mem_release(void *ptr)
+{
+    tess_gpu_free_hook_fn hook = atomic_load(&gpu_free_hook);
+    if (hook && ptr) {
+        tess_gpu_ptr_info_t info = {0};
+        if (tess_gpu->ptr_query(ptr, &info) == TESS_OK && info.alloc_id)
+            hook(info.alloc_id);
+    }
+    return tess_gpu->mem_free(ptr);
+}
+
 tess_status_t tess_gpu_free(void *ptr)
 {
     tess_status_t st = gpu_check_init(__func__);
-    return st != TESS_OK ? st : tess_gpu->mem_free(ptr);
+    return st != TESS_OK ? st : tess_gpu_mem_release(ptr);
 }
 
 tess_status_t tess_gpu_malloc_host(void **ptr_p, size_t size)

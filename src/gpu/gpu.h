@@ -191,6 +191,15 @@ void          tess_gpu_fini(void);
  *  tess_gpu_init). */
 int tess_gpu_device_procs(void);
 
+/** Called with an allocation's id just before tess_gpu_free or tess_gpu_mem_release frees it,
+ * so that a layer above can drop what it keeps about that memory (devcomm: its RDMA
+ * registration). One hook; NULL removes it. Set and called from any thread (atomic pointer). */
+typedef void (*tess_gpu_free_hook_fn)(uint64_t alloc_id);
+void tess_gpu_set_free_hook(tess_gpu_free_hook_fn fn);
+/** Free device memory through the hook (runtime code that frees user-visible buffers, e.g. a
+ * migrated element's old buffers, uses this rather than tess_gpu->mem_free). */
+tess_status_t tess_gpu_mem_release(void *ptr);
+
 /** The copies on s as one batch where the backend has memcpy_batch_async (n may exceed
  *  TESS_GPU_COPY_BATCH_MAX: then in several), else one memcpy_async each. Destinations must not
  *  overlap. Any thread. */

@@ -169,7 +169,7 @@ static void migrate_sources_sent(void *arg)
     mig_sources_t *s = arg;
     for (int k = 0; k < s->ndev; k++)
         if (s->dev[k])
-            tess_gpu->mem_free(s->dev[k]);
+            tess_gpu_mem_release(s->dev[k]);
     free(s);
 }
 

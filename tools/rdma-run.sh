@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# tools/rdma-run.sh WORKDIR BUILDDIR SUMMARY — the `rdma` stage of tools/device-run.sh: the
+# direct RDMA path (receiver's ucp_get into device memory) on one GPU, every process its own
+# virtual node (TESS_VNODE_SIZE=1). BUILDDIR is build-cuda configured against the carried UCX
+# (TESS_UCX=build tools/gpu-build.sh; device-run.sh puts BUILDDIR/ucx/lib on LD_LIBRARY_PATH).
+# DEVICE_RUN_GPU=host tries it on a CPU machine (RDMA_QUICK=1: small sizes and budgets).
+# About 5 minutes on the H200.
+set -uo pipefail
+work=${1:?usage: rdma-run.sh WORKDIR BUILDDIR SUMMARY}
+b=${2:?}
+summary=${3:?}
+gpu=${DEVICE_RUN_GPU:-cuda}
+ucx=$b/ucx
+note() { echo "$*" | tee -a "$summary"; }
+mps_on() { [ "$gpu" = cuda ] && nvidia-cuda-mps-control -d 2>/dev/null && sleep 1; }
+mps_off() { [ "$gpu" = cuda ] && { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; }; }
+run() { timeout -k 5 "$@"; }
+quick=${RDMA_QUICK:-0}
+grid=2048 budget=80
+[ "$quick" = 1 ] && grid=256 budget=5
+mpi=(mpirun --oversubscribe --bind-to none)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESS_GPU=$gpu
+# Tessera's own UCX only: Open MPI's transports stay off UCX (ob1 over shared memory/tcp).
+export OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl=^uct
+
+[ -d "$ucx/lib" ] || note "no carried UCX in $ucx: the system UCX is used (no CUDA transports)"
+"$b/src/tessera-info" >"$work/tessera-info.txt" 2>&1
+note "$(grep -E '^UCX' "$work/tessera-info.txt")"
+[ -x "$ucx/bin/ucx_info" ] && "$ucx/bin/ucx_info" -d >"$work/ucx_info-d.txt" 2>&1
+
+mps_on
+for mode in direct staged; do
+    for np in 2 4; do
+        for t in test_devmsg test_migrate test_rdma_reg; do
+            [ $t = test_rdma_reg ] && { [ $np = 2 ] && [ $mode = direct ] || continue; }
+            log=$work/$t-np$np-$mode.log
+            t0=$SECONDS
+            TESS_VNODE_SIZE=1 TESS_RDMA=$mode TEST_EXPECT_PATH=rdma \
+                run 90 "${mpi[@]}" -np $np "$b/test/gpu/$t" >"$log" 2>&1
+            rc=$?
+            note "$(printf '%-14s np=%d TESS_RDMA=%-6s %s (%d s)' $t $np $mode \
+                "$([ $rc = 0 ] && echo pass || echo "FAIL rc=$rc")" $((SECONDS - t0)))"
+            [ $rc = 0 ] || tail -5 "$log" | tee -a "$summary"
+            grep -h '^rdma_reg:' "$log" >>"$summary"
+        done
+    done
+done
+# Misuse: with the machine's own UCX (no CUDA transports), TESS_RDMA=direct must fail at start
+# with a clear error, not hang; auto must stage and say so once.
+if [ "$gpu" = cuda ]; then
+    sys_ld=$(echo "$LD_LIBRARY_PATH" | tr ':' '\n' | grep -vx "$ucx/lib" | paste -sd:)
+    o=$(LD_LIBRARY_PATH=$sys_ld TESS_VNODE_SIZE=1 TESS_RDMA=direct run 30 "${mpi[@]}" -np 2 \
+        "$b/test/gpu/test_rdma_reg" 2>&1)
+    rc=$?
+    echo "$o" >"$work/misuse-direct.log"
+    if [ $rc != 0 ] && [ $rc != 124 ] && echo "$o" | grep -q 'TESS_RDMA=direct, but this UCX'; then
+        note "system UCX, TESS_RDMA=direct: refused at start (rc $rc): ok"
+    else
+        note "system UCX, TESS_RDMA=direct: rc $rc, expected a clear error:"; tail -3 "$work/misuse-direct.log" | tee -a "$summary"
+    fi
+    o=$(LD_LIBRARY_PATH=$sys_ld TESS_VNODE_SIZE=1 TESS_RDMA=auto run 60 "${mpi[@]}" -np 2 \
+        "$b/test/gpu/test_devmsg" 2>&1)
+    rc=$?
+    echo "$o" >"$work/auto-system-ucx.log"
+    note "system UCX, TESS_RDMA=auto test_devmsg: rc $rc, staging notices: $(echo "$o" | grep -c 'TESS_RDMA=auto')"
+fi
+
+# Jacobi2D on the RDMA path: the checksum must equal the MPI version's.
+jac=$b/examples/jacobi2d
+ref=$(run 60 "${mpi[@]}" -np 2 "$jac/jacobi2d_mpi" -x $grid -y $grid -i 100 -w 5 2>&1 | grep '^RESULT')
+refsum=$(echo "$ref" | tr ' ' '\n' | sed -n 's/^checksum=//p')
+for mode in direct staged; do
+    for np in 2 4; do
+        o=$(TESS_VNODE_SIZE=1 TESS_RDMA=$mode run 90 "${mpi[@]}" -np $np "$jac/jacobi2d_tess" \
+            +ppn 1 -x $grid -y $grid -i 100 -w 5 -odf 4 2>&1)
+        echo "$o" >"$work/jacobi-np$np-$mode.log"
+        sum=$(echo "$o" | grep '^RESULT' | tr ' ' '\n' | sed -n 's/^checksum=//p')
+        ms=$(echo "$o" | grep '^RESULT' | tr ' ' '\n' | sed -n 's/^ms_per_iter=//p')
+        ok=$(awk -v a="${refsum:-nan}" -v b="${sum:-nan}" 'BEGIN { d = a - b; if (d < 0) d = -d;
+            m = a < 0 ? -a : a; print (a != "nan" && b != "nan" && (a == b || d <= 1e-10 * m)) ? "same" : "DIFFERENT" }')
+        note "jacobi2d $grid² np=$np TESS_RDMA=$mode: checksum $sum (MPI $refsum): $ok, $ms ms/iter"
+    done
+done
+
+# bench_devcomm: latency and bandwidth, Tessera direct and staged against the raw ucp_get.
+for mode in direct staged; do
+    mkdir -p "$work/bench-$mode"
+    TESS_VNODE_SIZE=1 TESS_RDMA=$mode run 150 "${mpi[@]}" -np 2 "$b/bench/devcomm/bench_devcomm" \
+        --what latbw --expect rdma-$mode --reps 3 --target-ms 10 --budget-s $budget \
+        --csv-dir "$work/bench-$mode" >"$work/bench-$mode.log" 2>&1
+    note "bench_devcomm rdma-$mode exit $?"
+    grep -iE 'latency|bandwidth|goal|PASS|MISS' "$work/bench-$mode.log" | tail -40 >>"$summary"
+done
+mps_off
+
+# UCX's own measurement of a get of device memory (two processes, loopback bootstrap).
+if [ -x "$ucx/bin/ucx_perftest" ] && [ "$gpu" = cuda ]; then
+    for s in 8 16777216; do
+        run 40 "$ucx/bin/ucx_perftest" -p 13371 >"$work/perftest-server-$s.log" 2>&1 &
+        sleep 2
+        run 30 "$ucx/bin/ucx_perftest" 127.0.0.1 -p 13371 -t ucp_get -m cuda -s $s -n 2000 \
+            -w 100 >"$work/perftest-$s.log" 2>&1
+        note "ucx_perftest ucp_get -m cuda -s $s exit $?:"
+        grep -E 'Final:|^ +[0-9]' "$work/perftest-$s.log" | tail -2 >>"$summary"
+        wait
+    done
+fi
