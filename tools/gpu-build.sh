@@ -9,7 +9,8 @@
 # (builds the test programs without running them).
 # TESS_UCX=DIR builds against the UCX in DIR (e.g. build-cuda/ucx from tools/build-ucx.sh, which
 # has the CUDA transports); TESS_UCX=build runs tools/build-ucx.sh first and uses build-cuda/ucx.
-# Unset: the system's UCX. Changing it reconfigures.
+# Unset: the choice of the last configure (at first the system's UCX); TESS_UCX= (empty) goes back
+# to the system's. Changing it reconfigures.
 set -e
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -21,7 +22,7 @@ if [ -f config.status ]; then
 fi
 [ -x configure ] || ./autogen.sh
 
-ucx=${TESS_UCX:-}
+ucx=${TESS_UCX-$(cat build-cuda/.ucx-choice 2>/dev/null)}
 if [ "$ucx" = build ]; then
     tools/build-ucx.sh "$root/build-cuda/ucx"
     ucx=$root/build-cuda/ucx
