@@ -649,13 +649,8 @@ int main(int argc, char **argv)
     nslots = mmd_thermo_rows(&opt);
     rows   = calloc((size_t)nslots, sizeof(*rows));
 
-    /* Batched receives (TESS_ENTRY_BATCH): a post may run before the entries of messages that
-     * came before it. atoms_post reads the chare's step: one that has not advanced yet sends a
-     * ghost update of the next step to the receive buffer instead of straight into x, which
-     * the consuming entry reads through c->direct, kept per step parity. So the choice is
-     * never wrong, only sometimes the slower one. */
     if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
-        tess_entry_register_device("atoms", atoms_post, on_atoms, TESS_ENTRY_BATCH, &E_ATOMS) != TESS_OK ||
+        tess_entry_register_device("atoms", atoms_post, on_atoms, 0, &E_ATOMS) != TESS_OK ||
         tess_entry_register("counted", on_counted, &E_COUNTED) != TESS_OK ||
         tess_entry_register("neighbors", on_neigh, &E_NEIGH) != TESS_OK ||
         tess_entry_register("thermo_ready", on_thermo_ready, &E_THERMO_READY) != TESS_OK ||
