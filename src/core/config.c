@@ -101,6 +101,10 @@ static const opt_t opts[] = {
       "without a driver call), event (query events), auto (signal where the backend can, on "
       "a GPU that at most 2 PEs use, of all the processes on it)"},
      OPT_STR, CFG(gpu_poll), 0, 0, "auto|signal|event", 0},
+    {{"collective_timeout", "TESS_COLLECTIVE_TIMEOUT", NULL, "300",
+      "seconds a collective call (tess_run, tess_array_create, ...) waits for every process "
+      "to enter it before it aborts the job naming those that did not (0: wait for ever)"},
+     OPT_INT, CFG(collective_timeout), 0, 1 << 30, NULL, 0},
     {{"mpi_poll_us", "TESS_MPI_POLL_US", NULL, "1000",
       "longest sleep of an idle PE 0 between MPI polls"},
      OPT_INT, CFG(mpi_poll_us), 10, 1000000, NULL, 0},
