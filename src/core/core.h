@@ -52,6 +52,7 @@ typedef struct tess_config {
     char   gpu_poll[8];      /* auto|signal|event: how PEs see GPU work complete */
     int    mpi_poll_us;      /* longest wait between MPI polls of an idle PE 0 */
     int    collective_timeout; /* s a collective call waits for every process; 0: for ever */
+    int    peer_failure;     /* UCX's peer-failure handling on every endpoint */
     size_t coalesce;         /* bytes of a batch of small messages to one process; 0: off */
     int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */
 } tess_config_t;

@@ -211,6 +211,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "spin")) {
         printf("test_misuse spin: pid %ld\n", (long)getpid());
+        printf("test_misuse spin: process %d is pid %ld\n", tess_process(), (long)getpid());
         fflush(stdout);
     }
     int until_exit = !strcmp(mode, "noexit") || !strcmp(mode, "noreduce") ||
