@@ -4,6 +4,7 @@
  * arrived); the worker lock and blocking progress.
  */
 #include "net.h"
+#include "peer.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -65,9 +66,6 @@ static struct {
     uint64_t        mem_types;
     int             delivering_peer; /* source of the message being delivered, -1 if none */
     int             delivery_recv;   /* the delivery callback called tess_net_am_recv_into */
-    int             peer_failure;    /* endpoints report a peer that is gone */
-    int             closing;         /* tess_net_fini: peers going away are expected */
-    char           *hosts;           /* [rank * NET_HOST_LEN]: host names, for messages */
 } net = {.efd = -1, .delivering_peer = -1};
 
 static tess_status_t net_ucx_error(const char *what, ucs_status_t st)
@@ -194,80 +192,6 @@ static ucs_status_t net_am_cb(void *arg, const void *header, size_t header_lengt
     return desc ? UCS_INPROGRESS : UCS_OK;
 }
 
-/* ---- peer failure ------------------------------------------------------------------------
- * With peer-failure handling UCX reports a peer process that is gone (killed, crashed, its node
- * or network lost: a connection reset, a failed keepalive) on the endpoints to it. That ends the
- * job at once with a message naming the peer and its host, instead of leaving this process
- * waiting for it for ever when the launcher does not end the job. */
-
-#define NET_HOST_LEN 64
-
-/* The hosts of all processes, for the message (none: the message names the rank only). */
-static void net_hosts_init(MPI_Comm comm)
-{
-    char me[NET_HOST_LEN] = "";
-    int  len              = 0;
-    char name[MPI_MAX_PROCESSOR_NAME];
-    if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS)
-        snprintf(me, sizeof(me), "%.*s", len, name);
-    net.hosts = tess_malloc((size_t)net.size * NET_HOST_LEN, "host names");
-    if (net.hosts && MPI_Allgather(me, NET_HOST_LEN, MPI_CHAR, net.hosts, NET_HOST_LEN, MPI_CHAR,
-                                   comm) != MPI_SUCCESS) {
-        free(net.hosts);
-        net.hosts = NULL;
-    }
-}
-
-static const char *net_host(int rank)
-{
-    return net.hosts && net.hosts[(size_t)rank * NET_HOST_LEN] ?
-               net.hosts + (size_t)rank * NET_HOST_LEN : "an unknown host";
-}
-
-/* Shared memory reports a peer that is gone only with its error handling on (a keepalive that
- * checks the peer's process); without it UCX would move same-node peers to TCP. CMA's gets need
- * "memory invalidation" under peer-failure handling (so that a failed peer cannot still read
- * this process's memory); a failure ends the job here, so exposing it keeps CMA's zero-copy
- * gets. A user's own UCX_* setting wins. */
-static void net_config_peer_failure(ucp_config_t *config)
-{
-    if (!getenv("UCX_POSIX_ERROR_HANDLING") && !getenv("UCX_SYSV_ERROR_HANDLING") &&
-        !getenv("UCX_MM_ERROR_HANDLING"))
-        ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
-    if (!getenv("UCX_CMA_MEMORY_INVALIDATE"))
-        ucp_config_modify(config, "MEMORY_INVALIDATE", "y");
-}
-
-_Noreturn static void net_peer_gone(int peer, ucs_status_t status)
-{
-    tess_fatal("process %d (on %s) is gone: UCX reports '%s' on the connection to it (it was "
-               "killed or crashed, or its node or the network failed); the job cannot go on "
-               "without it", peer, net_host(peer), ucs_status_string(status));
-}
-
-static int net_status_peer_failure(ucs_status_t status)
-{
-    return status == UCS_ERR_CONNECTION_RESET || status == UCS_ERR_ENDPOINT_TIMEOUT ||
-           status == UCS_ERR_UNREACHABLE || status == UCS_ERR_NOT_CONNECTED;
-}
-
-static void net_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    (void)ep;
-    if (!net.closing)
-        net_peer_gone((int)(intptr_t)arg, status);
-}
-
-static void net_ep_params_peer_failure(ucp_ep_params_t *ep, int peer)
-{
-    if (!net.peer_failure)
-        return;
-    ep->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep->err_mode       = UCP_ERR_HANDLING_MODE_PEER;
-    ep->err_handler.cb  = net_ep_error_cb;
-    ep->err_handler.arg = (void *)(intptr_t)peer;
-}
-
 /* ---- init / fini ------------------------------------------------------------------------- */
 
 static tess_status_t net_exchange_addresses(MPI_Comm comm, ucp_address_t *addr, size_t addr_len,
@@ -317,15 +241,12 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
     net.comm = params->comm;
     pthread_mutex_init(&net.lock, NULL);
     net.delivering_peer = -1;
-    net.peer_failure    = params->peer_failure;
-    net.closing         = 0;
 
     ucp_config_t *config;
     us = ucp_config_read(NULL, NULL, &config);
     if (us != UCS_OK)
         return net_ucx_error("ucp_config_read", us);
-    if (net.peer_failure)
-        net_config_peer_failure(config);
+    tess_net_peer_config(params->peer_failure, config);
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
         .features   = UCP_FEATURE_AM | UCP_FEATURE_RMA | (params->wakeup ? UCP_FEATURE_WAKEUP : 0),
@@ -385,8 +306,7 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
     ucp_worker_release_address(net.worker, addr);
     if (st != TESS_OK)
         goto err_destroy_worker;
-    if (net.peer_failure)
-        net_hosts_init(params->comm);
+    tess_net_peer_hosts_init(params->comm, net.size);
 
     net.peers = tess_calloc((size_t)net.size, sizeof(*net.peers), "UCX peers");
     if (!net.peers) {
@@ -398,7 +318,7 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
             .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
             .address    = (const ucp_address_t *)(all + displs[i]),
         };
-        net_ep_params_peer_failure(&ep, i);
+        tess_net_peer_ep_params(&ep, i);
         us = ucp_ep_create(net.worker, &ep, &net.peers[i].ep);
         if (us != UCS_OK) {
             st = net_ucx_error("ucp_ep_create", us);
@@ -416,8 +336,7 @@ err_close_eps:
     free(net.peers);
     net.peers = NULL;
 err_free_addresses:
-    free(net.hosts);
-    net.hosts = NULL;
+    tess_net_peer_fini();
     free(all);
     free(displs);
 err_destroy_worker:
@@ -431,7 +350,7 @@ void tess_net_fini(void)
 {
     if (!net.worker)
         return;
-    net.closing = 1;
+    tess_net_peer_closing();
     /* Close every endpoint with a flush. A peer's close completes only while this process
      * keeps progressing, so everyone progresses until all closes everywhere are done (a
      * barrier entered once this process's own closes completed); past 5 s they are cancelled. */
@@ -491,8 +410,7 @@ void tess_net_fini(void)
     }
     free(net.peers);
     net.peers = NULL;
-    free(net.hosts);
-    net.hosts = NULL;
+    tess_net_peer_fini();
     while (net.free_ops) {
         net_op_t *op = net.free_ops;
         net.free_ops = op->next;
@@ -529,10 +447,7 @@ static void net_send_cb(void *request, ucs_status_t status, void *user_data)
     void              *arg  = op->arg;
     int                peer = op->peer;
     net_op_put(op);
-    /* UCX fails the sends queued to a peer that is gone before it calls the endpoint's error
-     * handler: the same message either way. */
-    if (status != UCS_OK && net.peer_failure && !net.closing && net_status_peer_failure(status))
-        net_peer_gone(peer, status);
+    tess_net_peer_send_failed(peer, status);
     if (status != UCS_OK)
         tess_error(TESS_ERR_UCX, "active-message send to process %d failed: %s", peer,
                    ucs_status_string(status));

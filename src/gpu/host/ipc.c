@@ -1,15 +1,16 @@
 /*
  * ipc.c — IPC for the host backend: exporting own allocations and events as (segment name,
  * owner's descriptor, offset) handles, and opening other processes' handles. A segment's name
- * is unlinked as soon as it is made (arena.c): it is opened through /proc/<owner>/fd/<fd>. Opened segments are mapped once per
- * name and reference counted, so opening many allocations of one segment maps it once. As with
+ * is unlinked as soon as it is made (arena.c): it is opened through /proc/<owner>/fd/<fd>.
+ * Opened segments are mapped once per name and reference counted, so opening many allocations
+ * of one segment maps it once. As with
  * CUDA, an allocation opened while an overlapping one is still open (the exporter freed the
  * first and made the second where it was) gets an address of its own: the segment is mapped
  * once more, a second view, and the two never alias in the open table.
  *
  * A handle comes from another process and is checked as untrusted input: magic, version, a
- * name of our form, and offset + size inside the segment as fstat reports it, before any byte
- * of the mapping is read.
+ * name of our form, the opened descriptor's link naming that segment, and offset + size inside
+ * the segment as fstat reports it, before any byte of the mapping is read.
  */
 #include "host.h"
 
