@@ -107,6 +107,16 @@ static const opt_t opts[] = {
       "without a driver call), event (query events), auto (signal where the backend can, on "
       "a GPU that at most 2 PEs use, of all the processes on it)"},
      OPT_STR, CFG(gpu_poll), 0, 0, "auto|signal|event", 0},
+    {{"collective_timeout", "TESS_COLLECTIVE_TIMEOUT", NULL, "300",
+      "seconds a collective call (tess_run, tess_array_create, ...) waits for every process "
+      "to enter it before it aborts the job naming those that did not (0: wait for ever)"},
+     OPT_INT, CFG(collective_timeout), 0, 1 << 30, NULL, 0},
+    {{"peer_failure", "TESS_PEER_FAILURE", NULL, "1",
+      "UCX reports a peer process that is gone (killed, crashed, its node lost), which ends "
+      "the job naming it; endpoints then use only transports that can tell (shared memory "
+      "with its keepalive, UCX_KEEPALIVE_INTERVAL); 0: UCX's full choice, and such a peer is "
+      "waited for"},
+     OPT_BOOL, CFG(peer_failure), 0, 1, NULL, 0},
     {{"mpi_poll_us", "TESS_MPI_POLL_US", NULL, "1000",
       "longest sleep of an idle PE 0 between MPI polls"},
      OPT_INT, CFG(mpi_poll_us), 10, 1000000, NULL, 0},

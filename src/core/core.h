@@ -52,6 +52,8 @@ typedef struct tess_config {
     int    lb_gpu_time;
     char   gpu_poll[8];      /* auto|signal|event: how PEs see GPU work complete */
     int    mpi_poll_us;      /* longest wait between MPI polls of an idle PE 0 */
+    int    collective_timeout; /* s a collective call waits for every process; 0: for ever */
+    int    peer_failure;     /* UCX's peer-failure handling on every endpoint */
     size_t coalesce;         /* bytes of a batch of small messages to one process; 0: off */
     int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */
     char   trace[256];       /* timeline trace file ("": off) */
@@ -205,7 +207,9 @@ typedef enum tess_coll {
 } tess_coll_t;
 /** At the start of a collective call (main, after its local checks): returns once every
  *  process has entered a collective call; aborts the job, naming both, when another process
- *  entered a different one; warns every 10, 20, 40 … s while some process has not come. */
+ *  entered a different one; warns every 10, 20, 40 … s while some process has not come, and
+ *  after TESS_COLLECTIVE_TIMEOUT seconds (unless 0) aborts the job naming the processes that did
+ *  not come. */
 void tess_core_collective_enter(tess_coll_t kind);
 tess_status_t tess_core_fini(void);
 int           tess_core_initialized(void);

@@ -198,6 +198,10 @@ int64_t       tess_phase_wake_ns(void);
 /** Abort naming a process of this node that is gone (PE 0 or main; at most once a second). */
 void          tess_core_peers_check(void);
 
+/* coll.c: the notices of processes entering collective calls, on coll_comm */
+tess_status_t tess_coll_init(void);
+void          tess_coll_fini(void);
+
 /* agent.c */
 tess_status_t tess_agent_init(void);
 void          tess_agent_fini(void);

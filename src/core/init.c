@@ -169,8 +169,10 @@ static tess_status_t core_peers_init(void)
     if (MPI_Allgather(&me, 1, MPI_INT, peers.pid, 1, MPI_INT, tess_rt.comm) != MPI_SUCCESS)
         return tess_error(TESS_ERR_MPI, "MPI_Allgather of process ids failed");
     /* Alive now (they just answered): a pid that cannot be seen is in another pid namespace,
-     * and is not watched. */
-    for (int r = 0; r < tess_rt.size; r++)
+     * and is not watched. TESS_TEST_PEER_WATCH=0 watches none (tests of the network's own
+     * report of a peer that is gone). */
+    const char *w = getenv("TESS_TEST_PEER_WATCH");
+    for (int r = 0; r < tess_rt.size && !(w && !strcmp(w, "0")); r++)
         peers.watch[r] = r != tess_rt.rank && tess_rt.node_of[r] == tess_rt.node &&
                          (kill((pid_t)peers.pid[r], 0) == 0 || errno == EPERM);
     peers.next_ns = 0;
@@ -223,6 +225,8 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
     MPI_Comm_dup(tess_rt.comm, &tess_core.agent_comm);
     MPI_Comm_dup(tess_rt.comm, &tess_core.wave_comm);
     MPI_Comm_dup(tess_rt.comm, &tess_core.coll_comm);
+    if ((st = tess_coll_init()) != TESS_OK)
+        goto err_free_comms;
 
     int ppn_range[2] = {-tess_cfg.ppn, tess_cfg.ppn};
     MPI_Allreduce(MPI_IN_PLACE, ppn_range, 2, MPI_INT, MPI_MAX, tess_rt.comm);
@@ -267,7 +271,8 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
         goto err_free_topology;
     }
 
-    tess_net_params_t np = {.comm = tess_rt.comm, .wakeup = 1};
+    tess_net_params_t np = {.comm = tess_rt.comm, .wakeup = 1,
+                            .peer_failure = tess_cfg.peer_failure};
     st = tess_net_init(&np);
     if (st != TESS_OK)
         goto err_gpu_fini;
@@ -308,55 +313,12 @@ err_free_topology:
     free(tess_rt.node_of);
     free(tess_rt.vnode_of);
 err_free_comms:
+    tess_coll_fini();
     MPI_Comm_free(&tess_core.coll_comm);
     MPI_Comm_free(&tess_core.wave_comm);
     MPI_Comm_free(&tess_core.agent_comm);
     MPI_Comm_free(&tess_rt.comm);
     return st;
-}
-
-/* ---- collective calls: every process enters the same one --------------------------------- */
-
-static const char *const coll_names[] = {
-    [TESS_COLL_RUN] = "tess_run", [TESS_COLL_ARRAY_CREATE] = "tess_array_create",
-    [TESS_COLL_ARRAY_DESTROY] = "tess_array_destroy",
-    [TESS_COLL_ENTRY_REGISTER] = "tess_entry_register", [TESS_COLL_FINALIZE] = "tess_finalize"};
-
-#define COLL_WARN_NS (10ull * 1000 * 1000 * 1000)
-
-void tess_core_collective_enter(tess_coll_t kind)
-{
-    /* The processes' next collective calls meet in one MPI_Iallreduce on a communicator of
-     * their own: a process that entered another call meets this one there (a mismatch, found at
-     * once), and a process that does not come is waited for with a warning now and then. */
-    int64_t     mine[2] = {kind, -(int64_t)kind}, all[2];
-    MPI_Request req;
-    TESS_MPI_CHECK(MPI_Iallreduce(mine, all, 2, MPI_INT64_T, MPI_MAX, tess_core.coll_comm,
-                                  &req));
-    uint64_t t0 = tess_time_ns(), warn_at = COLL_WARN_NS;
-    for (;;) {
-        int flag = 0;
-        TESS_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
-        if (flag)
-            break;
-        uint64_t waited = tess_time_ns() - t0;
-        if (waited >= warn_at) {
-            tess_warn("%s: this process has waited %.0f s for the others to enter it (every "
-                      "process must make the same collective Tessera calls in the same order; "
-                      "one that skipped it, or is still in its own code, keeps the others here)",
-                      coll_names[kind], (double)waited * 1e-9);
-            warn_at *= 2;
-        }
-        tess_core_peers_check();
-        struct timespec ts = {0, waited < 1000000 ? 20 * 1000 : 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    int64_t hi = all[0], lo = -all[1];
-    if (hi != lo)
-        tess_fatal("the processes entered different collective calls: %s and %s (this process: "
-                   "%s); every process must make the same collective Tessera calls (tess_run, "
-                   "tess_array_create, tess_array_destroy, tess_entry_register, tess_finalize) "
-                   "in the same order", coll_names[lo], coll_names[hi], coll_names[kind]);
 }
 
 tess_status_t tess_core_start(void)
@@ -389,6 +351,7 @@ tess_status_t tess_core_fini(void)
     core_peers_fini();
     free(tess_rt.node_of);
     free(tess_rt.vnode_of);
+    tess_coll_fini();
     MPI_Comm_free(&tess_core.coll_comm);
     MPI_Comm_free(&tess_core.wave_comm);
     MPI_Comm_free(&tess_core.agent_comm);

@@ -4,6 +4,7 @@
  * arrived); the worker lock and blocking progress.
  */
 #include "net.h"
+#include "peer.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -245,6 +246,7 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
     us = ucp_config_read(NULL, NULL, &config);
     if (us != UCS_OK)
         return net_ucx_error("ucp_config_read", us);
+    tess_net_peer_config(params->peer_failure, config);
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
         .features   = UCP_FEATURE_AM | UCP_FEATURE_RMA | (params->wakeup ? UCP_FEATURE_WAKEUP : 0),
@@ -304,6 +306,7 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
     ucp_worker_release_address(net.worker, addr);
     if (st != TESS_OK)
         goto err_destroy_worker;
+    tess_net_peer_hosts_init(params->comm, net.size);
 
     net.peers = tess_calloc((size_t)net.size, sizeof(*net.peers), "UCX peers");
     if (!net.peers) {
@@ -315,6 +318,7 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
             .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
             .address    = (const ucp_address_t *)(all + displs[i]),
         };
+        tess_net_peer_ep_params(&ep, i);
         us = ucp_ep_create(net.worker, &ep, &net.peers[i].ep);
         if (us != UCS_OK) {
             st = net_ucx_error("ucp_ep_create", us);
@@ -332,6 +336,7 @@ err_close_eps:
     free(net.peers);
     net.peers = NULL;
 err_free_addresses:
+    tess_net_peer_fini();
     free(all);
     free(displs);
 err_destroy_worker:
@@ -345,6 +350,7 @@ void tess_net_fini(void)
 {
     if (!net.worker)
         return;
+    tess_net_peer_closing();
     /* Close every endpoint with a flush. A peer's close completes only while this process
      * keeps progressing, so everyone progresses until all closes everywhere are done (a
      * barrier entered once this process's own closes completed); past 5 s they are cancelled. */
@@ -404,6 +410,7 @@ void tess_net_fini(void)
     }
     free(net.peers);
     net.peers = NULL;
+    tess_net_peer_fini();
     while (net.free_ops) {
         net_op_t *op = net.free_ops;
         net.free_ops = op->next;
@@ -438,9 +445,12 @@ static void net_send_cb(void *request, ucs_status_t status, void *user_data)
     atomic_fetch_sub_explicit(&net.peers[op->peer].queued, 1, memory_order_relaxed);
     tess_net_done_fn_t done = op->done;
     void              *arg  = op->arg;
+    int                peer = op->peer;
     net_op_put(op);
+    tess_net_peer_send_failed(peer, status);
     if (status != UCS_OK)
-        tess_error(TESS_ERR_UCX, "active-message send failed: %s", ucs_status_string(status));
+        tess_error(TESS_ERR_UCX, "active-message send to process %d failed: %s", peer,
+                   ucs_status_string(status));
     if (done)
         done(arg, net_status(status));
 }

@@ -36,6 +36,8 @@ typedef void (*tess_net_done_fn_t)(void *arg, tess_status_t status);
 typedef struct tess_net_params {
     MPI_Comm comm;      /* for the address exchange (collective over it) */
     int      wakeup;    /* request an event fd for blocking progress */
+    int      peer_failure; /* UCX's peer-failure handling: a peer process that is gone ends
+                            * the job with a message naming it (tess_fatal from progress) */
 } tess_net_params_t;
 
 tess_status_t tess_net_init(const tess_net_params_t *params);

@@ -26,6 +26,10 @@
  *   noreduce   the same, with element 1 never contributing to a TESS_CB_RETURN reduction
  *   skiprun    process 1 skips the second tess_run and calls tess_finalize
  *   skipdestroy process 0 destroys an array between the phases, process 1 does not
+ *   missdestroy process 0 destroys an array between the phases, process 1 waits in an
+ *              MPI_Barrier of its own instead (run with a short TESS_COLLECTIVE_TIMEOUT)
+ *   missrun    process 0 stays in its own code (sleeps) instead of entering the second
+ *              tess_run (likewise)
  *   spin       not a misuse: prints "test_misuse spin: pid N" on every process, then passes a
  *              message around the elements for ever (test/misuse/check-kill9 kills it)
  *
@@ -47,7 +51,7 @@ static const char *const modes[] = {
     "index", "entry", "destroyed", "outside", "twice", "notmsg", "devmany", "arraynull",
     "paramsnull", "sendmax", "bcastover", "devnull", "devhdr", "count0", "contribnull",
     "lowertag", "mismatch", "beforeinit", "finalizein", "index3d", "noexit", "noreduce", "spin",
-    "skiprun", "skipdestroy"};
+    "skiprun", "skipdestroy", "missdestroy", "missrun"};
 
 static void misuse_index(void);
 static void misuse_entry(void);
@@ -192,12 +196,22 @@ int main(int argc, char **argv)
         CHECK_OK(tess_array_destroy(victim));
     if (!strcmp(mode, "skipdestroy") && tess_process() == 0)
         CHECK_OK(tess_array_destroy(victim));
+    if (!strcmp(mode, "missdestroy")) {
+        if (tess_process() == 0)
+            CHECK_OK(tess_array_destroy(victim));
+        else
+            MPI_Barrier(MPI_COMM_WORLD);
+    }
+    if (!strcmp(mode, "missrun") && tess_process() == 0)
+        for (;;)
+            sleep(1);
     if (!strcmp(mode, "skiprun") && tess_process() == 1) {
         test_fini();
         return 3;
     }
     if (!strcmp(mode, "spin")) {
         printf("test_misuse spin: pid %ld\n", (long)getpid());
+        printf("test_misuse spin: process %d is pid %ld\n", tess_process(), (long)getpid());
         fflush(stdout);
     }
     int until_exit = !strcmp(mode, "noexit") || !strcmp(mode, "noreduce") ||

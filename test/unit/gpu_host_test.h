@@ -80,12 +80,47 @@ static inline const char *job_pid_prefix(uint64_t job, long pid, char *buf, size
     return buf;
 }
 
+/* For each of this process's descriptors of a segment whose name was "tessera-u<uid>-" + rest
+ * and is unlinked (the link reads "/dev/shm/<name> (deleted)"): fn(fd number, name), if given.
+ * Returns how many. */
+static inline int shm_fds(const char *rest, void (*fn)(int fd, const char *name))
+{
+    char prefix[160];
+    int  plen = snprintf(prefix, sizeof(prefix), "/dev/shm/tessera-u%u-%s", (unsigned)getuid(),
+                         rest);
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d);
+    int            n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char path[300], link[300];
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+        ssize_t len = readlink(path, link, sizeof(link) - 1);
+        if (len <= 0)
+            continue;
+        link[len] = '\0';
+        size_t dl = strlen(" (deleted)");
+        if (strncmp(link, prefix, (size_t)plen) || (size_t)len <= dl ||
+            strcmp(link + len - dl, " (deleted)"))
+            continue;
+        link[len - dl] = '\0';
+        if (fn)
+            fn(atoi(de->d_name), link + strlen("/dev/shm/"));
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* This process's segments of `kind` ("m", "e" or "" for both): they exist (it holds their
+ * descriptors) and their names are gone from /dev/shm (unlinked as soon as made). */
 static inline int own_segments(const char *kind)
 {
     char buf[96], rest[100];
     snprintf(rest, sizeof(rest), "%s%s", job_pid_prefix(job_id, getpid(), buf, sizeof(buf)),
              kind);
-    return shm_count(rest);
+    CHECK(shm_count(rest) == 0);
+    return shm_fds(rest, NULL);
 }
 
 static inline double now_s(void)

@@ -171,6 +171,20 @@ static int name_ok(const char *n, char *kind_p)
            pid == getpid() && (kind == 'm' || kind == 'e');
 }
 
+static int seg_m, seg_e;
+
+static void segment_check(int fd, const char *name)
+{
+    char kind = 0;
+    CHECK(name_ok(name, &kind));
+    seg_m += kind == 'm';
+    seg_e += kind == 'e';
+    struct stat sb;
+    CHECK(fstat(fd, &sb) == 0);
+    CHECK((sb.st_mode & 07777) == 0600);
+    CHECK(sb.st_uid == getuid());
+}
+
 static void test_segments(void)
 {
     mode_t old = umask(0277); /* would give 0400 without the fchmod */
@@ -181,30 +195,19 @@ static void test_segments(void)
     CHECK_OK(tess_gpu->mem_alloc(2 << 20, &p)); /* a second, dedicated segment */
     CHECK_OK(tess_gpu->event_create(0, &e));
 
+    /* The segments exist, with their names and modes, but no longer in /dev/shm: each name is
+     * unlinked as soon as the segment is made (even kill -9 leaves nothing). */
     char prefix[64];
-    snprintf(prefix, sizeof(prefix), "tessera-u%u-j%016" PRIx64 "-", (unsigned)getuid(), job_id);
-    DIR *d = opendir("/dev/shm");
-    CHECK(d);
-    int            nm = 0, ne = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strncmp(de->d_name, prefix, strlen(prefix)))
-            continue;
-        char kind = 0;
-        CHECK(name_ok(de->d_name, &kind));
-        nm += kind == 'm';
-        ne += kind == 'e';
-        struct stat sb;
-        CHECK(fstatat(dirfd(d), de->d_name, &sb, 0) == 0);
-        CHECK((sb.st_mode & 07777) == 0600);
-        CHECK(sb.st_uid == getuid());
-    }
-    closedir(d);
-    CHECK(nm == 2 && ne == 1);
+    snprintf(prefix, sizeof(prefix), "j%016" PRIx64 "-", job_id);
+    CHECK(shm_count(prefix) == 0);
+    seg_m = seg_e = 0;
+    shm_fds(prefix, segment_check);
+    CHECK(seg_m == 2 && seg_e == 1);
     CHECK_OK(tess_gpu->event_destroy(e));
     CHECK_OK(tess_gpu->mem_free(p));
     tess_gpu_fini();
-    CHECK(shm_count(prefix + strlen(prefix) - strlen("j0123456789abcdef-")) == 0);
+    CHECK(shm_count(prefix) == 0);
+    CHECK(shm_fds(prefix, NULL) == 0);
 }
 
 static int names_of_pid(uint64_t job, pid_t pid)

@@ -1,7 +1,8 @@
 /*
- * arena.c — the host backend's device memory: POSIX shared-memory segments (creation, the
- * registry from which exit and abort cleanups unlink them, reclaim of segments that crashed
- * processes left behind) and the first-fit allocator over the memory segments.
+ * arena.c — the host backend's device memory: POSIX shared-memory segments (creation, unlinked
+ * at once and shared through their descriptors; the registry from which exit and abort cleanups
+ * unlink a name still there; reclaim of segments that crashed processes left behind) and the
+ * first-fit allocator over the memory segments.
  *
  * Block bookkeeping lives in private host memory, never in the segments: other processes map
  * the segments and must not be able to corrupt this process's allocator.
@@ -45,6 +46,7 @@ tess_status_t tess_gpu_host_shm_create(char kind, size_t size, tess_gpu_host_shm
              (long)tess_gpu_host.pid, kind, n);
     shm->owner = tess_gpu_host.pid;
     shm->size  = size;
+    shm->fd    = -1;
 
     int fd = shm_open(shm->name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0 && errno == EEXIST) {
@@ -82,7 +84,11 @@ tess_status_t tess_gpu_host_shm_create(char kind, size_t size, tess_gpu_host_shm
                         size, shm->name, strerror(errno));
         goto err_unlink;
     }
-    close(fd);
+    /* Peers open the segment through this descriptor (/proc/<pid>/fd/<fd>, ipc.c), never by
+     * its name: the name goes now, so that even kill -9 leaves nothing in /dev/shm. */
+    if (atomic_exchange(&shm->linked, 0))
+        shm_unlink(shm->name);
+    shm->fd   = fd;
     shm->base = base;
     *shm_p    = shm;
     return TESS_OK;
@@ -104,6 +110,8 @@ void tess_gpu_host_shm_destroy(tess_gpu_host_shm_t *shm)
     if (shm->base) {
         munmap(shm->base, shm->size);
         shm->base = NULL;
+        close(shm->fd);
+        shm->fd = -1;
     }
 }
 

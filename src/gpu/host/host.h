@@ -52,10 +52,14 @@ typedef struct tess_gpu_host_shm {
     pid_t                     owner;  /* after fork only the creator may unlink */
     void                     *base;   /* NULL once destroyed */
     size_t                    size;
+    int                       fd;     /* kept open: peers open it as /proc/<pid>/fd/<fd> */
     char                      name[TESS_GPU_HOST_NAME_MAX];
 } tess_gpu_host_shm_t;
 
-/** Create, size and map `/tessera-u<uid>-j<job>-p<pid>-<kind><n>` (kind 'm' or 'e'), mode 0600. */
+/** Create, size and map `/tessera-u<uid>-j<job>-p<pid>-<kind><n>` (kind 'm' or 'e'), mode 0600,
+ *  then unlink the name at once: peers open the segment through this process's descriptor
+ *  (ipc.c), so that a process killed by a signal leaves nothing in /dev/shm. The name exists
+ *  only during the call (the reaper covers that moment). */
 tess_status_t tess_gpu_host_shm_create(char kind, size_t size, tess_gpu_host_shm_t **shm_p);
 /** Unlink and unmap; the record stays on the registry until tess_gpu_host_shm_fini(). */
 void          tess_gpu_host_shm_destroy(tess_gpu_host_shm_t *shm);
@@ -191,6 +195,7 @@ typedef struct tess_gpu_host_ipc_handle {
     uint16_t name_len;  /* strlen(name) */
     int32_t  owner_pid;
     int32_t  device;
+    int32_t  fd;        /* the owner's descriptor of the segment: /proc/<owner_pid>/fd/<fd> */
     uint64_t offset;    /* of the allocation or event slot in the segment */
     uint64_t size;
     uint64_t id;        /* memory: alloc_id; event: the slot's generation */
@@ -199,7 +204,7 @@ typedef struct tess_gpu_host_ipc_handle {
 
 #define TESS_GPU_HOST_IPC_MEM     0x4d485354u /* "TSHM" */
 #define TESS_GPU_HOST_IPC_EVENT   0x45485354u /* "TSHE" */
-#define TESS_GPU_HOST_IPC_VERSION 1
+#define TESS_GPU_HOST_IPC_VERSION 2
 
 _Static_assert(sizeof(tess_gpu_host_ipc_handle_t) <= TESS_GPU_IPC_HANDLE_SIZE,
                "the host IPC handle must fit in tess_gpu_ipc_handle_t");

@@ -1,14 +1,16 @@
 /*
  * ipc.c — IPC for the host backend: exporting own allocations and events as (segment name,
- * offset) handles, and opening other processes' handles. Opened segments are mapped once per
- * name and reference counted, so opening many allocations of one segment maps it once. As with
+ * owner's descriptor, offset) handles, and opening other processes' handles. A segment's name
+ * is unlinked as soon as it is made (arena.c): it is opened through /proc/<owner>/fd/<fd>.
+ * Opened segments are mapped once per name and reference counted, so opening many allocations
+ * of one segment maps it once. As with
  * CUDA, an allocation opened while an overlapping one is still open (the exporter freed the
  * first and made the second where it was) gets an address of its own: the segment is mapped
  * once more, a second view, and the two never alias in the open table.
  *
  * A handle comes from another process and is checked as untrusted input: magic, version, a
- * name of our form, and offset + size inside the segment as fstat reports it, before any byte
- * of the mapping is read.
+ * name of our form, the opened descriptor's link naming that segment, and offset + size inside
+ * the segment as fstat reports it, before any byte of the mapping is read.
  */
 #include "host.h"
 
@@ -49,9 +51,11 @@ static struct {
 
 /* ---- handles ------------------------------------------------------------------------------- */
 
-static void ipc_handle_fill(tess_gpu_ipc_handle_t *h_p, uint32_t magic, const char *name,
-                            uint64_t offset, uint64_t size, uint64_t id)
+static void ipc_handle_fill(tess_gpu_ipc_handle_t *h_p, uint32_t magic,
+                            const tess_gpu_host_shm_t *shm, uint64_t offset, uint64_t size,
+                            uint64_t id)
 {
+    const char *name = shm->name;
     tess_gpu_host_ipc_handle_t h;
     memset(&h, 0, sizeof(h)); /* no stray bytes go over the wire */
     h.magic     = magic;
@@ -59,6 +63,7 @@ static void ipc_handle_fill(tess_gpu_ipc_handle_t *h_p, uint32_t magic, const ch
     h.name_len  = (uint16_t)strlen(name);
     h.owner_pid = (int32_t)tess_gpu_host.pid;
     h.device    = tess_gpu_host.device;
+    h.fd        = shm->fd;
     h.offset    = offset;
     h.size      = size;
     h.id        = id;
@@ -85,6 +90,9 @@ static tess_status_t ipc_handle_parse(const tess_gpu_ipc_handle_t *h_in, uint32_
         memchr(h->name, '\0', h->name_len) || h->name[h->name_len] != '\0' ||
         memcmp(h->name, prefix, sizeof(prefix) - 1) || strchr(h->name + 1, '/'))
         return tess_error(TESS_ERR_CORRUPT, "%s: the handle does not name a Tessera segment", fn);
+    if (h->owner_pid <= 0 || h->fd < 0)
+        return tess_error(TESS_ERR_CORRUPT, "%s: the handle names process %" PRId32 ", "
+                          "descriptor %" PRId32, fn, h->owner_pid, h->fd);
     if (h->offset > SIZE_MAX || h->size > SIZE_MAX - h->offset)
         return tess_error(TESS_ERR_CORRUPT, "%s: offset %" PRIu64 " + size %" PRIu64
                           " overflows", fn, h->offset, h->size);
@@ -93,20 +101,50 @@ static tess_status_t ipc_handle_parse(const tess_gpu_ipc_handle_t *h_in, uint32_
 
 /* ---- mappings (ipc.lock held) --------------------------------------------------------------- */
 
-/* Map segment `name` once more (a new view), with one reference. */
-static tess_status_t ipc_map_new(const char *name, const char *fn, ipc_map_t **map_p)
+/* Open the segment of handle h through its owner's descriptor (the name is gone: arena.c), and
+ * check that what opened is that segment: the descriptor's link names it. */
+static int ipc_segment_open(const tess_gpu_host_ipc_handle_t *h, const char *fn,
+                            tess_status_t *st_p)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%" PRId32 "/fd/%" PRId32, h->owner_pid, h->fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        *st_p = tess_error(e == ENOENT ? TESS_ERR_NOT_FOUND : TESS_ERR_SYSTEM,
+                           "%s: cannot open shared memory %s as %s: %s%s", fn, h->name, path,
+                           strerror(e), e == ENOENT ? " (its process ended or freed it)" :
+                           " (processes of a node must see each other's /proc/<pid>/fd)");
+        return -1;
+    }
+    char self[64], link[160], want[TESS_GPU_HOST_NAME_MAX + 32];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(self, link, sizeof(link) - 1);
+    link[n > 0 ? n : 0] = '\0';
+    int len = snprintf(want, sizeof(want), "/dev/shm%s", h->name);
+    if (n < len || memcmp(link, want, (size_t)len) ||
+        (link[len] != '\0' && strcmp(link + len, " (deleted)"))) {
+        close(fd);
+        *st_p = tess_error(TESS_ERR_NOT_FOUND, "%s: shared memory %s is gone (%s is %s: its "
+                           "process ended or freed it)", fn, h->name, path,
+                           n > 0 ? link : "not there");
+        return -1;
+    }
+    return fd;
+}
+
+/* Map the segment of handle h once more (a new view), with one reference. */
+static tess_status_t ipc_map_new(const tess_gpu_host_ipc_handle_t *h, const char *fn,
+                                 ipc_map_t **map_p)
 {
     tess_status_t st;
+    const char   *name = h->name;
     ipc_map_t *m = tess_calloc(1, sizeof(*m), "an IPC mapping");
     if (!m)
         return TESS_ERR_NO_MEMORY;
-    int fd = shm_open(name, O_RDWR, 0);
-    if (fd < 0) {
-        st = tess_error(errno == ENOENT ? TESS_ERR_NOT_FOUND : TESS_ERR_SYSTEM,
-                        "%s: cannot open shared memory %s: %s%s", fn, name, strerror(errno),
-                        errno == ENOENT ? " (its process ended or freed it)" : "");
+    int fd = ipc_segment_open(h, fn, &st);
+    if (fd < 0)
         goto err_free;
-    }
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         st = tess_error(TESS_ERR_SYSTEM, "%s: fstat of %s: %s", fn, name, strerror(errno));
@@ -138,17 +176,18 @@ err_free:
     return st;
 }
 
-/* A view of segment `name` (the first one mapped), with one more reference. */
-static tess_status_t ipc_map_get(const char *name, const char *fn, ipc_map_t **map_p)
+/* A view of the segment of handle h (the first one mapped), with one more reference. */
+static tess_status_t ipc_map_get(const tess_gpu_host_ipc_handle_t *h, const char *fn,
+                                 ipc_map_t **map_p)
 {
     for (ipc_map_t *m = ipc.maps; m; m = m->next) {
-        if (!strcmp(m->name, name)) {
+        if (!strcmp(m->name, h->name)) {
             m->refs++;
             *map_p = m;
             return TESS_OK;
         }
     }
-    return ipc_map_new(name, fn, map_p);
+    return ipc_map_new(h, fn, map_p);
 }
 
 static void ipc_map_put(ipc_map_t *map)
@@ -189,7 +228,7 @@ tess_status_t tess_gpu_host_ipc_mem_export(void *ptr, tess_gpu_ipc_handle_t *h_p
     if (tess_gpu_host_arena_find(ptr, 0, &a) != TESS_GPU_HOST_FIND_INSIDE || a.base != ptr)
         return tess_error(TESS_ERR_INVALID, "ipc_mem_export: %p is not the start of a device "
                           "allocation of this process", ptr);
-    ipc_handle_fill(h_p, TESS_GPU_HOST_IPC_MEM, a.shm->name, a.offset, a.size, a.alloc_id);
+    ipc_handle_fill(h_p, TESS_GPU_HOST_IPC_MEM, a.shm, a.offset, a.size, a.alloc_id);
     return TESS_OK;
 }
 
@@ -237,7 +276,7 @@ tess_status_t tess_gpu_host_ipc_mem_open(const tess_gpu_ipc_handle_t *h_in, void
         map->refs++;
     }
     if (!map) {
-        if ((st = ipc_map_new(h.name, "ipc_mem_open", &map)) != TESS_OK)
+        if ((st = ipc_map_new(&h, "ipc_mem_open", &map)) != TESS_OK)
             goto out_unlock;
         if ((st = ipc_range_check(&h, map)) != TESS_OK)
             goto err_put_map;
@@ -339,7 +378,7 @@ tess_status_t tess_gpu_host_ipc_event_export(tess_gpu_event_h e, tess_gpu_ipc_ha
         return tess_error(TESS_ERR_INVALID, "ipc_event_export: the event was not created by "
                           "this process with TESS_GPU_EVENT_IPC");
     size_t off = (size_t)((char *)e->slot - (char *)e->shm->base);
-    ipc_handle_fill(h_p, TESS_GPU_HOST_IPC_EVENT, e->shm->name, off, sizeof(*e->slot),
+    ipc_handle_fill(h_p, TESS_GPU_HOST_IPC_EVENT, e->shm, off, sizeof(*e->slot),
                     atomic_load_explicit(&e->slot->gen, memory_order_relaxed));
     return TESS_OK;
 }
@@ -361,7 +400,7 @@ tess_status_t tess_gpu_host_ipc_event_open(const tess_gpu_ipc_handle_t *h_in,
                           " is not an event slot", h.offset, h.size);
 
     pthread_mutex_lock(&ipc.lock);
-    if ((st = ipc_map_get(h.name, "ipc_event_open", &map)) != TESS_OK)
+    if ((st = ipc_map_get(&h, "ipc_event_open", &map)) != TESS_OK)
         goto out_unlock;
     const tess_gpu_host_evseg_hdr_t *hdr = map->base;
     if (h.offset + h.size > map->size || hdr->magic != TESS_GPU_HOST_EVSEG_MAGIC ||
