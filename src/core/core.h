@@ -57,6 +57,7 @@ typedef struct tess_config {
     char   trace[256];       /* timeline trace file ("": off) */
     int    trace_events;     /* trace events buffered per thread */
     int    trace_copies;     /* trace: device-message copies timed on the device */
+    int    tree_arity;       /* children per process in broadcast and reduction trees */
 } tess_config_t;
 
 extern tess_config_t tess_cfg;
