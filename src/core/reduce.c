@@ -8,9 +8,10 @@
  * fewer partials.
  *
  * When a process forwards: a slot waits until every member (its own process and each child)
- * that is active for the key has sent at least one partial for the tag. Members start active;
- * one that has not sent when a slot has waited RED_WAIT_NS (a subtree without elements of the
- * array, say) is marked inactive and the slot goes on without it; a member that sends again is
+ * that is active for the key has sent at least one partial for the tag. The members whose
+ * subtree holds elements when the array is created start active (tess_core_reduce_members);
+ * one that has not sent when a slot has waited long enough (its subtree lost its elements by
+ * migration, say) is marked inactive and the slot goes on without it; a member that sends again is
  * active again. Partials for a tag this process already forwarded (late ones, after a
  * migration) go on at once. A waiting slot counts as a message not yet processed, so the
  * phase cannot end while one waits. The fan-in (messages from children combined into one slot)
@@ -23,7 +24,10 @@
 #define RED_TAG_PARTIAL 7
 #define RED_BUCKETS     256
 #define RED_CB_MAX      64
-#define RED_WAIT_NS     (200ull * 1000 * 1000) /* before a silent member is taken inactive */
+/* A slot waits RED_WAIT_NS x (1 + the height of this process in the tree) before its silent
+ * members are taken inactive: a parent waits longer than its children, so that a child that
+ * itself waits for an empty subtree is not taken for one. */
+#define RED_WAIT_NS     (1000ull * 1000 * 1000)
 
 typedef struct red_params {
     int32_t  count, type, op;
@@ -66,6 +70,7 @@ static struct {
     red_key_t              *keys;
     int                     parent, nchild, child0; /* tree: parent (-1 at the root), children */
     int                     waiting;                /* slots waiting for members */
+    uint64_t                wait_ns;                /* before silent members are inactive */
     int64_t                 fanin_max, late, combined;
     tess_reduce_result_fn_t result_fn;
     tess_reduce_name_fn_t   name_fn;
@@ -302,7 +307,7 @@ static void red_expire(void)
     for (size_t b = 0; b < RED_BUCKETS && rd.waiting; b++) {
         for (red_slot_t **pp = &rd.root[b]; *pp;) {
             red_slot_t *s = *pp;
-            if (now - s->t0 < RED_WAIT_NS) {
+            if (now - s->t0 < rd.wait_ns) {
                 pp = &s->next;
                 continue;
             }
@@ -407,6 +412,35 @@ tess_status_t tess_core_reduce_set_result_fn(tess_reduce_result_fn_t fn)
     return TESS_OK;
 }
 
+void tess_core_reduce_members(uint32_t key, const uint8_t *has)
+{
+    tess_core_reduce_forget(key);
+    red_key_t *k = red_key_get(key);
+    int64_t    np = tess_rt.size, kk = tess_cfg.tree_arity;
+    k->active[0]  = has[tess_rt.rank] != 0;
+    for (int m = 1; m <= rd.nchild; m++) {
+        /* The subtree of a child: at each level below it, one contiguous range of processes. */
+        int any = 0;
+        for (int64_t lo = rd.child0 + m - 1, hi = lo; lo < np && !any; lo = lo * kk + 1,
+                     hi = hi * kk + kk)
+            for (int64_t p = lo; p <= hi && p < np && !any; p++)
+                any = has[p] != 0;
+        k->active[m] = (uint8_t)any;
+    }
+}
+
+void tess_core_reduce_forget(uint32_t key)
+{
+    for (red_key_t **pp = &rd.keys; *pp; pp = &(*pp)->next)
+        if ((*pp)->key == key) {
+            red_key_t *k = *pp;
+            *pp          = k->next;
+            free(k->active);
+            free(k);
+            return;
+        }
+}
+
 void tess_core_reduce_set_name_fn(tess_reduce_name_fn_t fn)
 {
     rd.name_fn = fn;
@@ -431,6 +465,10 @@ tess_status_t tess_reduce_init(void)
     rd.child0   = (int)TESS_MIN((int64_t)r * k + 1, (int64_t)tess_rt.size);
     rd.nchild   = (int)TESS_MIN((int64_t)k, (int64_t)tess_rt.size - rd.child0);
     rd.waiting  = 0;
+    int height  = 0;
+    for (int64_t c = r; c * k + 1 < tess_rt.size; c = c * k + 1)
+        height++;
+    rd.wait_ns   = RED_WAIT_NS * (uint64_t)(1 + height);
     rd.fanin_max = rd.late = rd.combined = 0;
     return TESS_OK;
 }

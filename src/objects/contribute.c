@@ -100,6 +100,7 @@ void tess_obj_red_leave(tess_array_t *a, tess_ctx_h e)
 
 void tess_obj_red_fini(tess_array_t *a)
 {
+    tess_core_reduce_forget(a->id);
     while (a->red) {
         obj_red_slot_t *s = a->red;
         a->red            = s->next;
