@@ -458,6 +458,21 @@ typedef struct tess_lb_stats {
 } tess_lb_stats_t;
 tess_status_t tess_lb_get_stats(tess_array_h array, tess_lb_stats_t *stats_p);
 
+/** Statistics of this process in the spanning tree of processes that carries reduction partials
+ *  and broadcasts (k = TESS_TREE_ARITY children per process, rooted at process 0). max_fanin
+ *  is the most partials this process received from its children for one reduction; late counts
+ *  partials that went on alone after their reduction's combined partial (after migrations).
+ *  Any thread, between phases. */
+typedef struct tess_tree_stats {
+    int     arity;     /**< k */
+    int     parent;    /**< process, -1 at the root */
+    int     children;  /**< processes */
+    int64_t combined;  /**< reductions this process combined and forwarded (or completed) */
+    int64_t max_fanin; /**< most partials from children in one reduction */
+    int64_t late;      /**< partials forwarded alone */
+} tess_tree_stats_t;
+tess_status_t tess_tree_get_stats(tess_tree_stats_t *stats_p);
+
 /* ---- timeline trace ---------------------------------------------------------------------- */
 
 /**

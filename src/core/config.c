@@ -139,6 +139,10 @@ static const opt_t opts[] = {
       "trace: time device-message copies on the device too (two more events per copy on the "
       "receiver's stream; spans of tess_trace_begin/end are always device-timed)"},
      OPT_BOOL, CFG(trace_copies), 0, 1, NULL, 0},
+    {{"tree_arity", "TESS_TREE_ARITY", "+tess-tree-arity", "4",
+      "children of a process in the spanning tree that carries broadcasts and reduction "
+      "partials between processes (2 to 1024)"},
+     OPT_INT, CFG(tree_arity), 2, 1024, NULL, 0},
 };
 
 static const opt_t *opt_by_name(const char *name)

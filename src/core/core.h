@@ -59,6 +59,7 @@ typedef struct tess_config {
     char   trace[256];       /* timeline trace file ("": off) */
     int    trace_events;     /* trace events buffered per thread */
     int    trace_copies;     /* trace: device-message copies timed on the device */
+    int    tree_arity;       /* children per process in broadcast and reduction trees */
 } tess_config_t;
 
 extern tess_config_t tess_cfg;
@@ -261,6 +262,12 @@ tess_status_t tess_core_reduce_set_result_fn(tess_reduce_result_fn_t fn);
 /** Name of a reduction key for messages (the array's name), or NULL. */
 typedef const char *(*tess_reduce_name_fn_t)(uint32_t key);
 void          tess_core_reduce_set_name_fn(tess_reduce_name_fn_t fn);
+/** The processes that start with elements of `key` (has[p] != 0; tess_rt.size entries): the
+ *  tree waits for partials from those subtrees only. Main thread, between phases. */
+void          tess_core_reduce_members(uint32_t key, const uint8_t *has);
+/** Forget what the spanning tree learned about `key` (its array is gone; the id may be used
+ *  again). Main thread, between phases. */
+void          tess_core_reduce_forget(uint32_t key);
 /** A reduction open at process 0: its partials so far add up to ncontrib of expected. */
 typedef struct tess_reduce_open {
     uint32_t key;

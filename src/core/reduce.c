@@ -1,9 +1,21 @@
 /* reduce.c — reductions across processes. A layer above combines the contributions of a
- * process and submits the partial; PE 0 sends it to process 0 with MPI (MPI_Isend; process 0
- * receives with MPI_Improbe/Mrecv). Process 0 adds up the partials' contribution counts and
- * hands the result on once they reach the number of contributors. Counting contributions (not
- * processes) keeps this right when elements migrate: a process that gained or lost elements
- * just submits more or fewer partials. */
+ * process and submits the partial; PE 0 (the agent) combines it with the partials of its
+ * children in a k-ary spanning tree of processes (k = tree_arity, rooted at process 0) and
+ * sends one combined partial to its parent with MPI (MPI_Isend; received with
+ * MPI_Improbe/Mrecv). Process 0 adds up the contribution counts and hands the result on once
+ * they reach the number of contributors. Counting contributions (not processes) keeps this
+ * right when elements migrate: a process that gained or lost elements just submits more or
+ * fewer partials.
+ *
+ * When a process forwards: a slot waits until every member (its own process and each child)
+ * that is active for the key has sent at least one partial for the tag. The members whose
+ * subtree holds elements when the array is created start active (tess_core_reduce_members);
+ * one that has not sent when a slot has waited long enough (its subtree lost its elements by
+ * migration, say) is marked inactive and the slot goes on without it; a member that sends again is
+ * active again. Partials for a tag this process already forwarded (late ones, after a
+ * migration) go on at once. A waiting slot counts as a message not yet processed, so the
+ * phase cannot end while one waits. The fan-in (messages from children combined into one slot)
+ * is counted; its maximum is what tess_tree_get_stats reports. */
 #include "core_int.h"
 
 #include <stdio.h>
@@ -12,6 +24,10 @@
 #define RED_TAG_PARTIAL 7
 #define RED_BUCKETS     256
 #define RED_CB_MAX      64
+/* A slot waits RED_WAIT_NS x (1 + the height of this process in the tree) before its silent
+ * members are taken inactive: a parent waits longer than its children, so that a child that
+ * itself waits for an empty subtree is not taken for one. */
+#define RED_WAIT_NS     (1000ull * 1000 * 1000)
 
 typedef struct red_params {
     int32_t  count, type, op;
@@ -26,7 +42,19 @@ typedef struct red_slot {
     int64_t          ncontrib, global_expected;
     red_params_t     p;
     void            *data;
+    uint64_t         t0;     /* when this process first saw the tag (tree slots) */
+    int              fanin;  /* messages from children combined here */
+    uint8_t         *heard;  /* tree slots: [0] self, [1 + i] child i */
 } red_slot_t;
+
+/* Per key (array): which tree members are active, and the highest tag forwarded. */
+typedef struct red_key {
+    struct red_key *next;
+    uint32_t        key;
+    int             forwarded_any;
+    uint64_t        forwarded_max;
+    uint8_t        *active; /* [0] self, [1 + i] child i */
+} red_key_t;
 
 /* A partial on the wire. */
 typedef struct red_wire {
@@ -38,7 +66,12 @@ typedef struct red_wire {
 } red_wire_t;
 
 static struct {
-    red_slot_t             *root[RED_BUCKETS]; /* process 0, PE 0 only */
+    red_slot_t             *root[RED_BUCKETS]; /* partials being combined (PE 0, the agent) */
+    red_key_t              *keys;
+    int                     parent, nchild, child0; /* tree: parent (-1 at the root), children */
+    int                     waiting;                /* slots waiting for members */
+    uint64_t                wait_ns;                /* before silent members are inactive */
+    int64_t                 fanin_max, late, combined;
     tess_reduce_result_fn_t result_fn;
     tess_reduce_name_fn_t   name_fn;
 } rd;
@@ -89,6 +122,7 @@ static red_slot_t *red_slot_new(uint32_t key, uint64_t tag, int64_t global_expec
 
 static void red_slot_free(red_slot_t *s)
 {
+    free(s->heard);
     free(s->data);
     free(s);
 }
@@ -105,10 +139,10 @@ static const char *red_params_text(const red_params_t *p, char *buf, size_t len)
     return buf;
 }
 
-/* ---- process 0 --------------------------------------------------------------------------- */
+/* ---- the root: process 0 ------------------------------------------------------------------ */
 
 static void red_root_combine(uint32_t key, uint64_t tag, int64_t ncontrib, int64_t global_expected,
-                             const red_params_t *p, const void *data, int from)
+                             const red_params_t *p, const void *data, int from, int member)
 {
     red_slot_t **pp = red_find(rd.root, key, tag);
     red_slot_t  *s  = *pp;
@@ -127,6 +161,7 @@ static void red_root_combine(uint32_t key, uint64_t tag, int64_t ncontrib, int64
         tess_reduce_apply(p->op, p->type, s->data, data, p->count);
     }
     s->ncontrib += ncontrib;
+    s->fanin += member > 0;
     char k[80];
     if (s->ncontrib > s->global_expected)
         tess_fatal("reduction tag %llu of %s: %lld contributions for %lld elements",
@@ -136,6 +171,8 @@ static void red_root_combine(uint32_t key, uint64_t tag, int64_t ncontrib, int64
         *pp = s->next;
         if (!rd.result_fn)
             tess_fatal("internal: no reduction result function");
+        rd.fanin_max = TESS_MAX(rd.fanin_max, (int64_t)s->fanin);
+        rd.combined++;
         /* Logical results are 1 or 0 even when one contribution was never combined with
          * another (x && x is x != 0). */
         if (s->p.op == TESS_LAND || s->p.op == TESS_LOR)
@@ -146,39 +183,26 @@ static void red_root_combine(uint32_t key, uint64_t tag, int64_t ncontrib, int64
     }
 }
 
-unsigned tess_reduce_progress(tess_pe_t *pe0)
-{
-    if (tess_rt.rank != 0)
-        return 0;
-    unsigned n = 0;
-    for (;;) {
-        int         flag = 0;
-        MPI_Message msg;
-        MPI_Status  status;
-        TESS_MPI_CHECK(MPI_Improbe(MPI_ANY_SOURCE, RED_TAG_PARTIAL, tess_core.agent_comm, &flag,
-                                   &msg, &status));
-        if (!flag)
-            return n;
-        int len = 0;
-        TESS_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &len));
-        red_wire_t *w = tess_malloc((size_t)len, "a reduction partial");
-        if (!w)
-            tess_fatal("out of memory receiving a %d-byte reduction partial", len);
-        TESS_MPI_CHECK(MPI_Mrecv(w, len, MPI_BYTE, &msg, MPI_STATUS_IGNORE));
-        size_t esz = (size_t)len >= sizeof(*w) ? tess_dtype_size(w->p.type) : 0;
-        if ((size_t)len < sizeof(*w) || esz == 0 || w->p.count < 1 || w->p.cb_len > RED_CB_MAX ||
-            (size_t)len != sizeof(*w) + (size_t)w->p.count * esz)
-            tess_fatal("corrupt reduction partial (%d bytes) from process %d", len,
-                       status.MPI_SOURCE);
-        tess_count_processed(pe0, 1);
-        red_root_combine(w->key, w->tag, w->ncontrib, w->global_expected, &w->p, w + 1,
-                         status.MPI_SOURCE);
-        free(w);
-        n++;
-    }
-}
+/* ---- inner processes of the tree ---------------------------------------------------------- */
 
-/* ---- from a process to process 0 --------------------------------------------------------- */
+static red_key_t *red_key_get(uint32_t key)
+{
+    for (red_key_t *k = rd.keys; k; k = k->next)
+        if (k->key == key)
+            return k;
+    red_key_t *k = tess_calloc(1, sizeof(*k), "a reduction key");
+    if (k && !(k->active = tess_malloc((size_t)rd.nchild + 1, "reduction tree members"))) {
+        free(k);
+        k = NULL;
+    }
+    if (!k)
+        tess_fatal("out of memory for the reductions of %u", key);
+    memset(k->active, 1, (size_t)rd.nchild + 1);
+    k->key  = key;
+    k->next = rd.keys;
+    rd.keys = k;
+    return k;
+}
 
 static void red_partial_sent(void *arg, MPI_Status *status)
 {
@@ -186,29 +210,159 @@ static void red_partial_sent(void *arg, MPI_Status *status)
     free(arg);
 }
 
-/* Agent function (PE 0): send a completed local slot on, or combine it here on process 0. */
-static void red_flush(void *arg)
+/* Send a partial to the parent (agent). */
+static void red_send_up(uint32_t key, uint64_t tag, int64_t ncontrib, int64_t global_expected,
+                        const red_params_t *p, const void *data)
 {
-    red_slot_t *s = arg;
-    if (tess_rt.rank == 0) {
-        red_root_combine(s->key, s->tag, s->ncontrib, s->global_expected, &s->p, s->data, 0);
-        red_slot_free(s);
-        return;
-    }
-    size_t      dsize = (size_t)s->p.count * tess_dtype_size(s->p.type);
+    size_t      dsize = (size_t)p->count * tess_dtype_size(p->type);
     red_wire_t *w     = tess_malloc(sizeof(*w) + dsize, "a reduction partial");
     if (!w)
         tess_fatal("out of memory sending a reduction partial");
-    *w = (red_wire_t){.key = s->key, .tag = s->tag, .ncontrib = s->ncontrib,
-                      .global_expected = s->global_expected, .p = s->p};
-    memcpy(w + 1, s->data, dsize);
-    red_slot_free(s);
+    *w = (red_wire_t){.key = key, .tag = tag, .ncontrib = ncontrib,
+                      .global_expected = global_expected, .p = *p};
+    memcpy(w + 1, data, dsize);
     MPI_Request req;
-    TESS_MPI_CHECK(MPI_Isend(w, (int)(sizeof(*w) + dsize), MPI_BYTE, 0, RED_TAG_PARTIAL,
+    TESS_MPI_CHECK(MPI_Isend(w, (int)(sizeof(*w) + dsize), MPI_BYTE, rd.parent, RED_TAG_PARTIAL,
                              tess_core.agent_comm, &req));
     tess_count_sent(tess_core.pes[0], 1);
     if (tess_core_agent_watch(req, red_partial_sent, w) != TESS_OK)
         tess_fatal("cannot watch a reduction send");
+}
+
+/* Forward slot *pp (unlinked here) to the parent. */
+static void red_forward(red_slot_t **pp, red_key_t *k)
+{
+    red_slot_t *s = *pp;
+    *pp           = s->next;
+    red_send_up(s->key, s->tag, s->ncontrib, s->global_expected, &s->p, s->data);
+    if (!k->forwarded_any || s->tag > k->forwarded_max)
+        k->forwarded_max = s->tag;
+    k->forwarded_any = 1;
+    rd.fanin_max     = TESS_MAX(rd.fanin_max, (int64_t)s->fanin);
+    rd.combined++;
+    rd.waiting--;
+    tess_count_processed(tess_core.pes[0], 1); /* the wait is over */
+    red_slot_free(s);
+}
+
+static int red_ready(const red_slot_t *s, const red_key_t *k)
+{
+    for (int m = 0; m <= rd.nchild; m++)
+        if (k->active[m] && !s->heard[m])
+            return 0;
+    return 1;
+}
+
+/* A partial from member `member` (0: this process, 1 + i: child i) of this process's tree. */
+static void red_arrive(uint32_t key, uint64_t tag, int64_t ncontrib, int64_t global_expected,
+                       const red_params_t *p, const void *data, int from, int member)
+{
+    if (tess_rt.rank == 0) {
+        red_root_combine(key, tag, ncontrib, global_expected, p, data, from, member);
+        return;
+    }
+    red_key_t   *k  = red_key_get(key);
+    red_slot_t **pp = red_find(rd.root, key, tag);
+    red_slot_t  *s  = *pp;
+    k->active[member] = 1;
+    if (!s && k->forwarded_any && tag <= k->forwarded_max) {
+        /* Late (after a migration): straight on. */
+        rd.late++;
+        red_send_up(key, tag, ncontrib, global_expected, p, data);
+        return;
+    }
+    if (!s) {
+        s = red_slot_new(key, tag, global_expected, p, data);
+        if (s && !(s->heard = tess_calloc((size_t)rd.nchild + 1, 1, "reduction tree members")))
+        {
+            red_slot_free(s);
+            s = NULL;
+        }
+        if (!s)
+            tess_fatal("out of memory combining reduction %u:%llu", key, (unsigned long long)tag);
+        s->t0 = tess_time_ns();
+        *pp   = s;
+        rd.waiting++;
+        tess_count_sent(tess_core.pes[0], 1); /* processed when it is forwarded */
+    } else {
+        char a[96], b[96], kt[80];
+        if (red_params_differ(&s->p, p) || s->global_expected != global_expected)
+            tess_fatal("reduction tag %llu of %s: process %d contributed %s, others %s "
+                       "(every element must contribute the same count, type, op and callback)",
+                       (unsigned long long)tag, red_key_text(key, kt, sizeof(kt)), from,
+                       red_params_text(p, a, sizeof(a)), red_params_text(&s->p, b, sizeof(b)));
+        tess_reduce_apply(p->op, p->type, s->data, data, p->count);
+    }
+    s->ncontrib += ncontrib;
+    s->heard[member] = 1;
+    s->fanin += member > 0;
+    if (red_ready(s, k))
+        red_forward(pp, k);
+}
+
+/* Slots that waited too long: the members that stayed silent are inactive from now on. */
+static void red_expire(void)
+{
+    uint64_t now = tess_time_ns();
+    for (size_t b = 0; b < RED_BUCKETS && rd.waiting; b++) {
+        for (red_slot_t **pp = &rd.root[b]; *pp;) {
+            red_slot_t *s = *pp;
+            if (now - s->t0 < rd.wait_ns) {
+                pp = &s->next;
+                continue;
+            }
+            red_key_t *k = red_key_get(s->key);
+            for (int m = 0; m <= rd.nchild; m++)
+                if (!s->heard[m])
+                    k->active[m] = 0;
+            red_forward(pp, k);
+        }
+    }
+}
+
+unsigned tess_reduce_progress(tess_pe_t *pe0)
+{
+    unsigned n = 0;
+    if (rd.nchild == 0 && !rd.waiting)
+        return 0;
+    for (;;) {
+        int         flag = 0;
+        MPI_Message msg;
+        MPI_Status  status;
+        TESS_MPI_CHECK(MPI_Improbe(MPI_ANY_SOURCE, RED_TAG_PARTIAL, tess_core.agent_comm, &flag,
+                                   &msg, &status));
+        if (!flag)
+            break;
+        int len = 0;
+        TESS_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &len));
+        red_wire_t *w = tess_malloc((size_t)len, "a reduction partial");
+        if (!w)
+            tess_fatal("out of memory receiving a %d-byte reduction partial", len);
+        TESS_MPI_CHECK(MPI_Mrecv(w, len, MPI_BYTE, &msg, MPI_STATUS_IGNORE));
+        size_t esz    = (size_t)len >= sizeof(*w) ? tess_dtype_size(w->p.type) : 0;
+        int    member = status.MPI_SOURCE - rd.child0 + 1;
+        if ((size_t)len < sizeof(*w) || esz == 0 || w->p.count < 1 || w->p.cb_len > RED_CB_MAX ||
+            (size_t)len != sizeof(*w) + (size_t)w->p.count * esz || member < 1 ||
+            member > rd.nchild)
+            tess_fatal("corrupt reduction partial (%d bytes) from process %d", len,
+                       status.MPI_SOURCE);
+        tess_count_processed(pe0, 1);
+        red_arrive(w->key, w->tag, w->ncontrib, w->global_expected, &w->p, w + 1,
+                   status.MPI_SOURCE, member);
+        free(w);
+        n++;
+    }
+    if (rd.waiting)
+        red_expire();
+    return n;
+}
+
+/* Agent function (PE 0): this process's partial joins the tree here. */
+static void red_flush(void *arg)
+{
+    red_slot_t *s = arg;
+    red_arrive(s->key, s->tag, s->ncontrib, s->global_expected, &s->p, s->data, tess_rt.rank, 0);
+    red_slot_free(s);
 }
 
 tess_status_t tess_core_reduce_submit(uint32_t key, uint64_t tag, int64_t ncontrib,
@@ -258,6 +412,35 @@ tess_status_t tess_core_reduce_set_result_fn(tess_reduce_result_fn_t fn)
     return TESS_OK;
 }
 
+void tess_core_reduce_members(uint32_t key, const uint8_t *has)
+{
+    tess_core_reduce_forget(key);
+    red_key_t *k = red_key_get(key);
+    int64_t    np = tess_rt.size, kk = tess_cfg.tree_arity;
+    k->active[0]  = has[tess_rt.rank] != 0;
+    for (int m = 1; m <= rd.nchild; m++) {
+        /* The subtree of a child: at each level below it, one contiguous range of processes. */
+        int any = 0;
+        for (int64_t lo = rd.child0 + m - 1, hi = lo; lo < np && !any; lo = lo * kk + 1,
+                     hi = hi * kk + kk)
+            for (int64_t p = lo; p <= hi && p < np && !any; p++)
+                any = has[p] != 0;
+        k->active[m] = (uint8_t)any;
+    }
+}
+
+void tess_core_reduce_forget(uint32_t key)
+{
+    for (red_key_t **pp = &rd.keys; *pp; pp = &(*pp)->next)
+        if ((*pp)->key == key) {
+            red_key_t *k = *pp;
+            *pp          = k->next;
+            free(k->active);
+            free(k);
+            return;
+        }
+}
+
 void tess_core_reduce_set_name_fn(tess_reduce_name_fn_t fn)
 {
     rd.name_fn = fn;
@@ -276,6 +459,27 @@ int tess_core_reduce_open(tess_reduce_open_t *out, int max)
 tess_status_t tess_reduce_init(void)
 {
     memset(rd.root, 0, sizeof(rd.root));
+    int k       = tess_cfg.tree_arity, r = tess_rt.rank;
+    rd.keys     = NULL;
+    rd.parent   = r == 0 ? -1 : (r - 1) / k;
+    rd.child0   = (int)TESS_MIN((int64_t)r * k + 1, (int64_t)tess_rt.size);
+    rd.nchild   = (int)TESS_MIN((int64_t)k, (int64_t)tess_rt.size - rd.child0);
+    rd.waiting  = 0;
+    int height  = 0;
+    for (int64_t c = r; c * k + 1 < tess_rt.size; c = c * k + 1)
+        height++;
+    rd.wait_ns   = RED_WAIT_NS * (uint64_t)(1 + height);
+    rd.fanin_max = rd.late = rd.combined = 0;
+    return TESS_OK;
+}
+
+tess_status_t tess_tree_get_stats(tess_tree_stats_t *stats_p)
+{
+    if (!stats_p)
+        return tess_error(TESS_ERR_INVALID, "tess_tree_get_stats(NULL)");
+    *stats_p = (tess_tree_stats_t){.arity = tess_cfg.tree_arity, .parent = rd.parent,
+                                   .children = rd.nchild, .combined = rd.combined,
+                                   .max_fanin = rd.fanin_max, .late = rd.late};
     return TESS_OK;
 }
 
@@ -293,4 +497,10 @@ static void red_table_free(red_slot_t **table)
 void tess_reduce_fini(void)
 {
     red_table_free(rd.root);
+    while (rd.keys) {
+        red_key_t *k = rd.keys;
+        rd.keys      = k->next;
+        free(k->active);
+        free(k);
+    }
 }

@@ -607,25 +607,58 @@ static void lb_pe_fini(tess_pe_t *pe)
     *tess_core_pe_slot(pe, TESS_SLOT_LB) = NULL;
 }
 
-/* Global GPU ids: the distinct (node, device) pairs, in rank order. */
+/* Global GPU ids: the distinct (node, device) pairs, numbered in the order of the first rank
+ * on each. Sorted, so O(P log P) rather than a scan of the earlier ranks for each rank. */
+typedef struct lb_gpu_key {
+    int node, dev, rank, first;
+} lb_gpu_key_t;
+
+static int lb_gpu_key_cmp(const void *x, const void *y)
+{
+    const lb_gpu_key_t *a = x, *b = y;
+    if (a->node != b->node)
+        return a->node < b->node ? -1 : 1;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+static int lb_gpu_first_cmp(const void *x, const void *y)
+{
+    const lb_gpu_key_t *a = x, *b = y;
+    if (a->first != b->first)
+        return a->first < b->first ? -1 : 1;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
 static tess_status_t lb_map_gpus(void)
 {
-    int  mine[2] = {tess_rt.node, tess_gpu_device()};
-    int *all     = tess_malloc(2 * sizeof(int) * (size_t)tess_rt.size, "GPU map");
-    lb.gpu_of_process = tess_malloc(sizeof(int) * (size_t)tess_rt.size, "GPU map");
-    if (!all || !lb.gpu_of_process) {
+    int           np      = tess_rt.size;
+    int           mine[2] = {tess_rt.node, tess_gpu_device()};
+    int          *all     = tess_malloc(2 * sizeof(int) * (size_t)np, "GPU map");
+    lb_gpu_key_t *keys    = tess_malloc(sizeof(*keys) * (size_t)np, "GPU map");
+    lb.gpu_of_process     = tess_malloc(sizeof(int) * (size_t)np, "GPU map");
+    if (!all || !keys || !lb.gpu_of_process) {
         free(all);
+        free(keys);
         return TESS_ERR_NO_MEMORY;
     }
     MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, tess_rt.comm);
+    for (int p = 0; p < np; p++)
+        keys[p] = (lb_gpu_key_t){all[2 * p], all[2 * p + 1], p, p};
+    qsort(keys, (size_t)np, sizeof(*keys), lb_gpu_key_cmp);
+    for (int i = 1; i < np; i++)
+        if (keys[i].node == keys[i - 1].node && keys[i].dev == keys[i - 1].dev)
+            keys[i].first = keys[i - 1].first;
+    /* In the order of each GPU's first rank; a GPU's ranks stay together. */
+    qsort(keys, (size_t)np, sizeof(*keys), lb_gpu_first_cmp);
     lb.ngpus = 0;
-    for (int p = 0; p < tess_rt.size; p++) {
-        int id = -1;
-        for (int q = 0; q < p && id < 0; q++)
-            if (all[2 * q] == all[2 * p] && all[2 * q + 1] == all[2 * p + 1])
-                id = lb.gpu_of_process[q];
-        lb.gpu_of_process[p] = id >= 0 ? id : lb.ngpus++;
+    for (int i = 0; i < np; i++) {
+        if (i == 0 || keys[i].first != keys[i - 1].first)
+            lb.ngpus++;
+        lb.gpu_of_process[keys[i].rank] = lb.ngpus - 1;
     }
+    free(keys);
     free(all);
     return TESS_OK;
 }

@@ -59,6 +59,8 @@ static struct {
     pthread_mutex_t lock;
     int             rank, size;
     net_peer_t     *peers;
+    char           *addrs;  /* the workers' addresses (endpoints are created on first use) */
+    int            *addr_displs;
     net_am_t        am[TESS_NET_AM_MAX];
     net_op_t       *free_ops;
     _Atomic size_t  outstanding;
@@ -313,28 +315,12 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
         st = TESS_ERR_NO_MEMORY;
         goto err_free_addresses;
     }
-    for (int i = 0; i < net.size; i++) {
-        ucp_ep_params_t ep = {
-            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
-            .address    = (const ucp_address_t *)(all + displs[i]),
-        };
-        tess_net_peer_ep_params(&ep, i);
-        us = ucp_ep_create(net.worker, &ep, &net.peers[i].ep);
-        if (us != UCS_OK) {
-            st = net_ucx_error("ucp_ep_create", us);
-            goto err_close_eps;
-        }
-    }
-    free(all);
-    free(displs);
+    /* Endpoints are created on first use (net_ep): init does not grow with the processes
+     * beyond MPI's exchange of addresses. */
+    net.addrs       = all;
+    net.addr_displs = displs;
     return TESS_OK;
 
-err_close_eps:
-    for (int i = 0; i < net.size; i++)
-        if (net.peers[i].ep)
-            ucp_ep_destroy(net.peers[i].ep);
-    free(net.peers);
-    net.peers = NULL;
 err_free_addresses:
     tess_net_peer_fini();
     free(all);
@@ -344,6 +330,27 @@ err_destroy_worker:
 err_cleanup_context:
     ucp_cleanup(net.context);
     return st;
+}
+
+/* The endpoint to process `i`, created on first use (net.lock held). NULL, with the error
+ * set, if UCX cannot create it. */
+static ucp_ep_h net_ep(int i)
+{
+    if (tess_likely(net.peers[i].ep != NULL))
+        return net.peers[i].ep;
+    ucp_ep_params_t ep = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+        .address    = (const ucp_address_t *)(net.addrs + net.addr_displs[i]),
+    };
+    tess_net_peer_ep_params(&ep, i);
+    ucs_status_t us = ucp_ep_create(net.worker, &ep, &net.peers[i].ep);
+    if (us != UCS_OK) {
+        net.peers[i].ep = NULL;
+        tess_error(TESS_ERR_UCX, "cannot reach process %d: ucp_ep_create: %s", i,
+                   ucs_status_string(us));
+        return NULL;
+    }
+    return net.peers[i].ep;
 }
 
 void tess_net_fini(void)
@@ -356,6 +363,8 @@ void tess_net_fini(void)
      * barrier entered once this process's own closes completed); past 5 s they are cancelled. */
     void **reqs = tess_calloc((size_t)net.size, sizeof(void *), "endpoint closes");
     for (int i = 0; reqs && i < net.size; i++) {
+        if (!net.peers[i].ep)
+            continue;
         ucp_request_param_t rp = {.op_attr_mask = 0};
         void *req = ucp_ep_close_nbx(net.peers[i].ep, &rp);
         reqs[i]   = UCS_PTR_IS_PTR(req) ? req : NULL;
@@ -411,6 +420,10 @@ void tess_net_fini(void)
     free(net.peers);
     net.peers = NULL;
     tess_net_peer_fini();
+    free(net.addrs);
+    free(net.addr_displs);
+    net.addrs       = NULL;
+    net.addr_displs = NULL;
     while (net.free_ops) {
         net_op_t *op = net.free_ops;
         net.free_ops = op->next;
@@ -463,6 +476,10 @@ tess_status_t tess_net_am_send(int dest, unsigned id, tess_net_hdr_t *hdr, size_
     tess_status_t st = TESS_OK;
     pthread_mutex_lock(&net.lock);
     net_peer_t *p = &net.peers[dest];
+    if (tess_unlikely(!net_ep(dest))) {
+        st = TESS_ERR_UCX;
+        goto out;
+    }
     hdr->seq      = p->send_seq;
     hdr->src      = (uint32_t)net.rank;
     net_op_t *op  = net_op_get(done, arg);
@@ -705,6 +722,10 @@ tess_status_t tess_net_get(int src, void *buf, size_t len, uint64_t raddr, const
     tess_status_t st = TESS_INPROGRESS;
     pthread_mutex_lock(&net.lock);
     ucp_rkey_h   rk;
+    if (!net_ep(src)) {
+        st = TESS_ERR_UCX;
+        goto out;
+    }
     ucs_status_t us = ucp_ep_rkey_unpack(net.peers[src].ep, rkey, &rk);
     if (us != UCS_OK) {
         st = net_ucx_error("ucp_ep_rkey_unpack", us);

@@ -238,6 +238,18 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
         }
         atomic_store_explicit(&a->loc[i], pe, memory_order_relaxed);
     }
+    /* Which processes start with elements: the reduction tree waits for those only. */
+    {
+        uint8_t *has = tess_calloc((size_t)tess_rt.size, 1, "an array's processes");
+        if (!has) {
+            st = TESS_ERR_NO_MEMORY;
+            goto err_free_array;
+        }
+        for (int64_t i = 0; i < size; i++)
+            has[atomic_load_explicit(&a->loc[i], memory_order_relaxed) / tess_rt.ppn] = 1;
+        tess_core_reduce_members(a->id, has);
+        free(has);
+    }
 
     int first = tess_rt.rank * tess_rt.ppn;
     int64_t made = 0;

@@ -100,6 +100,7 @@ void tess_obj_red_leave(tess_array_t *a, tess_ctx_h e)
 
 void tess_obj_red_fini(tess_array_t *a)
 {
+    tess_core_reduce_forget(a->id);
     while (a->red) {
         obj_red_slot_t *s = a->red;
         a->red            = s->next;
@@ -273,11 +274,11 @@ typedef struct stuck_count {
     int64_t missing[STUCK_ELEMENTS]; /* linear indices of elements behind, -1 unused */
 } stuck_count_t;
 
-/* The open reductions this process knows of: its own slots, and on process 0 the partials. */
+/* The open reductions this process knows of: its own slots, and the partials it combines. */
 static int stuck_local(stuck_red_t *out)
 {
     int n = 0;
-    if (tess_rt.rank == 0) {
+    {
         tess_reduce_open_t open[STUCK_MAX];
         int m = TESS_MIN(tess_core_reduce_open(open, STUCK_MAX), STUCK_MAX);
         for (int i = 0; i < m; i++)
@@ -298,7 +299,7 @@ static void stuck_count(const stuck_red_t *r, stuck_count_t *c)
     memset(c, 0, sizeof(*c));
     for (int i = 0; i < STUCK_ELEMENTS; i++)
         c->missing[i] = -1;
-    if (tess_rt.rank == 0) {
+    {
         tess_reduce_open_t open[64];
         int m = TESS_MIN(tess_core_reduce_open(open, 64), 64);
         for (int i = 0; i < m; i++)

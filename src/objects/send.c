@@ -14,6 +14,8 @@ void (*tess_obj_entry_post)(tess_ctx_h e);
 typedef struct bcast_hdr {
     uint32_t aid;
     int32_t  entry;
+    int32_t  root; /* the process the broadcast started on: the root of its tree */
+    int32_t  pad;
 } bcast_hdr_t;
 
 /* ---- misuse ------------------------------------------------------------------------------ */
@@ -236,7 +238,8 @@ void tess_obj_unpark(obj_pe_t *op, tess_ctx_h e)
 
 /* ---- broadcast --------------------------------------------------------------------------- */
 
-static tess_msg_t *obj_bcast_msg(uint32_t aid, tess_entry_t entry, const void *data, size_t size)
+static tess_msg_t *obj_bcast_msg(uint32_t aid, tess_entry_t entry, int root, const void *data,
+                                 size_t size)
 {
     tess_msg_t *m = tess_core_msg_alloc(sizeof(bcast_hdr_t) + size);
     if (!m)
@@ -244,28 +247,39 @@ static tess_msg_t *obj_bcast_msg(uint32_t aid, tess_entry_t entry, const void *d
     bcast_hdr_t *b = tess_msg_payload(m);
     b->aid         = aid;
     b->entry       = entry;
+    b->root        = root;
+    b->pad         = 0;
     if (size)
         memcpy(b + 1, data, size);
     return m;
 }
 
+/* A broadcast goes down a k-ary spanning tree of processes (k = tree_arity) rooted at the
+ * process it starts on: process r's children are, counted from the root, r*k+1 .. r*k+k. */
 void tess_obj_broadcast(tess_array_t *a, tess_entry_t entry, const void *data, size_t size)
 {
-    for (int p = 0; p < tess_rt.size; p++) {
-        tess_msg_t *m  = obj_bcast_msg(a->id, entry, data, size);
-        m->hdr.handler = tess_obj_h_bcast_proc;
-        m->hdr.dst_pe  = p * tess_rt.ppn;
-        tess_core_send(m);
-    }
+    tess_msg_t *m  = obj_bcast_msg(a->id, entry, tess_rt.rank, data, size);
+    m->hdr.handler = tess_obj_h_bcast_proc;
+    m->hdr.dst_pe  = tess_rt.rank * tess_rt.ppn;
+    tess_core_send(m);
 }
 
-/* On PE 0 of each process: one copy to every PE of the process. */
+/* On PE 0 of each process: a copy to each child in the tree, then one to every PE here. */
 static bool obj_bcast_proc_handler(tess_msg_t *m)
 {
     bcast_hdr_t *b    = tess_msg_payload(m);
     size_t       size = m->hdr.size - sizeof(*b);
+    int64_t      np = tess_rt.size, k = tess_cfg.tree_arity;
+    int64_t      rel = (tess_rt.rank - b->root + np) % np;
+    for (int64_t c = rel * k + 1; c <= rel * k + k && c < np; c++) {
+        tess_msg_t *f  = obj_bcast_msg(b->aid, b->entry, b->root, b + 1, size);
+        f->hdr.handler = tess_obj_h_bcast_proc;
+        f->hdr.dst_pe  = (int)((c + b->root) % np) * tess_rt.ppn;
+        tess_core_send(f);
+    }
     for (int l = 0; l < tess_rt.ppn; l++) {
-        tess_msg_t *c  = l == tess_rt.ppn - 1 ? m : obj_bcast_msg(b->aid, b->entry, b + 1, size);
+        tess_msg_t *c  = l == tess_rt.ppn - 1 ? m : obj_bcast_msg(b->aid, b->entry, b->root,
+                                                                   b + 1, size);
         c->hdr.handler = tess_obj_h_bcast_pe;
         c->hdr.dst_pe  = tess_rt.rank * tess_rt.ppn + l;
         tess_core_send(c);

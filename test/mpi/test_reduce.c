@@ -386,9 +386,20 @@ int main(int argc, char **argv)
     set_ext(3, 2, 3);
     run_rounds(make_array("grid3d", 3, 3, 2, 3), 0, NCOMBO, 7);
 
+    /* The spanning tree: no process combined more partials from its children for one reduction
+     * than it has children (at most k); nothing migrates here, so nothing went on alone. */
+    tess_tree_stats_t ts;
+    CHECK_OK(tess_tree_get_stats(&ts));
+    CHECK_MSG(ts.max_fanin <= ts.children && ts.children <= ts.arity,
+              "process %d: fan-in %lld with %d children (k = %d)", tess_process(),
+              (long long)ts.max_fanin, ts.children, ts.arity);
+    CHECK_MSG(ts.late == 0, "process %d: %lld partials went on alone", tess_process(),
+              (long long)ts.late);
+    CHECK(ts.combined > 0);
     if (tess_process() == 0)
-        printf("reduce: %d combinations x 3 callback kinds on 4 arrays in %.2f s: ok\n", NCOMBO,
-               MPI_Wtime() - t0);
+        printf("reduce: %d combinations x 3 callback kinds on 4 arrays in %.2f s, root fan-in "
+               "%lld (k = %d): ok\n", NCOMBO, MPI_Wtime() - t0, (long long)ts.max_fanin,
+               ts.arity);
     test_fini();
     return 0;
 }
