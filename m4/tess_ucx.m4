@@ -8,7 +8,7 @@ AS_IF([test "x$with_ucx" = xno], [AC_MSG_ERROR([UCX is required: --without-ucx i
 
 UCX_CPPFLAGS=""
 UCX_LDFLAGS=""
-UCX_LIBS="-lucp -lucs"
+UCX_LIBS="-lucp -luct -lucs"
 AS_CASE([$with_ucx],
   [yes|guess], [PKG_CHECK_MODULES([UCXPC], [ucx], [UCX_CPPFLAGS="$UCXPC_CFLAGS"], [:])],
   dnl -isystem: a newer UCX's headers warn under -Wextra -Werror (as the system's would not).

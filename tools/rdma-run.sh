@@ -45,24 +45,35 @@ for mode in direct staged; do
         done
     done
 done
-# Misuse: with the machine's own UCX (no CUDA transports), TESS_RDMA=direct must fail at start
-# with a clear error, not hang; auto must stage and say so once.
+# Misuse: with a UCX that cannot reach device memory, TESS_RDMA=direct must fail at start with a
+# clear error, not hang; auto must stage and say so once. Two such UCXs: the carried one with its
+# CUDA transports excluded (UCX_TLS), and the machine's own (no CUDA transports), which has to be
+# put ahead of the binaries' run path (RUNPATH pins the carried UCX) with LD_LIBRARY_PATH.
 if [ "$gpu" = cuda ]; then
+    sys_ucx=$(ldconfig -p 2>/dev/null | awk '/libucp\.so\.0 .*x86-64/ {print $NF; exit}')
     sys_ld=$(echo "$LD_LIBRARY_PATH" | tr ':' '\n' | grep -vx "$ucx/lib" | paste -sd:)
-    o=$(LD_LIBRARY_PATH=$sys_ld TESS_VNODE_SIZE=1 TESS_RDMA=direct run 30 "${mpi[@]}" -np 2 \
-        "$b/test/gpu/test_rdma_reg" 2>&1)
-    rc=$?
-    echo "$o" >"$work/misuse-direct.log"
-    if [ $rc != 0 ] && [ $rc != 124 ] && echo "$o" | grep -q 'TESS_RDMA=direct, but this UCX'; then
-        note "system UCX, TESS_RDMA=direct: refused at start (rc $rc): ok"
-    else
-        note "system UCX, TESS_RDMA=direct: rc $rc, expected a clear error:"; tail -3 "$work/misuse-direct.log" | tee -a "$summary"
-    fi
-    o=$(LD_LIBRARY_PATH=$sys_ld TESS_VNODE_SIZE=1 TESS_RDMA=auto run 60 "${mpi[@]}" -np 2 \
-        "$b/test/gpu/test_devmsg" 2>&1)
-    rc=$?
-    echo "$o" >"$work/auto-system-ucx.log"
-    note "system UCX, TESS_RDMA=auto test_devmsg: rc $rc, staging notices: $(echo "$o" | grep -c 'TESS_RDMA=auto')"
+    for variant in no-cuda-tls system; do
+        case $variant in
+        no-cuda-tls) envs=(UCX_TLS=^cuda_copy,cuda_ipc,gdr_copy) ;;
+        system) [ -n "$sys_ucx" ] || { note "system UCX: none found by ldconfig"; continue; }
+                envs=(LD_LIBRARY_PATH="$(dirname "$sys_ucx")${sys_ld:+:$sys_ld}") ;;
+        esac
+        o=$(env "${envs[@]}" TESS_VNODE_SIZE=1 TESS_RDMA=direct run 30 "${mpi[@]}" -np 2 \
+            "$b/test/gpu/test_rdma_reg" 2>&1)
+        rc=$?
+        echo "$o" >"$work/misuse-direct-$variant.log"
+        if [ $rc != 0 ] && [ $rc != 124 ] && echo "$o" | grep -q 'TESS_RDMA=direct, but this UCX'; then
+            note "$variant UCX, TESS_RDMA=direct: refused at start (rc $rc): ok"
+        else
+            note "$variant UCX, TESS_RDMA=direct: rc $rc, expected a clear error:"
+            tail -3 "$work/misuse-direct-$variant.log" | tee -a "$summary"
+        fi
+        o=$(env "${envs[@]}" TESS_VNODE_SIZE=1 TESS_RDMA=auto run 60 "${mpi[@]}" -np 2 \
+            "$b/test/gpu/test_devmsg" 2>&1)
+        rc=$?
+        echo "$o" >"$work/auto-$variant.log"
+        note "$variant UCX, TESS_RDMA=auto test_devmsg: rc $rc, staging notices: $(echo "$o" | grep -c 'TESS_RDMA=auto')"
+    done
 fi
 
 # Jacobi2D on the RDMA path: the checksum must equal the MPI version's.
@@ -86,7 +97,7 @@ done
 for mode in direct staged; do
     mkdir -p "$work/bench-$mode"
     TESS_VNODE_SIZE=1 TESS_RDMA=$mode run 150 "${mpi[@]}" -np 2 "$b/bench/devcomm/bench_devcomm" \
-        --what latbw --expect rdma-$mode --reps 3 --target-ms 10 --budget-s $budget \
+        --what latbw --expect rdma-$mode --reps 3 --target-ms 40 --budget-s $budget \
         --csv-dir "$work/bench-$mode" >"$work/bench-$mode.log" 2>&1
     note "bench_devcomm rdma-$mode exit $?"
     grep -iE 'latency|bandwidth|goal|PASS|MISS' "$work/bench-$mode.log" | tail -40 >>"$summary"
@@ -96,10 +107,10 @@ mps_off
 # UCX's own measurement of a get of device memory (two processes, loopback bootstrap).
 if [ -x "$ucx/bin/ucx_perftest" ] && [ "$gpu" = cuda ]; then
     for s in 8 16777216; do
-        run 40 "$ucx/bin/ucx_perftest" -p 13371 >"$work/perftest-server-$s.log" 2>&1 &
+        UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y run 40 "$ucx/bin/ucx_perftest" -p 13371 >"$work/perftest-server-$s.log" 2>&1 &
         sleep 2
-        run 30 "$ucx/bin/ucx_perftest" 127.0.0.1 -p 13371 -t ucp_get -m cuda -s $s -n 2000 \
-            -w 100 >"$work/perftest-$s.log" 2>&1
+        UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y run 30 "$ucx/bin/ucx_perftest" 127.0.0.1 -p 13371 \
+            -t ucp_get -m cuda -s $s -n $([ $s -gt 65536 ] && echo 200 || echo 2000) -w 20 >"$work/perftest-$s.log" 2>&1
         note "ucx_perftest ucp_get -m cuda -s $s exit $?:"
         grep -E 'Final:|^ +[0-9]' "$work/perftest-$s.log" | tail -2 >>"$summary"
         wait

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
+#include <uct/api/uct.h>
 
 static struct {
     ucp_context_h ctx;
@@ -42,10 +43,28 @@ static void wait_req(void *r, const char *what)
     uck(st, what);
 }
 
+static int dcb_ucx_has_cuda_ipc(void)
+{
+    uct_component_h *comps;
+    unsigned         n, found = 0;
+    if (uct_query_components(&comps, &n) != UCS_OK)
+        return 0;
+    for (unsigned c = 0; c < n; c++) {
+        uct_component_attr_t ca = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME};
+        found |= uct_component_query(comps[c], &ca) == UCS_OK && strcmp(ca.name, "cuda_ipc") == 0;
+    }
+    uct_release_component_list(comps);
+    return found != 0;
+}
+
 void dcb_ucx_init(void *src0, void *dst1, size_t cap)
 {
     ucp_config_t *config;
     uck(ucp_config_read(NULL, NULL, &config), "ucp_config_read");
+    /* The same transport choice as Tessera's (src/net/net.c): get over cuda_ipc on, unless the
+     * environment says otherwise, so that the raw get is the best UCX offers here. */
+    if (!getenv("UCX_CUDA_IPC_ENABLE_GET_ZCOPY") && dcb_ucx_has_cuda_ipc())
+        (void)ucp_config_modify(config, "CUDA_IPC_ENABLE_GET_ZCOPY", "y");
     ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_RMA};
     uck(ucp_init(&up, config, &ux.ctx), "ucp_init");
     ucp_config_release(config);

@@ -9,7 +9,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <ucp/api/ucp.h>
+#include <uct/api/uct.h>
 
 /* A message that arrived ahead of its turn. */
 typedef struct net_held {
@@ -234,6 +236,33 @@ out:
     return st;
 }
 
+/* Tessera's device path is a receiver-side get. UCX 1.20 turns off get over cuda_ipc where it
+ * finds no NVLink (put is faster there), and UCX then emulates the get through host memory at
+ * under 1 GB/s; for a get-based protocol cuda_ipc's get is still the fast path, so it is on
+ * unless the user set UCX_CUDA_IPC_ENABLE_GET_ZCOPY (or the UCX has no cuda_ipc: it would warn
+ * about the key). */
+static int net_ucx_has_component(const char *name)
+{
+    uct_component_h *comps;
+    unsigned         n;
+    int              found = 0;
+    if (uct_query_components(&comps, &n) != UCS_OK)
+        return 0;
+    for (unsigned c = 0; c < n && !found; c++) {
+        uct_component_attr_t ca = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME};
+        found = uct_component_query(comps[c], &ca) == UCS_OK && strcmp(ca.name, name) == 0;
+    }
+    uct_release_component_list(comps);
+    return found;
+}
+
+static void net_device_get_config(ucp_config_t *config)
+{
+    if (getenv("UCX_CUDA_IPC_ENABLE_GET_ZCOPY") || !net_ucx_has_component("cuda_ipc"))
+        return;
+    (void)ucp_config_modify(config, "CUDA_IPC_ENABLE_GET_ZCOPY", "y");
+}
+
 tess_status_t tess_net_init(const tess_net_params_t *params)
 {
     tess_status_t st;
@@ -249,6 +278,7 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
     if (us != UCS_OK)
         return net_ucx_error("ucp_config_read", us);
     tess_net_peer_config(params->peer_failure, config);
+    net_device_get_config(config);
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
         .features   = UCP_FEATURE_AM | UCP_FEATURE_RMA | (params->wakeup ? UCP_FEATURE_WAKEUP : 0),
