@@ -71,9 +71,10 @@ static const opt_t opts[] = {
     {{"batch_stream", "TESS_BATCH_STREAM", NULL, "auto",
       "batched same-process device receives for several elements: their copies as one "
       "launch on a stream of the PE, which waits for their streams and senders (on), or one "
-      "launch per element stream (off); auto: on where the backend copies a batch in one "
-      "launch"},
-     OPT_STR, CFG(batch_stream), 0, 0, "auto|on|off", 0},
+      "launch per element stream (off); adapt: on while the PE is host-bound (receiving "
+      "streams found idle), off while the GPU is behind; auto: adapt where the backend "
+      "copies a batch in one launch, else off"},
+     OPT_STR, CFG(batch_stream), 0, 0, "auto|adapt|on|off", 0},
     {{"comm_buf", "TESS_COMM_BUF", NULL, "64m",
       "staged IPC: device comm buffer per process (at least 64k)"},
      OPT_SIZE, CFG(comm_buf), 64 << 10, 0, NULL, 0},

@@ -244,6 +244,46 @@ static void dc_rb_copy(const tess_gpu_copy_t *copies, int n, tess_gpu_stream_h s
     }
 }
 
+/* TESS_BATCH_STREAM=adapt: whether this PE's batches for several streams go through its batch
+ * stream. That pays while the PE is host-bound (one launch instead of one per stream) and costs
+ * while the GPU is behind: the batch stream joins the receivers' streams, so the copies for a
+ * chare whose earlier work is done wait for the slowest of the batch. Which of the two holds is
+ * sampled at the first batch after every DC_RB_SAMPLE receives (a query costs a few receives'
+ * worth of host time) by asking whether a receiving stream is still busy with earlier work
+ * (host ahead: GPU-bound); a score in [-DC_RB_HYST, DC_RB_HYST] moves one step per sample and
+ * the choice flips only at its ends, so noise does not make it oscillate. */
+#define DC_RB_SAMPLE 16
+#define DC_RB_HYST   3
+
+static _Thread_local struct {
+    unsigned recvs;  /* receives in batches since the last sample */
+    int      score;  /* > 0: streams found busy (GPU-bound) more often than idle */
+    bool     direct; /* the choice: true = one launch per stream */
+} dc_rb_adapt;
+
+static bool dc_rb_use_shared(tess_gpu_stream_h probe, int nrecv)
+{
+    if (dc.rb_comm != DC_RB_AUTO)
+        return dc.rb_comm == DC_RB_ON;
+    bool sample = dc_rb_adapt.recvs == 0;
+    dc_rb_adapt.recvs += (unsigned)nrecv;
+    if (dc_rb_adapt.recvs >= DC_RB_SAMPLE)
+        dc_rb_adapt.recvs = 0;
+    if (sample) {
+        int busy = tess_gpu->stream_query(probe) == TESS_INPROGRESS;
+        int sc   = dc_rb_adapt.score + (busy ? 1 : -1);
+        sc       = sc > DC_RB_HYST ? DC_RB_HYST : sc < -DC_RB_HYST ? -DC_RB_HYST : sc;
+        dc_rb_adapt.score = sc;
+        if (sc == DC_RB_HYST || sc == -DC_RB_HYST) {
+            bool direct = sc > 0;
+            if (direct != dc_rb_adapt.direct)
+                atomic_fetch_add_explicit(&dc.d2d_rb_flips, 1, memory_order_relaxed);
+            dc_rb_adapt.direct = direct;
+        }
+    }
+    return !dc_rb_adapt.direct;
+}
+
 /* Run every held-back receive: the core calls it before this PE takes a message of another
  * handler and at the end of its dispatch, and the handler before anything but a batchable
  * d2d message.
@@ -267,7 +307,10 @@ void dc_rb_flush(void)
         if (!dup)
             streams[ns++] = dc_rb.r[i]->stream;
     }
-    tess_gpu_stream_h comm = ns > 1 && dc_rb.ncopies > 1 && dc.rb_comm ? dc_rb_stream() : NULL;
+    tess_gpu_stream_h comm = ns > 1 && dc_rb.ncopies > 1 && dc.rb_comm != DC_RB_OFF &&
+                                     dc_rb_use_shared(streams[0], dc_rb.n)
+                                 ? dc_rb_stream()
+                                 : NULL;
     if (comm) {
         for (int k = 0; k < ns; k++)
             dc_rb_chain(comm, streams[k]);

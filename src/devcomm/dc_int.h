@@ -203,10 +203,11 @@ typedef struct dc_state {
     _Atomic uint64_t  d2d_batched; /* d2d receives delivered in batches of two or more */
     _Atomic uint64_t  d2d_rb_launches; /* copy operations of batched d2d receives */
     _Atomic uint64_t  d2d_rb_shared;   /* those on a PE's batch stream, for several streams */
+    _Atomic uint64_t  d2d_rb_flips;    /* TESS_BATCH_STREAM=adapt: changes of a PE's choice */
     const tess_dc_ops_t *ops;
     uint16_t          h_ctl;
     int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */
-    int               rb_comm;     /* batched receives of several streams: one launch (dc_d2d.c) */
+    int               rb_comm;     /* batched receives of several streams: DC_RB_* (dc_d2d.c) */
     tess_gpu_stream_h *rb_streams; /* [ppn] each PE's stream for those, made on first use */
     int               forced_path; /* -1 auto */
 } dc_state_t;
@@ -293,6 +294,8 @@ tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const void *head
 bool          dc_d2d_recv(tess_msg_t *m);
 /** Copy and deliver the receives this PE holds in its batch (PE thread). */
 void          dc_rb_flush(void);
+/* dc.rb_comm: how batched d2d receives for several streams are copied (TESS_BATCH_STREAM). */
+enum { DC_RB_OFF, DC_RB_ON, DC_RB_AUTO };
 
 /* dc_ipc.c */
 tess_status_t dc_ipc_init(MPI_Comm node_comm);

@@ -31,6 +31,7 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     stats_p->d2d_rb_launches =
         atomic_load_explicit(&dc.d2d_rb_launches, memory_order_relaxed);
     stats_p->d2d_rb_shared = atomic_load_explicit(&dc.d2d_rb_shared, memory_order_relaxed);
+    stats_p->d2d_rb_flips  = atomic_load_explicit(&dc.d2d_rb_flips, memory_order_relaxed);
 }
 
 int tess_dc_path_to(int dst)
@@ -563,8 +564,11 @@ tess_status_t tess_devcomm_init(void)
     dc.forced_path = dc_parse_path();
     dc.ipc_mode    = !strcasecmp(tess_cfg.ipc, "staged") ? 1
                    : !strcasecmp(tess_cfg.ipc, "direct") ? 2 : 0;
-    dc.rb_comm     = !strcasecmp(tess_cfg.batch_stream, "on") ||
-                 (!strcasecmp(tess_cfg.batch_stream, "auto") && tess_gpu->memcpy_batch_async);
+    dc.rb_comm     = !strcasecmp(tess_cfg.batch_stream, "on")    ? DC_RB_ON
+                   : !strcasecmp(tess_cfg.batch_stream, "off")   ? DC_RB_OFF
+                   : !strcasecmp(tess_cfg.batch_stream, "adapt") ? DC_RB_AUTO
+                   : tess_gpu->memcpy_batch_async                ? DC_RB_AUTO
+                                                                 : DC_RB_OFF;
     st = tess_gpu->stream_create(&dc.stream);
     if (st != TESS_OK)
         return st;

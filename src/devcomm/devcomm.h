@@ -117,6 +117,7 @@ typedef struct tess_dc_stats {
     uint64_t d2d_batched;    /* d2d receives whose copies went in a batch of two or more */
     uint64_t d2d_rb_launches; /* copy operations (launches) of batched d2d receives */
     uint64_t d2d_rb_shared;   /* those on a PE's batch stream, serving several streams */
+    uint64_t d2d_rb_flips;    /* TESS_BATCH_STREAM=adapt: changes of a PE's choice */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);
 
