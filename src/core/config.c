@@ -36,7 +36,8 @@ static const opt_t opts[] = {
     {{"bind", "TESS_BIND", "+tess-bind", "0", "bind each PE to its own core (hwloc)"},
      OPT_BOOL, CFG(bind), 0, 1, NULL, 0},
     {{"verbose", "TESS_VERBOSE", "+tess-verbose", "0",
-      "print the process, PE and GPU mapping at init"},
+      "print the process, PE and GPU mapping at init, and each process's device-message "
+      "counts at finalize"},
      OPT_BOOL, CFG(verbose), 0, 1, NULL, 0},
     {{"gpu", "TESS_GPU", "+tess-gpu", "auto", "device backend: auto, host, cuda, hip"},
      OPT_STR, CFG(gpu), 0, 0, "auto|host|cuda|hip", 0},

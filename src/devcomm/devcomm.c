@@ -615,10 +615,28 @@ err_destroy_stream:
     return st;
 }
 
+/* TESS_VERBOSE: each process's device-message counters, one line on stderr at finalize. */
+static void dc_print_stats(void)
+{
+    tess_dc_stats_t s;
+    tess_dc_get_stats(&s);
+    fprintf(stderr, "[tessera] process %d device messages: d2d %llu (in batches %llu: %llu copy "
+            "launches, %llu on a batch stream, %llu changes of choice), ipc %llu (staged %llu, "
+            "direct %llu), rdma %llu (staged %llu, direct %llu), waited for staging %llu\n",
+            tess_rt.rank, (unsigned long long)s.sent[0], (unsigned long long)s.d2d_batched,
+            (unsigned long long)s.d2d_rb_launches, (unsigned long long)s.d2d_rb_shared,
+            (unsigned long long)s.d2d_rb_flips, (unsigned long long)s.sent[1],
+            (unsigned long long)s.staged, (unsigned long long)s.direct,
+            (unsigned long long)s.sent[2], (unsigned long long)s.rdma_staged,
+            (unsigned long long)s.rdma_direct, (unsigned long long)s.deferred);
+}
+
 void tess_devcomm_fini(void)
 {
     if (!dc.stream)
         return;
+    if (tess_cfg.verbose)
+        dc_print_stats();
     tess_gpu->stream_sync(dc.stream);
     while (dc.pending) {
         dc_pending_t *p = dc.pending;
