@@ -29,13 +29,14 @@ typedef struct lul_opts {
     const char *verify;   /* -verify CASE: compare with that row of the reference's reports */
     const char *refcsv;   /* -refcsv FILE (default LUL_REFERENCE_CSV, or $LULESH_REFERENCE_CSV) */
     double      tol;      /* -tol: relative tolerance of the origin energy (default 1e-9) */
+    int         rot[3];   /* -rotate P or PXxPYxPZ: region costs of the reference's P³ ranks */
 } lul_opts_t;
 
 static inline void lul_usage(const char *prog)
 {
     fprintf(stderr,
             "usage: %s [-s SIZE] [-i ITERS] [-r REGIONS] [-b BALANCE] [-c COST] [-p] [-q]\n"
-            "          [-g N] [-odf N] [-verify CASE] [-refcsv FILE] [-tol REL]\n"
+            "          [-g N] [-odf N] [-rotate P] [-verify CASE] [-refcsv FILE] [-tol REL]\n"
             "  -s       edge elements per domain (default 30)\n"
             "  -i       at most this many cycles (default: run to the stop time)\n"
             "  -r       regions (default 11); -b balance between them (default 1); -c extra\n"
@@ -43,6 +44,8 @@ static inline void lul_usage(const char *prog)
             "  -p       print each cycle's time and time step; -q only the RESULT line\n"
             "  -g       global edge elements (Tessera; default SIZE × cube root of ranks)\n"
             "  -odf     chares per GPU (Tessera only, default 8)\n"
+            "  -rotate  P or PXxPYxPZ: each block's region costs rotated as on the reference's\n"
+            "           run on P³ ranks (rank r's by r: a different dominant region per rank)\n"
             "  -verify  compare with case CASE of reference/reports.csv (LLNL's reports)\n",
             prog);
 }
@@ -92,6 +95,12 @@ static inline lul_opts_t lul_parse(int argc, char **argv, int rank)
             o.refcsv = v, i++;
         else if (!strcmp(a, "-tol") && v)
             o.tol = atof(v), i++;
+        else if (!strcmp(a, "-rotate") && v) {
+            int k = sscanf(v, "%dx%dx%d", &o.rot[0], &o.rot[1], &o.rot[2]);
+            if (k == 1)
+                o.rot[1] = o.rot[2] = o.rot[0];
+            ok = (k == 1 || k == 3) && o.rot[0] >= 1 && o.rot[1] >= 1 && o.rot[2] >= 1, i++;
+        }
         else if (!strcmp(a, "-h")) {
             if (rank == 0)
                 lul_usage(argv[0]);

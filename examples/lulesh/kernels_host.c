@@ -126,6 +126,18 @@ int lul_region_rep(int r, int numReg, int cost)
     return 10 * (1 + cost);
 }
 
+void lul_rotate_costs(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t oz, int64_t ex,
+                      int64_t ey, int64_t ez, const int P[3])
+{
+    int x    = (int)((2 * ox + ex) * P[0] / (2 * n));
+    int y    = (int)((2 * oy + ey) * P[1] / (2 * n));
+    int z    = (int)((2 * oz + ez) * P[2] / (2 * n));
+    int rank = (z * P[1] + y) * P[0] + x;
+    for (int g = 0; g < d->numReg; g++)
+        d->h_regRep[g] = lul_region_rep((d->h_regOf[g] + rank) % d->numReg, d->numReg, d->cost);
+    lul_copy_to_dev(d->regRep, d->h_regRep, sizeof(int32_t) * (size_t)d->numReg);
+}
+
 void lul_regions_block(int64_t n, int numReg, int balance, int64_t ox, int64_t oy, int64_t oz,
                        int64_t ex, int64_t ey, int64_t ez, int32_t *reg)
 {

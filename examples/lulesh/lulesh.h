@@ -772,6 +772,13 @@ void lul_regions_block(int64_t n, int numReg, int balance, int64_t ox, int64_t o
                        int64_t ex, int64_t ey, int64_t ez, int32_t *reg_out);
 /** EOS repetitions of region r (the reference's cost rule). */
 int lul_region_rep(int r, int numReg, int cost);
+/** -rotate P[3]: the region costs of the block ox..ox+ex (…) of an n³ mesh as in the reference's
+ *  run on P[0] × P[1] × P[2] ranks, whose CreateRegionIndexSets rotates the regions of each rank's
+ *  domain by its rank (so each rank has a different dominant region): the block takes the
+ *  rotation of the rank whose block holds its centre (rank = (z * P + y) * P + x, as the
+ *  reference numbers them). Only the EOS repetitions change, never the answer. */
+void lul_rotate_costs(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t oz, int64_t ex,
+                      int64_t ey, int64_t ez, const int P[3]);
 
 /** The reference's TimeIncrement with the global minima of the previous step's constraints. */
 void lul_time_increment(lul_domain_t *d, double dtcourant, double dthydro);

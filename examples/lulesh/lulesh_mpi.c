@@ -8,7 +8,8 @@
  * it runs the same kernels on the host. It shares its kernels, options and report with
  * lulesh_tess.
  *
- *   mpirun -np P³ lulesh_mpi -s SIZE [-i ITERS] [-r R] [-b B] [-c C] [-p] [-q] [-verify CASE]
+ *   mpirun -np P³ lulesh_mpi -s SIZE [-i ITERS] [-r R] [-b B] [-c C] [-rotate P] [-p] [-q]
+ *                            [-verify CASE]
  */
 #include "common.h"
 #include "exchange.h"
@@ -256,6 +257,8 @@ int main(int argc, char **argv)
     if (lul_domain_init(d, n, b.ox, b.oy, b.oz, b.ex, b.ey, b.ez, opt.numReg, opt.balance,
                         opt.cost))
         die("domain allocation");
+    if (opt.rot[0]) /* -rotate: as on the reference's ranks (here, with -rotate p: rank r's by r) */
+        lul_rotate_costs(d, n, b.ox, b.oy, b.oz, b.ex, b.ey, b.ez, opt.rot);
     xch_t x;
     xch_init(&x, d, grid, c);
     d->gather_in_nodes = nprocs == 1; /* no node to sum with a neighbour */

@@ -52,7 +52,6 @@ typedef struct tess_opts {
     int64_t n;          /* global edge elements */
     int     cx, cy, cz; /* -d CXxCYxCZ (0: from -odf) */
     int     lb_period;  /* -lb K */
-    int     rot[3];     /* -rotate PXxPYxPZ or P (0: none) */
 } tess_opts_t;
 
 typedef struct chare {
@@ -229,25 +228,6 @@ static double *xbuf(chare_t *c, int set, int parity, int recv, int d)
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
 
-/* -rotate P (or PXxPYxPZ): region costs as in the reference's run on P³ ranks, whose
- * CreateRegionIndexSets rotates the regions of each rank's domain by its rank, so that each rank
- * has a different dominant region: the chare takes the rotation of the block of a P × P × P
- * split that holds its centre (rank = (z * P + y) * P + x, as the reference numbers them).
- * Only the EOS repetitions change, never the answer. lulesh.h's regions are the same for every
- * decomposition (rank 0's rotation everywhere), so without -rotate -b and -c cost about the
- * same everywhere and there is little for load balancing to do. */
-static void rotate_costs(lul_domain_t *d, const lul_box_t *b, const int P[3])
-{
-    int64_t n = topt.n;
-    int     x = (int)((2 * b->ox + b->ex) * P[0] / (2 * n));
-    int     y = (int)((2 * b->oy + b->ey) * P[1] / (2 * n));
-    int     z = (int)((2 * b->oz + b->ez) * P[2] / (2 * n));
-    int     rank = (z * P[1] + y) * P[0] + x;
-    for (int g = 0; g < d->numReg; g++)
-        d->h_regRep[g] = lul_region_rep((d->h_regOf[g] + rank) % d->numReg, d->numReg, d->cost);
-    lul_copy_to_dev(d->regRep, d->h_regRep, sizeof(int32_t) * (size_t)d->numReg);
-}
-
 static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
 {
     (void)arg;
@@ -265,8 +245,9 @@ static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
     arena_next = arena_end = NULL;
     if (rc != 0)
         die("domain set-up");
-    if (topt.rot[0])
-        rotate_costs(&c->d, &c->box, topt.rot);
+    if (opt.rot[0]) /* -rotate: lulesh.h's regions are the same for every decomposition */
+        lul_rotate_costs(&c->d, topt.n, c->box.ox, c->box.oy, c->box.oz, c->box.ex, c->box.ey,
+                         c->box.ez, opt.rot);
     for (int d = 0; d < 27; d++)
         c->nbr[d] = lul_dir_neighbor(grid3, c->c, d, NULL);
     for (int d = 0; d < 27; d++) {
@@ -605,7 +586,7 @@ static void start_phase(void *arg)
 
 /* ---- options and the chare grid -------------------------------------------------------------- */
 
-/* Take -d, -lb and -rotate out of argv (the rest is common.h's). */
+/* Take -d and -lb out of argv (the rest is common.h's). */
 static void parse_tess(int *argc, char **argv, int rank)
 {
     int k = 1;
@@ -627,20 +608,9 @@ static void parse_tess(int *argc, char **argv, int rank)
                 exit(2);
             }
             i++;
-        } else if (!strcmp(a, "-rotate") && v) {
-            int k3 = sscanf(v, "%dx%dx%d", &topt.rot[0], &topt.rot[1], &topt.rot[2]);
-            if (k3 == 1)
-                topt.rot[1] = topt.rot[2] = topt.rot[0];
-            if ((k3 != 1 && k3 != 3) || topt.rot[0] < 1 || topt.rot[1] < 1 || topt.rot[2] < 1) {
-                if (rank == 0)
-                    fprintf(stderr, "bad rotation '%s'\n", v);
-                exit(2);
-            }
-            i++;
         } else if (!strcmp(a, "-h") && rank == 0) {
             fprintf(stderr, "lulesh_tess also takes -d CXxCYxCZ (the chare grid, instead of "
-                            "-odf), -lb K (a load-balancing step every K cycles) and -rotate P "
-                            "(region costs rotated as on the reference's P^3 ranks)\n");
+                            "-odf) and -lb K (a load-balancing step every K cycles)\n");
             argv[k++] = argv[i];
         } else {
             argv[k++] = argv[i];
@@ -797,8 +767,8 @@ int main(int argc, char **argv)
                    "%.3f\n", (unsigned long long)lbs.steps, (long long)lbs.migrations,
                    lbs.imbalance_before, lbs.imbalance_after);
         printf("RESULT-TESS chares=%dx%dx%d gpus=%d lb=%d rotate=%dx%dx%d ms_per_cycle=%.6f\n",
-               grid3[0], grid3[1], grid3[2], gpus, topt.lb_period, topt.rot[0], topt.rot[1],
-               topt.rot[2],
+               grid3[0], grid3[1], grid3[2], gpus, topt.lb_period, opt.rot[0], opt.rot[1],
+               opt.rot[2],
                cycles ? elapsed_max * 1e3 / cycles : 0.0);
         fflush(stdout);
     }
