@@ -22,6 +22,9 @@
 #           TESS_RDMA=direct and staged: the device-message, migration and registration tests,
 #           Jacobi2D's checksum against the MPI version; bench_devcomm latbw (direct, staged,
 #           raw ucp_get of device memory in the same binary); ucx_perftest -m cuda (ucp_get)
+#   modes   Jacobi2D ODF 16 sweeps with TESS_BATCH_STREAM on and off (auto, adapt, is the
+#           sweeps stage's), the adapt choice's counts at 4096² and 8192², finegrain at M = 4
+#           and 26, and the traces of 4096² ODF 16 (Tessera 1 x 1, MPI) for the Jacobi2D README
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
 #           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
@@ -210,6 +213,34 @@ sweeps)
         "$work/minimd" "$b" >"$work/minimd.log" 2>&1
     note "minimd sweep exit $? ($((SECONDS - t0)) s)"; tail -25 "$work/minimd.log" >>"$summary"
 
+    ;;
+modes)
+    # TESS_BATCH_STREAM auto (adapt) against on and off, Jacobi2D ODF 16 beside the fair MPI;
+    # the adapt runs print each process's counts (TESS_VERBOSE: batch-stream launches, changes).
+    for m in on off; do
+        t0=$SECONDS
+        TESS_BATCH_STREAM=$m SWEEP_BUDGET=60 SWEEP_GRIDS="4096 8192" SWEEP_ODFS="16" \
+            SWEEP_PMAT_GRIDS="4096" SWEEP_PMAT_ODFS="16" timeout 100 examples/jacobi2d/sweep.sh \
+            "$work/jacobi-$m" "$b" >"$work/jacobi-$m.log" 2>&1
+        note "jacobi sweep TESS_BATCH_STREAM=$m exit $? ($((SECONDS - t0)) s)"
+        grep -E '²' "$work/jacobi-$m.log" >>"$summary"
+    done
+    jt=$b/examples/jacobi2d/jacobi2d_tess jm=$b/examples/jacobi2d/jacobi2d_mpi
+    for g in 4096 8192; do for ppn in 1 4; do
+        TESS_VERBOSE=1 timeout 60 mpirun --allow-run-as-root --bind-to none -np 1 "$jt" \
+            +ppn $ppn -x $g -y $g -i 300 -w 10 -odf 16 2>&1 |
+            grep -E 'ms_per_iter|device messages' | sed "s/^/$g² 1x$ppn adapt: /" >>"$summary"
+    done; done
+    t0=$SECONDS
+    FG_MS="4 26" timeout 100 bench/finegrain/run.sh "$work/fg" >"$work/fg.log" 2>&1
+    note "finegrain (adapt) exit $? ($((SECONDS - t0)) s)"; cat "$work/fg.log" >>"$summary"
+    # Traces for the Jacobi2D README's picture: 4096² ODF 16 at 1 x 1 and the MPI program.
+    TESS_TRACE=$work/tess-4096.json timeout 60 mpirun --allow-run-as-root --bind-to none -np 1 \
+        "$jt" +ppn 1 -x 4096 -y 4096 -i 60 -w 5 -odf 16 2>&1 | grep RESULT >>"$summary"
+    TESS_TRACE=$work/mpi-4096.json timeout 60 mpirun --allow-run-as-root --bind-to none -np 1 \
+        "$jm" -x 4096 -y 4096 -i 60 -w 5 2>&1 | grep RESULT >>"$summary"
+    /usr/bin/python3 tools/tess-trace check "$work/tess-4096.json" 2>&1 | tail -2 >>"$summary"
+    ls -la "$work"/*.json >>"$summary" 2>&1
     ;;
 rdma)
     bash tools/rdma-run.sh "$work" "$b" "$summary"
