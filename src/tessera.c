@@ -48,6 +48,7 @@ int tess_initialized(void) { return tess_core_initialized(); }
 
 tess_status_t tess_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg)
 {
+    tess_dc_streams_dirty(); /* the caller may have enqueued work on element streams */
     return tess_core_run(mode, start, arg);
 }
 

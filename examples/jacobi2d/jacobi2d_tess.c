@@ -347,7 +347,8 @@ int main(int argc, char **argv)
     }
 
     if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
-        tess_entry_register_device("halo", halo_post, on_halo, TESS_ENTRY_BATCH, &E_HALO) != TESS_OK ||
+        tess_entry_register_device("halo", halo_post, on_halo,
+                                   TESS_ENTRY_BATCH | TESS_ENTRY_SENDER_ORDERED, &E_HALO) != TESS_OK ||
         tess_entry_register("summed", on_summed, &E_SUMMED) != TESS_OK ||
         tess_entry_register("result", on_result, &E_RESULT) != TESS_OK ||
         tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK) {

@@ -114,7 +114,20 @@ enum tess_entry_flags {
      * functions' choices do not depend on what those entries change (buffers chosen by
      * iteration parity, as halos are). Messages of other kinds are never reordered with them.
      */
-    TESS_ENTRY_BATCH = 1u << 1
+    TESS_ENTRY_BATCH = 1u << 1,
+    /**
+     * With TESS_ENTRY_BATCH: the receiver's earlier use of the destinations its post function
+     * names is already ordered before the sender's data is ready, so the copies need not wait
+     * for the receiver's stream, only for the sender. True of a symmetric exchange whose
+     * buffers are chosen by iteration parity (double-buffered halos): the sender's step that
+     * produced this message waited for the receiver's previous message, sent after the
+     * receiver's last use of this parity. Saves, per element of a batch, an event record and a
+     * wait. Work that no message orders (constructors, a migration's unpacking, what the main
+     * thread enqueued before tess_run) is waited for once by the runtime. Set it only when this
+     * holds for the work enqueued within a phase: otherwise a copy may overwrite data that a
+     * kernel still reads.
+     */
+    TESS_ENTRY_SENDER_ORDERED = 1u << 2
 };
 
 /** Register an entry that receives device messages (main; collective, as tess_entry_register). */

@@ -244,6 +244,42 @@ static void dc_rb_copy(const tess_gpu_copy_t *copies, int n, tess_gpu_stream_h s
     }
 }
 
+/* The receiving streams this PE's batch stream has waited for since the last
+ * tess_dc_streams_dirty (rb_epoch): their work before that point is behind the batch stream,
+ * so a SENDER_ORDERED receive for one of them needs no wait. Later batches on the same stream
+ * stay behind it; per-stream copies go on the receiving stream itself. */
+#define DC_RB_JOINED_MAX 128
+
+static _Thread_local struct {
+    uint64_t          epoch;
+    int               n;
+    tess_gpu_stream_h s[DC_RB_JOINED_MAX];
+} dc_rb_joined;
+
+void tess_dc_streams_dirty(void)
+{
+    atomic_fetch_add_explicit(&dc.rb_epoch, 1, memory_order_acq_rel);
+}
+
+static bool dc_rb_was_joined(tess_gpu_stream_h s, uint64_t epoch)
+{
+    if (dc_rb_joined.epoch != epoch) {
+        dc_rb_joined.epoch = epoch;
+        dc_rb_joined.n     = 0;
+        return false;
+    }
+    for (int i = 0; i < dc_rb_joined.n; i++)
+        if (dc_rb_joined.s[i] == s)
+            return true;
+    return false;
+}
+
+static void dc_rb_mark_joined(tess_gpu_stream_h s)
+{
+    if (dc_rb_joined.n < DC_RB_JOINED_MAX) /* beyond: joined again next time */
+        dc_rb_joined.s[dc_rb_joined.n++] = s;
+}
+
 /* TESS_BATCH_STREAM=adapt: whether this PE's batches for several streams go through its batch
  * stream. That pays while the PE is host-bound (one launch instead of one per stream) and costs
  * while the GPU is behind: the batch stream joins the receivers' streams, so the copies for a
@@ -291,7 +327,7 @@ static bool dc_rb_use_shared(tess_gpu_stream_h probe, int nrecv)
  * Receives for one stream: that stream waits for their senders (once per sender event), then
  * one copy operation. Receives for several streams, where the layer batches them (rb_comm): the
  * PE's batch stream waits for each of those streams (their earlier work may still read the
- * destinations) and each sender event, runs all the copies as one launch, and each stream waits
+ * destinations; not where the post said the senders order that) and each sender event, runs all the copies as one launch, and each stream waits
  * for it. On a GPU that is 3 calls a stream and one a sender instead of a launch a stream and a
  * wait a message: a launch costs the host ten times a wait. */
 void dc_rb_flush(void)
@@ -312,8 +348,22 @@ void dc_rb_flush(void)
                                  ? dc_rb_stream()
                                  : NULL;
     if (comm) {
-        for (int k = 0; k < ns; k++)
-            dc_rb_chain(comm, streams[k]);
+        uint64_t epoch = atomic_load_explicit(&dc.rb_epoch, memory_order_acquire);
+        for (int k = 0; k < ns; k++) {
+            /* The batch stream waits for a receiving stream unless every receive of the batch
+             * on it is ordered by its sender already (TESS_DC_SENDER_ORDERED) and it waited for
+             * that stream since the stream last took work no sender orders. */
+            bool need = !dc_rb_was_joined(streams[k], epoch);
+            for (int i = 0; i < dc_rb.n && !need; i++)
+                need = dc_rb.r[i]->stream == streams[k] &&
+                       !(dc_rb.r[i]->flags & TESS_DC_SENDER_ORDERED);
+            if (need) {
+                dc_rb_chain(comm, streams[k]);
+                dc_rb_mark_joined(streams[k]);
+            } else {
+                atomic_fetch_add_explicit(&dc.d2d_rb_unjoined, 1, memory_order_relaxed);
+            }
+        }
         dc_rb_wait_senders(comm, NULL);
         dc_rb_copy(dc_rb.copy, dc_rb.ncopies, comm);
         dc_rb_fan_out(streams, ns, comm);

@@ -204,11 +204,13 @@ typedef struct dc_state {
     _Atomic uint64_t  d2d_rb_launches; /* copy operations of batched d2d receives */
     _Atomic uint64_t  d2d_rb_shared;   /* those on a PE's batch stream, for several streams */
     _Atomic uint64_t  d2d_rb_flips;    /* TESS_BATCH_STREAM=adapt: changes of a PE's choice */
+    _Atomic uint64_t  d2d_rb_unjoined; /* streams a batch stream did not wait for (sender-ordered) */
     const tess_dc_ops_t *ops;
     uint16_t          h_ctl;
     int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */
     int               rb_comm;     /* batched receives of several streams: DC_RB_* (dc_d2d.c) */
     tess_gpu_stream_h *rb_streams; /* [ppn] each PE's stream for those, made on first use */
+    _Atomic uint64_t   rb_epoch;   /* bumped by tess_dc_streams_dirty */
     int               forced_path; /* -1 auto */
 } dc_state_t;
 

@@ -32,6 +32,8 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
         atomic_load_explicit(&dc.d2d_rb_launches, memory_order_relaxed);
     stats_p->d2d_rb_shared = atomic_load_explicit(&dc.d2d_rb_shared, memory_order_relaxed);
     stats_p->d2d_rb_flips  = atomic_load_explicit(&dc.d2d_rb_flips, memory_order_relaxed);
+    stats_p->d2d_rb_unjoined =
+        atomic_load_explicit(&dc.d2d_rb_unjoined, memory_order_relaxed);
 }
 
 int tess_dc_path_to(int dst)

@@ -48,8 +48,9 @@ typedef struct tess_dc_msg {
     const size_t *sizes;
 } tess_dc_msg_t;
 
-/** Flags the post function may set. */
-enum { TESS_DC_WAIT_COMPLETE = 1u << 0 };
+/** Flags the post function may set. SENDER_ORDERED: the destinations are free once the
+ *  sender's data is ready (a batch's copies need not wait for the receiving stream). */
+enum { TESS_DC_WAIT_COMPLETE = 1u << 0, TESS_DC_SENDER_ORDERED = 1u << 1 };
 
 typedef struct tess_dc_ops {
     /**
@@ -72,6 +73,11 @@ typedef struct tess_dc_ops {
      *  kinds). */
     int (*batchable)(uint64_t a0, uint64_t a1);
 } tess_dc_ops_t;
+
+/** Element streams may now hold work that no sender orders (an element was constructed or
+ *  arrived by migration, a phase starts): PEs' batch streams wait for each receiving stream
+ *  once more before trusting TESS_DC_SENDER_ORDERED for it. Any thread. */
+void          tess_dc_streams_dirty(void);
 
 tess_status_t tess_devcomm_init(void);
 void          tess_devcomm_fini(void);
@@ -118,6 +124,7 @@ typedef struct tess_dc_stats {
     uint64_t d2d_rb_launches; /* copy operations (launches) of batched d2d receives */
     uint64_t d2d_rb_shared;   /* those on a PE's batch stream, serving several streams */
     uint64_t d2d_rb_flips;    /* TESS_BATCH_STREAM=adapt: changes of a PE's choice */
+    uint64_t d2d_rb_unjoined; /* receiving streams a batch stream did not wait for */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);
 

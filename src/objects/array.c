@@ -283,6 +283,7 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
                 a->ctor(e, e->state, a->arg);
         }
     }
+    tess_dc_streams_dirty(); /* constructors may have enqueued work on element streams */
     *array_p = a;
     return TESS_OK;
 

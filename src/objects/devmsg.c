@@ -37,7 +37,8 @@ static tess_status_t devmsg_post(const tess_dc_msg_t *m, void **dst, tess_gpu_st
     op->current       = NULL;
     op->current_entry = -1;
     *stream_p = stream ? (tess_gpu_stream_h)stream : e->stream;
-    *flags_p  = (info->flags & TESS_ENTRY_WAIT_COMPLETE) ? TESS_DC_WAIT_COMPLETE : 0;
+    *flags_p  = ((info->flags & TESS_ENTRY_WAIT_COMPLETE) ? TESS_DC_WAIT_COMPLETE : 0) |
+               ((info->flags & TESS_ENTRY_SENDER_ORDERED) ? TESS_DC_SENDER_ORDERED : 0);
     /* The element stays here until its entry ran. */
     e->gpu_pending++;
     return TESS_OK;

@@ -87,9 +87,14 @@ tess_status_t tess_entry_register_device(const char *name, tess_dev_post_fn_t po
     if (!post)
         return tess_error(TESS_ERR_INVALID, "tess_entry_register_device '%s': a post function "
                           "is required", name ? name : "?");
-    if (flags & ~(unsigned)(TESS_ENTRY_WAIT_COMPLETE | TESS_ENTRY_BATCH))
+    if (flags & ~(unsigned)(TESS_ENTRY_WAIT_COMPLETE | TESS_ENTRY_BATCH |
+                            TESS_ENTRY_SENDER_ORDERED))
         return tess_error(TESS_ERR_INVALID, "tess_entry_register_device '%s': unknown flags "
                           "0x%x", name ? name : "?", flags);
+    if ((flags & TESS_ENTRY_SENDER_ORDERED) && !(flags & TESS_ENTRY_BATCH))
+        return tess_error(TESS_ERR_INVALID, "tess_entry_register_device '%s': "
+                          "TESS_ENTRY_SENDER_ORDERED applies to batched deliveries: add "
+                          "TESS_ENTRY_BATCH", name ? name : "?");
     return tess_obj_entry_add(name, fn, post, flags, entry_p);
 }
 

@@ -120,6 +120,7 @@ static void migrate_arrive(const mig_hdr_t *h, size_t size, void *const *dev,
         tess_fatal("out of memory receiving element %lld of array '%s'", (long long)h->linear,
                    a->name);
     atomic_store_explicit(&a->loc[h->linear], tess_core_pe_global(pe), memory_order_relaxed);
+    tess_dc_streams_dirty(); /* the unpack's copies are on e->stream, ordered by no sender */
     tess_obj_unpark(op, e);
     if (tess_obj_on_arrival)
         tess_obj_on_arrival(e);

@@ -14,6 +14,10 @@
  *   3. idle again: the PE must turn back (another change of choice, shared launches again).
  * The choice is per PE and moves on samples with hysteresis (src/devcomm/dc_d2d.c): phases are
  * long enough for dozens of samples. Any backend; TESS_BATCH_STREAM=adapt.
+ *
+ * TEST_SENDER_ORDERED=1 registers the halo entry with TESS_ENTRY_SENDER_ORDERED (true here: the
+ * buffers go by step parity in a symmetric exchange), so batch streams do not wait for the
+ * receiving streams: every word must still be right, and some streams must have gone unjoined.
  */
 #include "tess_test.h"
 #include "devcomm/devcomm.h"
@@ -176,14 +180,23 @@ int main(int argc, char **argv)
     }
     CHECK_MSG(tess_num_processes() == 1, "one process");
     CHECK_OK(tess_entry_register("go", on_go, &E_GO));
-    CHECK_OK(tess_entry_register_device("halo", post, on_halo, TESS_ENTRY_BATCH, &E_HALO));
+    tess_entry_t bad;
+    CHECK_ST(tess_entry_register_device("bad", post, on_halo, TESS_ENTRY_SENDER_ORDERED, &bad),
+             TESS_ERR_INVALID); /* only with TESS_ENTRY_BATCH */
+    CHECK_ST(tess_entry_register_device("bad", post, on_halo, TESS_ENTRY_BATCH | (1u << 7), &bad),
+             TESS_ERR_INVALID);
+    int ordered = getenv("TEST_SENDER_ORDERED") && atoi(getenv("TEST_SENDER_ORDERED"));
+    CHECK_OK(tess_entry_register_device("halo", post, on_halo,
+                                        TESS_ENTRY_BATCH | (ordered ? TESS_ENTRY_SENDER_ORDERED : 0),
+                                        &E_HALO));
     tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME, .name = "ring", .ndims = 1,
                              .extents = {E}, .elem_size = sizeof(elem_t)};
     CHECK_OK(tess_array_create(&p, &arr));
 
-    tess_dc_stats_t before, after;
+    tess_dc_stats_t before, after, first;
     uint64_t        shared[4], launches[4], flips[4];
     tess_dc_get_stats(&before);
+    first = before;
     for (phase = 1; phase <= 3; phase++) {
         steps = (int)test_scaled(phase == 2 ? 120 : 200, phase == 2 ? 80 : 120);
         atomic_store(&done_elems, 0);
@@ -201,6 +214,13 @@ int main(int argc, char **argv)
                (unsigned long long)flips[phase]);
     }
     CHECK_MSG(atomic_load(&errors) == 0, "%d words of halos wrong", atomic_load(&errors));
+    uint64_t unjoined = after.d2d_rb_unjoined - first.d2d_rb_unjoined;
+    if (ordered)
+        CHECK_MSG(unjoined > 0, "TESS_ENTRY_SENDER_ORDERED: every batch stream still waited for "
+                  "every receiving stream");
+    else
+        CHECK_MSG(unjoined == 0, "%llu receiving streams not waited for without "
+                  "TESS_ENTRY_SENDER_ORDERED", (unsigned long long)unjoined);
     CHECK_MSG(shared[1] > 0, "idle phase: no batch went through the PEs' batch streams");
     CHECK_MSG(flips[2] >= 1, "busy phase: the choice never turned to one launch per stream");
     CHECK_MSG(shared[2] * 2 < launches[2],
