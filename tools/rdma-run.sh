@@ -58,7 +58,7 @@ if [ "$gpu" = cuda ]; then
         system) [ -n "$sys_ucx" ] || { note "system UCX: none found by ldconfig"; continue; }
                 envs=(LD_LIBRARY_PATH="$(dirname "$sys_ucx")${sys_ld:+:$sys_ld}") ;;
         esac
-        o=$(env "${envs[@]}" TESS_VNODE_SIZE=1 TESS_RDMA=direct run 30 "${mpi[@]}" -np 2 \
+        o=$(run 30 env "${envs[@]}" TESS_VNODE_SIZE=1 TESS_RDMA=direct "${mpi[@]}" -np 2 \
             "$b/test/gpu/test_rdma_reg" 2>&1)
         rc=$?
         echo "$o" >"$work/misuse-direct-$variant.log"
@@ -68,7 +68,7 @@ if [ "$gpu" = cuda ]; then
             note "$variant UCX, TESS_RDMA=direct: rc $rc, expected a clear error:"
             tail -3 "$work/misuse-direct-$variant.log" | tee -a "$summary"
         fi
-        o=$(env "${envs[@]}" TESS_VNODE_SIZE=1 TESS_RDMA=auto run 60 "${mpi[@]}" -np 2 \
+        o=$(run 60 env "${envs[@]}" TESS_VNODE_SIZE=1 TESS_RDMA=auto "${mpi[@]}" -np 2 \
             "$b/test/gpu/test_devmsg" 2>&1)
         rc=$?
         echo "$o" >"$work/auto-$variant.log"
