@@ -205,6 +205,8 @@ typedef struct dc_state {
     _Atomic uint64_t  d2d_rb_shared;   /* those on a PE's batch stream, for several streams */
     _Atomic uint64_t  d2d_rb_flips;    /* TESS_BATCH_STREAM=adapt: changes of a PE's choice */
     _Atomic uint64_t  d2d_rb_unjoined; /* streams a batch stream did not wait for (sender-ordered) */
+    _Atomic uint64_t  rdma_idle_sends; /* direct RDMA announced at once (idle sender stream) */
+    _Atomic uint64_t  rdma_idle_recvs; /* direct RDMA gets started at once (idle receiver stream) */
     const tess_dc_ops_t *ops;
     uint16_t          h_ctl;
     int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */

@@ -44,6 +44,7 @@ typedef struct dc_rsend {
 /* Receiver state of an RDMA message, direct or staged. */
 typedef struct dc_rrecv {
     int        kind;     /* DC_K_RDMA or DC_K_RSTAGED */
+    int        waited;   /* direct: its gets waited for the stream (rdma_waiting_recvs) */
     int        pe;       /* receiving PE */
     int        src;      /* sending process */
     dc_recv_t *r;
@@ -317,11 +318,16 @@ typedef struct rdma_ctl_cont {
     int         dst_pe;
 } rdma_ctl_cont_t;
 
+/* Announcements and get starts waiting for a stream, process-wide: one that finds its stream
+ * idle goes at once only while none waits, so none overtakes an earlier one. */
+static _Atomic int rdma_waiting_sends, rdma_waiting_recvs;
+
 static void rdma_send_ctl_cont(void *arg)
 {
     rdma_ctl_cont_t *c = arg;
     dc_send_ctl(c->m, DC_K_RDMA, c->dst_pe);
     free(c);
+    atomic_fetch_sub(&rdma_waiting_sends, 1);
 }
 
 static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
@@ -357,12 +363,26 @@ static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, cons
         memcpy(keys + off, regs[i]->rkey, regs[i]->rkey_len);
         off += (uint32_t)regs[i]->rkey_len;
     }
-    /* Announce once the data is ready on the sender's stream. */
+    /* Announce once the data is ready on the sender's stream: at once from a stream with
+     * nothing left to run (no event to record and poll), else when an event says so. */
+    tess_status_t q = atomic_load(&rdma_waiting_sends) ? TESS_INPROGRESS
+                                                        : tess_gpu->stream_query(stream);
+    if (q != TESS_OK && q != TESS_INPROGRESS)
+        return q;
+    if (q == TESS_OK) {
+        atomic_fetch_add_explicit(&dc.rdma_idle_sends, 1, memory_order_relaxed);
+        dc_send_ctl(m, DC_K_RDMA, dst_pe);
+        return TESS_OK;
+    }
     rdma_ctl_cont_t *k = tess_malloc(sizeof(*k), "an RDMA announcement");
     if (!k)
         tess_fatal("out of memory");
     *k = (rdma_ctl_cont_t){m, dst_pe};
-    return tess_core_gpu_then_event(stream, rdma_send_ctl_cont, k);
+    atomic_fetch_add(&rdma_waiting_sends, 1);
+    tess_status_t st = tess_core_gpu_then_event(stream, rdma_send_ctl_cont, k);
+    if (st != TESS_OK)
+        atomic_fetch_sub(&rdma_waiting_sends, 1);
+    return st;
 }
 
 /* ---- staged: sending --------------------------------------------------------------------- */
@@ -528,6 +548,8 @@ static void direct_get_done(void *arg, tess_status_t status)
 static void direct_start_gets(void *arg)
 {
     dc_rrecv_t *rr = arg;
+    if (rr->waited)
+        atomic_fetch_sub(&rdma_waiting_recvs, 1);
     dc_recv_t  *r  = rr->r;
     int         n  = 0;
     for (int i = 0; i < r->m.nbufs; i++)
@@ -572,7 +594,19 @@ static void recv_direct(tess_msg_t *m)
         memcpy(rr->rkey[i], keys + rec[i].rkey_off, rec[i].rkey_len);
     }
     rr->r = dc_recv_begin(m, DC_K_RDMA);
-    if (tess_core_gpu_then_event(rr->r->stream, direct_start_gets, rr) != TESS_OK)
+    /* The gets land in memory the receiver's stream may still use: they start when it has
+     * reached this point — now, if nothing is left to run on it. */
+    tess_status_t q = atomic_load(&rdma_waiting_recvs) ? TESS_INPROGRESS
+                                                        : tess_gpu->stream_query(rr->r->stream);
+    if (q == TESS_OK) {
+        atomic_fetch_add_explicit(&dc.rdma_idle_recvs, 1, memory_order_relaxed);
+        direct_start_gets(rr);
+        return;
+    }
+    rr->waited = 1;
+    atomic_fetch_add(&rdma_waiting_recvs, 1);
+    if (q != TESS_INPROGRESS ||
+        tess_core_gpu_then_event(rr->r->stream, direct_start_gets, rr) != TESS_OK)
         tess_fatal("cannot wait for the receiver's stream: %s", tess_error_detail());
 }
 

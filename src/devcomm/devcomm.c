@@ -34,6 +34,8 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     stats_p->d2d_rb_flips  = atomic_load_explicit(&dc.d2d_rb_flips, memory_order_relaxed);
     stats_p->d2d_rb_unjoined =
         atomic_load_explicit(&dc.d2d_rb_unjoined, memory_order_relaxed);
+    stats_p->rdma_idle_sends = atomic_load_explicit(&dc.rdma_idle_sends, memory_order_relaxed);
+    stats_p->rdma_idle_recvs = atomic_load_explicit(&dc.rdma_idle_recvs, memory_order_relaxed);
 }
 
 int tess_dc_path_to(int dst)

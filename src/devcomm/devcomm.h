@@ -125,6 +125,8 @@ typedef struct tess_dc_stats {
     uint64_t d2d_rb_shared;   /* those on a PE's batch stream, serving several streams */
     uint64_t d2d_rb_flips;    /* TESS_BATCH_STREAM=adapt: changes of a PE's choice */
     uint64_t d2d_rb_unjoined; /* receiving streams a batch stream did not wait for */
+    uint64_t rdma_idle_sends; /* direct RDMA announced at once: the sender's stream was idle */
+    uint64_t rdma_idle_recvs; /* direct RDMA gets started at once: the receiver's stream was idle */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);
 

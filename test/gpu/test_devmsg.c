@@ -447,6 +447,11 @@ int main(int argc, char **argv)
     if (getenv("TEST_EXPECT_SHARED") && atoi(getenv("TEST_EXPECT_SHARED")))
         CHECK_MSG(sum[11] > 0, "no batch of d2d receives served several streams (%llu "
                   "batched receives)", (unsigned long long)sum[10]);
+    /* TEST_EXPECT_RDMA_IDLE=1 (idle source streams): direct RDMA announced without an event. */
+    uint64_t idle_sends = st.rdma_idle_sends, all_idle_sends = 0;
+    MPI_Allreduce(&idle_sends, &all_idle_sends, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (getenv("TEST_EXPECT_RDMA_IDLE") && atoi(getenv("TEST_EXPECT_RDMA_IDLE")))
+        CHECK_MSG(all_idle_sends > 0, "no direct RDMA message left an idle stream at once");
     if (recv_batch && sum[0] > 0)
         CHECK_MSG(sum[10] > 0, "none of %llu d2d receives went in a batch",
                   (unsigned long long)sum[0]);
