@@ -28,6 +28,7 @@ typedef struct tess_config {
     int    ppn;
     int    log_level;
     int    spin_us;          /* idle spin before blocking */
+    int    spin_yield_us;    /* from this far into the spin, yield the core on every pass */
     int    bind;
     int    verbose;
     char   gpu[16];          /* auto|host|cuda|hip */
