@@ -307,6 +307,7 @@ static void *pe_thread_main(void *arg)
     tess_pe_t *pe = arg;
     tess_pe_self_ = pe;
     tess_log_pe   = pe->global;
+    tess_net_set_lane(pe->local);
     tess_trace_thread_track((uint32_t)pe->local);
     if (tess_cfg.bind)
         pe_bind(pe);
