@@ -23,6 +23,9 @@
 net_state_t tess_net_state_ = {.efd = -1, .epfd = -1};
 _Thread_local int         tess_net_my_lane_;
 _Thread_local net_lane_t *tess_net_delivering_;
+#if defined(__SANITIZE_THREAD__)
+_Atomic unsigned long tess_net_tsan_edge_;
+#endif
 
 void tess_net_set_lane(int lane)
 {
@@ -385,7 +388,7 @@ tess_status_t tess_net_am_send(int dest, unsigned id, tess_net_hdr_t *hdr, size_
         return tess_error(TESS_ERR_INVALID, "send to process %d of %d", dest, net.size);
     tess_status_t st = TESS_OK;
     net_lane_t   *l  = net_lane_self();
-    pthread_mutex_lock(&l->lock);
+    net_lane_lock(l);
     net_peer_t *p = &l->peers[dest];
     if (tess_unlikely(!net_ep(l, dest))) {
         st = TESS_ERR_UCX;
@@ -419,7 +422,7 @@ tess_status_t tess_net_am_send(int dest, unsigned id, tess_net_hdr_t *hdr, size_
         st = TESS_INPROGRESS; /* net_send_cb frees req */
     }
 out:
-    pthread_mutex_unlock(&l->lock);
+    net_lane_unlock(l);
     return st;
 }
 
@@ -501,10 +504,10 @@ static unsigned net_progress_locked(net_lane_t *l)
 
 static unsigned net_progress_try(net_lane_t *l)
 {
-    if (pthread_mutex_trylock(&l->lock) != 0)
+    if (!net_lane_trylock(l))
         return 0;
     unsigned n = net_progress_locked(l);
-    pthread_mutex_unlock(&l->lock);
+    net_lane_unlock(l);
     return n;
 }
 
@@ -523,9 +526,9 @@ unsigned tess_net_progress_wait(void)
     unsigned n = 0;
     for (int i = 0; i < net.nlanes; i++) {
         net_lane_t *l = &net.lanes[i];
-        pthread_mutex_lock(&l->lock);
-        n += net_progress_locked(l);
-        pthread_mutex_unlock(&l->lock);
+        net_lane_lock(l);
+            n += net_progress_locked(l);
+        net_lane_unlock(l);
     }
     return n;
 }
@@ -546,10 +549,10 @@ tess_status_t tess_net_arm(void)
         return TESS_ERR_UNSUPPORTED;
     for (int i = 0; i < net.nlanes; i++) {
         net_lane_t *l = &net.lanes[i];
-        if (pthread_mutex_trylock(&l->lock) != 0)
+        if (!net_lane_trylock(l))
             return TESS_ERR_BUSY;
         ucs_status_t us = ucp_worker_arm(l->worker);
-        pthread_mutex_unlock(&l->lock);
+        net_lane_unlock(l);
         if (us == UCS_ERR_BUSY)
             return TESS_ERR_BUSY;
         if (us != UCS_OK)

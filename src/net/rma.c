@@ -13,10 +13,12 @@
 static void net_ctx_lock(void)
 {
     pthread_mutex_lock(net.nlanes == 1 ? &net.lanes[0].lock : &net.ctx_lock);
+    NET_TSAN_SYNC();
 }
 
 static void net_ctx_unlock(void)
 {
+    NET_TSAN_SYNC();
     pthread_mutex_unlock(net.nlanes == 1 ? &net.lanes[0].lock : &net.ctx_lock);
 }
 
@@ -107,7 +109,7 @@ tess_status_t tess_net_get(int src, void *buf, size_t len, uint64_t raddr, const
         return tess_error(TESS_ERR_INVALID, "get from process %d of %d", src, net.size);
     tess_status_t st = TESS_INPROGRESS;
     net_lane_t   *l  = net_lane_self();
-    pthread_mutex_lock(&l->lock);
+    net_lane_lock(l);
     ucp_rkey_h   rk;
     if (!net_ep(l, src)) {
         st = TESS_ERR_UCX;
@@ -143,6 +145,6 @@ tess_status_t tess_net_get(int src, void *buf, size_t len, uint64_t raddr, const
         atomic_fetch_add_explicit(&net.outstanding, 1, memory_order_relaxed); /* net_get_cb frees req */
     }
 out:
-    pthread_mutex_unlock(&l->lock);
+    net_lane_unlock(l);
     return st;
 }
