@@ -4,6 +4,9 @@
  *
  *   mpirun -np 1 bench_msg +ppn 2      in-process: two PEs of one process
  *   mpirun -np 2 bench_msg +ppn 1      cross-process: one PE in each of two processes
+ *   mpirun -np 2 bench_msg +ppn N      cross-process with N PEs each: the rate's senders are
+ *                                      spread over process 0's PEs, 64 per PE, and their
+ *                                      receivers over process 1's (bench/msg/rate-sweep.sh)
  *
  * Latency: one-way time of a ping-pong between two elements on different PEs, for payloads of
  * 0 B, 8 B, 1 KiB and 64 KiB. Baselines: a spinning single-slot handoff between two pthreads
@@ -13,6 +16,10 @@
  * Cross-core latency on the test VMs jumps between two states for seconds at a time, so every
  * repetition runs the baseline and Tessera back to back; the medians of REPS are reported, and
  * the ratio is the median of the REPS paired ratios.
+ *
+ * Options: --reps N, --csv FILE, --size BYTES (that latency point alone, no rate),
+ * --no-latency (the rate and its baseline alone), --rounds N (bursts of 64 messages per sender
+ * in one rate measurement, default 250), --rate-only (the rate without its baseline).
  *
  * Output (rank 0): one CSV line per measurement to --csv FILE, and a table on stdout.
  */
@@ -26,7 +33,9 @@
 #include <time.h>
 #include <ucp/api/ucp.h>
 
-static int         rank, nprocs, reps = 7, rate_only;
+static int         rank, nprocs, ppn, reps = 7, rate_only, no_latency;
+static long        only_size = -1; /* --size: this latency point alone */
+static int         rounds    = 250; /* --rounds: bursts per sender in the rate measurement */
 static const char *csv_path;
 static FILE       *csv;
 
@@ -312,8 +321,8 @@ static struct {
 
 static int pp_map(tess_index_t i, const int32_t ext[3], int npes, void *arg)
 {
-    (void)ext; (void)npes; (void)arg;
-    return i.x; /* element 0 on PE 0, element 1 on PE 1 */
+    (void)ext; (void)arg;
+    return i.x * (npes / 2); /* element 0 on PE 0, element 1 on the other process's first PE */
 }
 
 static void pp_ping(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -353,14 +362,14 @@ static double tess_latency_ns(size_t size, int iters)
 
 /* ---- Tessera: message rate ------------------------------------------------------------------ */
 
-#define RATE_SENDERS 64
+#define RATE_SENDERS 64 /* per sending PE */
 #define RATE_BURST   64
 static tess_array_h rt_arr;
 static tess_entry_t E_GO, E_DATA, E_ACK;
 static struct {
-    int      rounds;
-    double   t0;
-    int      done; /* senders finished (PE 0 only) */
+    int         rounds, senders; /* senders: RATE_SENDERS per sending PE */
+    double      t0;
+    _Atomic int done;            /* senders finished (the sending PEs, any of them) */
 } rt;
 
 typedef struct {
@@ -370,14 +379,17 @@ typedef struct {
 
 static int rt_map(tess_index_t i, const int32_t ext[3], int npes, void *arg)
 {
-    (void)arg; (void)npes;
-    return i.x < ext[0] / 2 ? 0 : 1; /* senders on PE 0, receivers on PE 1 */
+    (void)arg;
+    /* Senders on the first half of the PEs (process 0, or PE 0 in one process), receivers on
+     * the second; sender s and receiver s + ext/2 on PEs s % half and half + s % half. */
+    int half = npes / 2, n = ext[0] / 2;
+    return i.x < n ? i.x % half : half + (i.x - n) % half;
 }
 
 static void rt_burst(tess_ctx_h ctx)
 {
     uint64_t v = 42;
-    int      peer = tess_ctx_index(ctx).x + RATE_SENDERS;
+    int      peer = tess_ctx_index(ctx).x + rt.senders;
     for (int i = 0; i < RATE_BURST; i++)
         tess_send(rt_arr, tess_idx1(peer), E_DATA, &v, sizeof(v));
 }
@@ -394,7 +406,7 @@ static void rt_data(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)msg; (void)size;
     rate_elem_t *r = e;
     if (++r->got % RATE_BURST == 0)
-        tess_send(rt_arr, tess_idx1(tess_ctx_index(ctx).x - RATE_SENDERS), E_ACK, NULL, 0);
+        tess_send(rt_arr, tess_idx1(tess_ctx_index(ctx).x - rt.senders), E_ACK, NULL, 0);
 }
 
 static void rt_ack(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -405,9 +417,9 @@ static void rt_ack(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         rt_burst(ctx);
         return;
     }
-    if (++rt.done == RATE_SENDERS) {
+    if (atomic_fetch_add(&rt.done, 1) + 1 == rt.senders) {
         double dt = (now_ns() - rt.t0) * 1e-9;
-        double rate = (double)RATE_SENDERS * RATE_BURST * rt.rounds / dt;
+        double rate = (double)rt.senders * RATE_BURST * rt.rounds / dt;
         tess_exit_with(&rate, sizeof(rate));
     }
 }
@@ -417,9 +429,9 @@ static void rt_start(void *arg)
     (void)arg;
     if (rank != 0)
         return;
-    rt.done = 0;
-    rt.t0   = now_ns();
-    for (int i = 0; i < RATE_SENDERS; i++)
+    atomic_store(&rt.done, 0);
+    rt.t0 = now_ns();
+    for (int i = 0; i < rt.senders; i++)
         tess_send(rt_arr, tess_idx1(i), E_GO, NULL, 0);
 }
 
@@ -470,19 +482,28 @@ int main(int argc, char **argv)
             csv_path = argv[++i];
         else if (!strcmp(argv[i], "--rate-only")) /* for profiling the rate alone */
             rate_only = 1;
+        else if (!strcmp(argv[i], "--no-latency")) /* the rate and its baseline alone */
+            no_latency = 1;
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) /* bursts per sender */
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc)
+            only_size = atol(argv[++i]);
     }
     if (reps < 1 || reps > 64)
         reps = 7;
+    if (rounds < 1)
+        rounds = 250;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (tess_num_pes() != 2) {
+    ppn = tess_num_pes() / nprocs;
+    if (!(nprocs == 1 && ppn == 2) && nprocs != 2) {
         if (rank == 0)
-            fprintf(stderr, "bench_msg needs exactly 2 PEs: -np 1 with +ppn 2, or -np 2 with "
-                            "+ppn 1\n");
+            fprintf(stderr, "bench_msg runs on -np 1 with +ppn 2, or -np 2 with any +ppn\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int         xproc = nprocs == 2;
     const char *mode  = xproc ? "xproc" : "inproc";
+    rt.senders        = RATE_SENDERS * (xproc ? ppn : 1);
     if (rank == 0 && csv_path) {
         csv = fopen(csv_path, "a");
         if (!csv)
@@ -502,7 +523,7 @@ int main(int argc, char **argv)
     if (tess_array_create(&p, &pp_arr) != TESS_OK)
         die("tess_array_create");
     p.name       = "rate";
-    p.extents[0] = 2 * RATE_SENDERS;
+    p.extents[0] = 2 * rt.senders;
     p.elem_size  = sizeof(rate_elem_t);
     p.map_fn     = rt_map;
     if (tess_array_create(&p, &rt_arr) != TESS_OK)
@@ -510,7 +531,9 @@ int main(int argc, char **argv)
 
     static const size_t sizes[] = {0, 8, 1024, 65536};
     double base[64], tess[64];
-    for (size_t s = 0; !rate_only && s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+    for (size_t s = 0; !rate_only && !no_latency && s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        if (only_size >= 0 && sizes[s] != (size_t)only_size)
+            continue;
         int iters = sizes[s] >= 65536 ? 2000 : 20000;
         /* Warm up both. */
         tess_latency_ns(sizes[s], iters / 10);
@@ -532,8 +555,10 @@ int main(int argc, char **argv)
         report(mode, "latency", sizes[s], base, tess, "us",
                xproc ? "raw-ucp-am" : "spin-handoff");
     }
-    tess_rate(2);
-    for (int r = 0; r < reps; r++) {
+    /* The same number of messages per sending PE at every PE count. */
+    for (int r = 0; only_size < 0 && r < reps; r++) {
+        if (r == 0)
+            tess_rate(2);
         uint64_t total = 2000000;
         if (rate_only)
             base[r] = 1;
@@ -541,9 +566,10 @@ int main(int argc, char **argv)
             base[r] = raw_am_rate(total) * 1e-6;
         else
             base[r] = ring_rate(total) * 1e-6;
-        tess[r] = tess_rate(250) * 1e-6;
+        tess[r] = tess_rate(rounds) * 1e-6;
     }
-    report(mode, "rate", 8, base, tess, "M/s", xproc ? "raw-ucp-am" : "spsc-ring");
+    if (only_size < 0)
+        report(mode, "rate", 8, base, tess, "M/s", xproc ? "raw-ucp-am" : "spsc-ring");
 
     if (xproc)
         raw_ucx_fini();

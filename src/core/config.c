@@ -33,6 +33,11 @@ static const opt_t opts[] = {
     {{"spin_us", "TESS_SPIN_US", "+tess-spin", "100",
       "microseconds an idle PE spins before it blocks"},
      OPT_INT, CFG(spin_us), 0, 10000000, NULL, 0},
+    {{"spin_yield_us", "TESS_SPIN_YIELD_US", NULL, "2",
+      "microseconds into its spin after which an idle PE yields its core on every pass "
+      "(sched_yield), so that a thread woken on that core runs at once (at or above "
+      "TESS_SPIN_US: never)"},
+     OPT_INT, CFG(spin_yield_us), 0, 10000000, NULL, 0},
     {{"bind", "TESS_BIND", "+tess-bind", "0", "bind each PE to its own core (hwloc)"},
      OPT_BOOL, CFG(bind), 0, 1, NULL, 0},
     {{"verbose", "TESS_VERBOSE", "+tess-verbose", "0",
@@ -122,6 +127,10 @@ static const opt_t opts[] = {
     {{"mpi_poll_us", "TESS_MPI_POLL_US", NULL, "1000",
       "longest sleep of an idle PE 0 between MPI polls"},
      OPT_INT, CFG(mpi_poll_us), 10, 1000000, NULL, 0},
+    {{"net_lanes", "TESS_NET_LANES", NULL, "1",
+      "UCX workers per process: 1 (every PE sends through one, behind its lock) or 0 (one per "
+      "PE: messages are then ordered per sending PE, not across a process's PEs)"},
+     OPT_INT, CFG(net_lanes), 0, 1, NULL, 0},
     {{"coalesce", "TESS_COALESCE", "+tess-coalesce", "8k",
       "bytes of one batch of small messages (<= 1 KiB) to a process whose network is backed "
       "up; 0 turns coalescing off (512 to 64k)"},

@@ -28,6 +28,7 @@ typedef struct tess_config {
     int    ppn;
     int    log_level;
     int    spin_us;          /* idle spin before blocking */
+    int    spin_yield_us;    /* from this far into the spin, yield the core on every pass */
     int    bind;
     int    verbose;
     char   gpu[16];          /* auto|host|cuda|hip */
@@ -54,6 +55,7 @@ typedef struct tess_config {
     int    mpi_poll_us;      /* longest wait between MPI polls of an idle PE 0 */
     int    collective_timeout; /* s a collective call waits for every process; 0: for ever */
     int    peer_failure;     /* UCX's peer-failure handling on every endpoint */
+    int    net_lanes;        /* 1: one UCX worker per process; 0: one per PE */
     size_t coalesce;         /* bytes of a batch of small messages to one process; 0: off */
     int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */
     char   trace[256];       /* timeline trace file ("": off) */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -225,6 +226,7 @@ void tess_pe_loop(tess_pe_t *pe)
     if (tess_unlikely(tess_trace_on))
         tess_core_trace_phase_begin();
     const uint64_t spin_ns   = (uint64_t)tess_cfg.spin_us * 1000;
+    const uint64_t yield_ns  = (uint64_t)tess_cfg.spin_yield_us * 1000;
     uint64_t       idle_from = 0;
     unsigned       pass      = 0;
     int            handover  = 0;
@@ -274,7 +276,14 @@ void tess_pe_loop(tess_pe_t *pe)
         int spin = !handover && !(pe->gq_count && pe_has_gpu_notify) &&
                    !(tess_gpu->busy && tess_gpu->busy());
         if (now - idle_from < spin_ns && spin) {
-            tess_cpu_relax();
+            /* Past the first microseconds, spin with the core offered to anyone else: where
+             * processes outnumber cores, a peer woken by this PE's own message would otherwise
+             * wait for the spin to end (the scheduler does not preempt for it), which made a
+             * 64 KiB ping-pong between two processes sleep-bound on a loaded 2-core machine. */
+            if (now - idle_from >= yield_ns)
+                sched_yield();
+            else
+                tess_cpu_relax();
             LP_MARK(pe, LP_IDLE);
             continue;
         }
@@ -298,6 +307,7 @@ static void *pe_thread_main(void *arg)
     tess_pe_t *pe = arg;
     tess_pe_self_ = pe;
     tess_log_pe   = pe->global;
+    tess_net_set_lane(pe->local);
     tess_trace_thread_track((uint32_t)pe->local);
     if (tess_cfg.bind)
         pe_bind(pe);

@@ -317,6 +317,22 @@ static void lb_decide(lb_array_t *la, int64_t n)
     for (int64_t i = 0; i < n; i++)
         if (bins[i] == objs[i].bin)
             peload[la->all[i].pe] += objs[i].load;
+    /* Each bin's PEs in increasing order (bin_pes[bin_first[b] .. bin_first[b + 1]]), so that
+     * a move looks at the PEs of its bin only: O(elements + PEs), not O(moves x PEs). */
+    int  npes      = tess_core_num_pes();
+    int *bin_first = tess_calloc((size_t)nbins + 1, sizeof(int), "LB bin PEs");
+    int *bin_pes   = tess_malloc((size_t)npes * sizeof(int), "LB bin PEs");
+    if (!bin_first || !bin_pes)
+        tess_fatal("out of memory running the load balancer");
+    for (int pe = 0; pe < npes; pe++)
+        bin_first[lb_bin_of(pe) + 1]++;
+    for (int b = 0; b < nbins; b++)
+        bin_first[b + 1] += bin_first[b];
+    for (int pe = 0; pe < npes; pe++) /* bin_first[b] moves on to the end of bin b */
+        bin_pes[bin_first[lb_bin_of(pe)]++] = pe;
+    for (int b = nbins; b > 0; b--)
+        bin_first[b] = bin_first[b - 1];
+    bin_first[0] = 0;
     int64_t nm = 0;
     la->moves  = tess_malloc((size_t)(n ? n : 1) * sizeof(lb_move_t), "LB moves");
     if (!la->moves)
@@ -325,9 +341,11 @@ static void lb_decide(lb_array_t *la, int64_t n)
         if (bins[i] == objs[i].bin)
             continue;
         int best = -1;
-        for (int pe = 0; pe < tess_core_num_pes(); pe++)
-            if (lb_bin_of(pe) == bins[i] && (best < 0 || peload[pe] < peload[best]))
+        for (int j = bin_first[bins[i]]; j < bin_first[bins[i] + 1]; j++) {
+            int pe = bin_pes[j];
+            if (best < 0 || peload[pe] < peload[best])
                 best = pe;
+        }
         peload[best] += objs[i].load;
         la->moves[nm++] = (lb_move_t){objs[i].id, la->all[i].pe, best};
     }
@@ -338,6 +356,8 @@ static void lb_decide(lb_array_t *la, int64_t n)
     free(bins);
     free(peload);
     free(binload);
+    free(bin_first);
+    free(bin_pes);
 }
 
 /* ---- the collectives (PE 0 of every process) ------------------------------------------------ */

@@ -1,12 +1,18 @@
 /*
- * net.h — the net component: one UCX context and worker per process, endpoints to every
- * process (worker addresses exchanged over MPI at init), active messages delivered in order per
- * source process, memory registration with packed remote keys, and RDMA get.
+ * net.h — the net component: one UCX context, one worker ("lane") per process or one per PE,
+ * endpoints to every process created on first use (worker addresses exchanged over MPI at init),
+ * active messages delivered in order per source lane, memory registration with packed remote
+ * keys, and RDMA get.
  *
- * Threads: the worker runs in UCS_THREAD_MODE_SERIALIZED behind this layer's own lock, so every
+ * Lanes: with one lane every thread sends through it; with several (one per PE), a thread sends
+ * and gets on the lane set by tess_net_set_lane (lane l of one process talks to lane l of the
+ * others), so messages are ordered per sending lane and destination process, not across the
+ * lanes of a process.
+ *
+ * Threads: each worker runs in UCS_THREAD_MODE_SERIALIZED behind its lane's lock, so every
  * function may be called from any thread. Callbacks (AM delivery, send and get completion) run
- * inside tess_net_progress() on the thread that progresses, with that lock held: they must not
- * call back into this layer except tess_net_am_recv_into().
+ * inside tess_net_progress() on the thread that progresses their lane, with its lock held: they
+ * must not call back into this layer except tess_net_am_recv_into().
  */
 #ifndef TESS_NET_H
 #define TESS_NET_H
@@ -38,10 +44,17 @@ typedef struct tess_net_params {
     int      wakeup;    /* request an event fd for blocking progress */
     int      peer_failure; /* UCX's peer-failure handling: a peer process that is gone ends
                             * the job with a message naming it (tess_fatal from progress) */
+    int      lanes;     /* UCX workers in this process (the same on every process); 0 means 1 */
 } tess_net_params_t;
 
 tess_status_t tess_net_init(const tess_net_params_t *params);
 void          tess_net_fini(void);
+
+/** The lane this thread sends and gets on from now on (0 ≤ lane < lanes; any thread; lane 0
+ *  until set). */
+void tess_net_set_lane(int lane);
+/** Lanes in this process. */
+int  tess_net_lanes(void);
 
 /** Register the delivery function of AM id (0 ≤ id < TESS_NET_AM_MAX), before any traffic. */
 #define TESS_NET_AM_MAX 8
@@ -62,20 +75,23 @@ tess_status_t tess_net_am_send(int dest, unsigned id, tess_net_hdr_t *hdr, size_
 tess_status_t tess_net_am_recv_into(void *desc, void *buf, size_t len, tess_net_done_fn_t done,
                                     void *arg);
 
-/** Progress the worker if no other thread is doing so; returns the number of events seen. */
+/** Progress this thread's lane if no other thread is doing so and, when it had nothing, the
+ *  other lanes that no thread is progressing; returns the number of events seen. */
 unsigned tess_net_progress(void);
-/** Progress the worker, waiting for the lock. */
+/** Progress every lane, waiting for their locks. */
 unsigned tess_net_progress_wait(void);
-/** Sends to process `dest` that UCX has queued and not yet completed: a hint, read without the
- *  lock, that the way to it is backed up (0 when every send so far went out at once). */
+/** Sends to process `dest` on this thread's lane that UCX has queued and not yet completed: a
+ *  hint, read without the lock, that the way to it is backed up (0 when every send so far went
+ *  out at once). */
 unsigned tess_net_backlog(int dest);
 /** Operations started and not completed (sends, gets, rendezvous receives). */
 size_t   tess_net_outstanding(void);
 
 /**
- * Blocking progress: arm the worker for wake-up. Returns TESS_OK when the caller may block on
- * tess_net_event_fd() (nothing pending), TESS_ERR_BUSY when there are events to progress first,
- * TESS_ERR_UNSUPPORTED when no event fd exists (then poll with a timeout).
+ * Blocking progress: arm every lane's worker for wake-up (one event fd covers them all). Returns
+ * TESS_OK when the caller may block on tess_net_event_fd() (nothing pending), TESS_ERR_BUSY when
+ * there are events to progress first (or another thread holds a lane), TESS_ERR_UNSUPPORTED
+ * when no event fd exists (then poll with a timeout).
  */
 tess_status_t tess_net_arm(void);
 int           tess_net_event_fd(void);
