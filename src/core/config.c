@@ -131,11 +131,6 @@ static const opt_t opts[] = {
       "UCX workers per process: 1 (every PE sends through one, behind its lock) or 0 (one per "
       "PE: messages are then ordered per sending PE, not across a process's PEs)"},
      OPT_INT, CFG(net_lanes), 0, 1, NULL, 0},
-    {{"net_steal_us", "TESS_NET_STEAL_US", NULL, "0",
-      "microseconds a UCX worker must have gone unprogressed before a PE other than its owner "
-      "(PE 0 with one worker per process, the worker's PE with one per PE) progresses it (0: "
-      "any idle PE, whenever the worker's lock is free)"},
-     OPT_INT, CFG(net_steal_us), 0, 1000000, NULL, 0},
     {{"coalesce", "TESS_COALESCE", "+tess-coalesce", "8k",
       "bytes of one batch of small messages (<= 1 KiB) to a process whose network is backed "
       "up; 0 turns coalescing off (512 to 64k)"},

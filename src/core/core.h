@@ -55,7 +55,6 @@ typedef struct tess_config {
     int    mpi_poll_us;      /* longest wait between MPI polls of an idle PE 0 */
     int    collective_timeout; /* s a collective call waits for every process; 0: for ever */
     int    peer_failure;     /* UCX's peer-failure handling on every endpoint */
-    int    net_steal_us;     /* TESS_NET_STEAL_US */
     int    net_lanes;        /* 1: one UCX worker per process; 0: one per PE */
     size_t coalesce;         /* bytes of a batch of small messages to one process; 0: off */
     int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */

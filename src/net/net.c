@@ -190,7 +190,6 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
     MPI_Comm_size(params->comm, &net.size);
     net.comm   = params->comm;
     net.nlanes = params->lanes > 0 ? params->lanes : 1;
-    net.steal_ns = (uint64_t)params->steal_us * 1000;
     net.efd    = -1;
     net.epfd   = -1;
     pthread_mutex_init(&net.ctx_lock, NULL);
@@ -500,8 +499,6 @@ static unsigned net_progress_locked(net_lane_t *l)
         n = ucp_worker_progress(l->worker);
         total += n;
     } while (n > 0 && total < 64);
-    if (net.steal_ns)
-        atomic_store_explicit(&l->progressed_ns, tess_time_ns(), memory_order_relaxed);
     return total;
 }
 
@@ -514,29 +511,13 @@ static unsigned net_progress_try(net_lane_t *l)
     return n;
 }
 
-/* Another thread's lane: only when its owner (and everyone else) has left it alone for
- * steal_ns. Idle PEs that probed a shared lane on every pass took its lock from the owner and
- * the senders over and over (a 16x lower message rate at 2 PEs per process on 16 cores). */
-static unsigned net_progress_steal(net_lane_t *l, uint64_t *now)
-{
-    if (net.steal_ns) {
-        if (!*now)
-            *now = tess_time_ns();
-        if (*now - atomic_load_explicit(&l->progressed_ns, memory_order_relaxed) < net.steal_ns)
-            return 0;
-    }
-    return net_progress_try(l);
-}
-
 unsigned tess_net_progress(void)
 {
     net_lane_t *own = net_lane_self();
-    uint64_t    now = 0;
-    unsigned    n   = own->index == tess_net_my_lane_ ? net_progress_try(own)
-                                                       : net_progress_steal(own, &now);
+    unsigned    n   = net_progress_try(own);
     /* Nothing on this PE's own lane: serve the others (their PEs may be busy in entries). */
     for (int i = 1; n == 0 && i < net.nlanes; i++)
-        n += net_progress_steal(&net.lanes[(own->index + i) % net.nlanes], &now);
+        n += net_progress_try(&net.lanes[(own->index + i) % net.nlanes]);
     return n;
 }
 

@@ -45,8 +45,6 @@ typedef struct tess_net_params {
     int      peer_failure; /* UCX's peer-failure handling: a peer process that is gone ends
                             * the job with a message naming it (tess_fatal from progress) */
     int      lanes;     /* UCX workers in this process (the same on every process); 0 means 1 */
-    unsigned steal_us;  /* a thread other than a lane's owner progresses it only when no one
-                         * has for this long (0: whenever it finds the lane free) */
 } tess_net_params_t;
 
 tess_status_t tess_net_init(const tess_net_params_t *params);
@@ -78,11 +76,7 @@ tess_status_t tess_net_am_recv_into(void *desc, void *buf, size_t len, tess_net_
                                     void *arg);
 
 /** Progress this thread's lane if no other thread is doing so and, when it had nothing, the
- *  other lanes that no thread is progressing; returns the number of events seen. A lane's owner
- *  (the thread whose tess_net_set_lane index equals the lane's: PE 0 of the process with one
- *  lane) progresses it whenever it asks; any other thread only when the lane has not been
- *  progressed for the params' steal_us (so idle threads do not contend with the owner and the
- *  senders for the lane's lock, and a busy owner still does not hold up its traffic). */
+ *  other lanes that no thread is progressing; returns the number of events seen. */
 unsigned tess_net_progress(void);
 /** Progress every lane, waiting for their locks. */
 unsigned tess_net_progress_wait(void);

@@ -9,8 +9,6 @@
 #include "net.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <ucp/api/ucp.h>
 
 /* A message that arrived ahead of its turn. */
@@ -66,7 +64,6 @@ typedef struct net_lane {
     int             efd;
     int             delivering_peer; /* source of the message being delivered, -1 if none */
     int             delivery_recv;   /* the delivery callback called tess_net_am_recv_into */
-    _Atomic uint64_t progressed_ns;  /* when it was last progressed (read without the lock) */
 } net_lane_t;
 
 typedef struct net_state {
@@ -74,7 +71,6 @@ typedef struct net_state {
     MPI_Comm        comm;   /* the runtime's, for the closing barrier */
     pthread_mutex_t ctx_lock; /* registrations */
     int             rank, size, nlanes;
-    uint64_t        steal_ns; /* tess_net_params_t's steal_us */
     net_lane_t     *lanes;
     char           *addrs;  /* the workers' addresses (endpoints are created on first use) */
     int            *addr_displs; /* [process * nlanes + lane] */
