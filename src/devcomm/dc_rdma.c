@@ -3,7 +3,8 @@
  * direct: the sender registers each buffer's allocation once (cache keyed by allocation id,
  * released least-recently-used and at finalize) and, when its stream has reached the send,
  * sends address and key. The receiver waits until its own stream has reached the delivery
- * point (so that the get cannot overwrite data still in use), gets every buffer with UCX, and
+ * point (so that the get cannot overwrite data still in use), gets every buffer with UCX, runs
+ * the entry once the gets completed (the data is then in place, WAIT_COMPLETE or not), and
  * acknowledges, which releases the registrations and runs the sender's done callback.
  *
  * staged, when UCX cannot reach device memory: a pipeline of pinned bounce buffers on both
@@ -610,12 +611,17 @@ static void recv_direct(tess_msg_t *m)
         tess_fatal("cannot wait for the receiver's stream: %s", tess_error_detail());
 }
 
+/* Every get of a direct receive completed (on its PE): the data is in place. Nothing of the
+ * message was enqueued on the receiver's stream, so WAIT_COMPLETE is met as it is: the entry
+ * runs now, without an event recorded and polled on that stream. The acknowledgement goes
+ * after it, so that a reply the entry sends is not queued behind it at either end. */
 static void recv_direct_done(dc_rrecv_t *rr)
 {
-    dc_send_ack(rr->ack_pe, &rr->ack);
     for (int i = 0; i < TESS_DEV_MAX_BUFS; i++)
         free(rr->rkey[i]);
+    rr->r->flags &= ~TESS_DC_WAIT_COMPLETE;
     dc_recv_finish(rr->r);
+    dc_send_ack(rr->ack_pe, &rr->ack);
     free(rr);
 }
 
