@@ -207,6 +207,7 @@ typedef struct dc_state {
     _Atomic uint64_t  d2d_rb_unjoined; /* streams a batch stream did not wait for (sender-ordered) */
     _Atomic uint64_t  rdma_idle_sends; /* direct RDMA announced at once (idle sender stream) */
     _Atomic uint64_t  rdma_idle_recvs; /* direct RDMA gets started at once (idle receiver stream) */
+    _Atomic uint64_t  rdma_fast_recvs; /* direct RDMA receives finished by the PE that got them */
     const tess_dc_ops_t *ops;
     uint16_t          h_ctl;
     int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */
@@ -340,5 +341,8 @@ int           dc_rdma_issue_pending(dc_pending_t *p);
 void          dc_rdma_recv(tess_msg_t *m, unsigned kind);
 void          dc_rdma_release(const dc_ack_msg_t *ack);
 void          dc_rdma_pump_chunks(void);
+/** Finish the direct receives whose gets completed in this PE's network progress (PE thread,
+ *  each scheduler pass); returns how many. */
+unsigned      dc_rdma_progress(void);
 
 #endif /* TESS_DC_INT_H */

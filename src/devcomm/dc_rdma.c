@@ -46,6 +46,7 @@ typedef struct dc_rsend {
 typedef struct dc_rrecv {
     int        kind;     /* DC_K_RDMA or DC_K_RSTAGED */
     int        waited;   /* direct: its gets waited for the stream (rdma_waiting_recvs) */
+    struct dc_rrecv *next_done; /* direct: in its PE's list of completed receives */
     int        pe;       /* receiving PE */
     int        src;      /* sending process */
     dc_recv_t *r;
@@ -534,6 +535,15 @@ static void got_post(int pe, int is_chunk, void *what)
     dc_send_ctl(m, DC_K_GOT, pe);
 }
 
+static void recv_direct_done(dc_rrecv_t *rr);
+
+/* Direct receives whose gets completed in network progress on the receiving PE itself, oldest
+ * first: the completion callbacks run under the lane's lock, where an entry that sends cannot
+ * run, so they are finished by dc_rdma_progress, which the scheduler calls right after the
+ * network progress, in the same pass (no notice through the PE's queue). Only the PE's own
+ * thread touches its list. */
+static _Thread_local dc_rrecv_t *done_head TESS_TLS_FAST, *done_tail TESS_TLS_FAST;
+
 /* Completion of a get (from network progress, on some PE of this process). */
 static void direct_get_done(void *arg, tess_status_t status)
 {
@@ -541,11 +551,40 @@ static void direct_get_done(void *arg, tess_status_t status)
     if (status != TESS_OK)
         tess_fatal("devcomm: an RDMA get from process %d failed: %s", rr->src,
                    tess_error_detail());
-    if (atomic_fetch_sub(&rr->gets, 1) == 1)
+    if (atomic_fetch_sub(&rr->gets, 1) != 1)
+        return;
+    if (tess_pe() != rr->pe) {
         got_post(rr->pe, 0, rr);
+        return;
+    }
+    atomic_fetch_add(&dc.busy, 1); /* until finished: not a message, and not network work */
+    rr->next_done = NULL;
+    if (done_tail)
+        done_tail->next_done = rr;
+    else
+        done_head = rr;
+    done_tail = rr;
 }
 
-/* The receiver's stream reached the delivery point: get every buffer. */
+unsigned dc_rdma_progress(void)
+{
+    unsigned n = 0;
+    while (done_head) {
+        dc_rrecv_t *rr = done_head;
+        done_head      = rr->next_done;
+        if (!done_head)
+            done_tail = NULL;
+        atomic_fetch_add_explicit(&dc.rdma_fast_recvs, 1, memory_order_relaxed);
+        recv_direct_done(rr);
+        atomic_fetch_sub(&dc.busy, 1);
+        n++;
+    }
+    return n;
+}
+
+/* The receiver's stream reached the delivery point: get every buffer (on the receiving PE).
+ * Gets that complete as they start (a transport that copies at once) finish the receive here,
+ * entry and all. */
 static void direct_start_gets(void *arg)
 {
     dc_rrecv_t *rr = arg;
@@ -562,11 +601,15 @@ static void direct_start_gets(void *arg)
         tess_status_t st = tess_net_get(rr->src, r->dst[i], r->sizes[i], rr->raddr[i],
                                         rr->rkey[i], rr->rkey_len[i], direct_get_done, rr);
         if (st == TESS_OK)
-            direct_get_done(rr, TESS_OK);
+            atomic_fetch_sub(&rr->gets, 1); /* not the last: the +1 below is still held */
         else if (st != TESS_INPROGRESS)
             tess_fatal("devcomm: cannot start an RDMA get: %s", tess_error_detail());
     }
-    direct_get_done(rr, TESS_OK); /* the +1 held while starting */
+    /* The +1 held while starting: the last reference when every get is done already. */
+    if (atomic_fetch_sub(&rr->gets, 1) == 1) {
+        atomic_fetch_add_explicit(&dc.rdma_fast_recvs, 1, memory_order_relaxed);
+        recv_direct_done(rr);
+    }
 }
 
 static void recv_direct(tess_msg_t *m)
