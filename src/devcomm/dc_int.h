@@ -48,7 +48,15 @@ typedef struct dc_rec_direct {
     uint64_t              alloc_id, offset;
     uint64_t              sbase, ssize; /* the allocation as the sender sees it */
 } dc_rec_direct_t;
-typedef struct dc_rec_rdma   { uint64_t raddr; uint32_t rkey_off, rkey_len; } dc_rec_rdma_t;
+typedef struct dc_rec_rdma {
+    uint64_t raddr;
+    uint32_t rkey_off, rkey_len;
+    uint64_t key_id;  /* the registration's serial number (0: a registration for this send
+                       * only): the receiver keeps the unpacked key under it */
+} dc_rec_rdma_t;
+
+/* The key id of every process's bounce buffers (registration serials stay far below). */
+#define DC_BOUNCE_KEY_ID (UINT64_C(1) << 62)
 
 /* RDMA staged: one chunk. */
 typedef struct dc_chunk_msg {
@@ -183,6 +191,7 @@ typedef struct dc_state {
     tess_hmap_t       sent;        /* id -> dc_sent_t */
     uint64_t          next_sent;
     uint64_t          reg_clock;
+    uint64_t          reg_serial;  /* the last registration's serial number */
     int               rdma_staged; /* bounce buffers instead of gets into device memory */
     void             *bounce;      /* pinned: [send slots][recv slots] */
     size_t            chunk;

@@ -23,6 +23,7 @@ typedef struct dc_reg {
     int            refs;
     int            cached;   /* in dc.regs (else released when its message is acknowledged) */
     uint64_t       last_use, alloc_id;
+    uint64_t       serial;   /* this process's registrations, counted from 1 */
 } dc_reg_t;
 
 typedef struct dc_chunk {
@@ -55,7 +56,8 @@ typedef struct dc_rrecv {
     dc_ack_msg_t ack;
     int        ack_pe;
     uint64_t   raddr[TESS_DEV_MAX_BUFS];
-    void      *rkey[TESS_DEV_MAX_BUFS];
+    uint64_t   key_id[TESS_DEV_MAX_BUFS];
+    const void *rkey[TESS_DEV_MAX_BUFS]; /* direct: in the control message (r->keep) */
     size_t     rkey_len[TESS_DEV_MAX_BUFS];
 } dc_rrecv_t;
 
@@ -301,6 +303,7 @@ static dc_reg_t *reg_get(const tess_dev_buf_t *b)
         if (g->rkey_len > DC_RKEY_MAX)
             tess_fatal("devcomm: a UCX key of %zu bytes (at most %d)", g->rkey_len, DC_RKEY_MAX);
         g->alloc_id = info.alloc_id;
+        g->serial   = ++dc.reg_serial;
         if (info.alloc_id) {
             g->cached = 1;
             if (tess_hmap_put(&dc.regs, info.alloc_id, g) != TESS_OK)
@@ -362,6 +365,7 @@ static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, cons
         rec[i].raddr    = (uint64_t)(uintptr_t)bufs[i].ptr;
         rec[i].rkey_off = off;
         rec[i].rkey_len = (uint32_t)regs[i]->rkey_len;
+        rec[i].key_id   = regs[i]->cached ? regs[i]->serial : 0;
         memcpy(keys + off, regs[i]->rkey, regs[i]->rkey_len);
         off += (uint32_t)regs[i]->rkey_len;
     }
@@ -599,7 +603,8 @@ static void direct_start_gets(void *arg)
         if (!r->sizes[i])
             continue;
         tess_status_t st = tess_net_get(rr->src, r->dst[i], r->sizes[i], rr->raddr[i],
-                                        rr->rkey[i], rr->rkey_len[i], direct_get_done, rr);
+                                        rr->rkey[i], rr->rkey_len[i], rr->key_id[i],
+                                        direct_get_done, rr);
         if (st == TESS_OK)
             atomic_fetch_sub(&rr->gets, 1); /* not the last: the +1 below is still held */
         else if (st != TESS_INPROGRESS)
@@ -632,10 +637,8 @@ static void recv_direct(tess_msg_t *m)
             continue;
         rr->raddr[i]    = rec[i].raddr;
         rr->rkey_len[i] = rec[i].rkey_len;
-        rr->rkey[i]     = tess_malloc(rec[i].rkey_len, "a remote key");
-        if (!rr->rkey[i])
-            tess_fatal("out of memory");
-        memcpy(rr->rkey[i], keys + rec[i].rkey_off, rec[i].rkey_len);
+        rr->rkey[i]     = keys + rec[i].rkey_off;
+        rr->key_id[i]   = rec[i].key_id;
     }
     rr->r = dc_recv_begin(m, DC_K_RDMA);
     /* The gets land in memory the receiver's stream may still use: they start when it has
@@ -660,8 +663,6 @@ static void recv_direct(tess_msg_t *m)
  * after it, so that a reply the entry sends is not queued behind it at either end. */
 static void recv_direct_done(dc_rrecv_t *rr)
 {
-    for (int i = 0; i < TESS_DEV_MAX_BUFS; i++)
-        free(rr->rkey[i]);
     rr->r->flags &= ~TESS_DC_WAIT_COMPLETE;
     dc_recv_finish(rr->r);
     dc_send_ack(rr->ack_pe, &rr->ack);
@@ -714,7 +715,8 @@ static void chunk_start_get(dc_rchunk_t *ch)
     const dc_peer_t *p  = &dc.peers[ch->rr->src];
     uint64_t         ra = p->bounce_raddr + (uint64_t)ch->msg.slot * dc.chunk;
     tess_status_t st = tess_net_get(ch->rr->src, bounce_recv(ch->slot), ch->msg.len, ra,
-                                    p->bounce_rkey, p->bounce_rkey_len, chunk_get_done, ch);
+                                    p->bounce_rkey, p->bounce_rkey_len, DC_BOUNCE_KEY_ID,
+                                    chunk_get_done, ch);
     if (st == TESS_OK)
         chunk_get_done(ch, TESS_OK);
     else if (st != TESS_INPROGRESS)

@@ -37,6 +37,7 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     stats_p->rdma_idle_sends = atomic_load_explicit(&dc.rdma_idle_sends, memory_order_relaxed);
     stats_p->rdma_idle_recvs = atomic_load_explicit(&dc.rdma_idle_recvs, memory_order_relaxed);
     stats_p->rdma_fast_recvs = atomic_load_explicit(&dc.rdma_fast_recvs, memory_order_relaxed);
+    tess_net_rkey_stats(&stats_p->rkey_unpacks, &stats_p->rkey_hits);
 }
 
 int tess_dc_path_to(int dst)
