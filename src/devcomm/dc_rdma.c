@@ -380,8 +380,10 @@ static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, cons
     *k = (rdma_ctl_cont_t){m, dst_pe};
     atomic_fetch_add(&rdma_waiting_sends, 1);
     tess_status_t st = tess_core_gpu_then_event(stream, rdma_send_ctl_cont, k);
-    if (st != TESS_OK)
+    if (st != TESS_OK) {
         atomic_fetch_sub(&rdma_waiting_sends, 1);
+        free(k);
+    }
     return st;
 }
 
