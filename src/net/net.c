@@ -52,6 +52,7 @@ net_op_t *net_op_get(net_lane_t *l, tess_net_done_fn_t done, void *arg)
     op->arg  = arg;
     op->peer = -1;
     op->rkey = NULL;
+    op->kept = NULL;
     return op;
 }
 
@@ -280,6 +281,7 @@ void tess_net_fini(void)
     if (!net.lanes)
         return;
     tess_net_peer_closing();
+    net_rkeys_release();
     /* Close every endpoint with a flush. A peer's close completes only while this process
      * keeps progressing, so everyone progresses until all closes everywhere are done (a
      * barrier entered once this process's own closes completed); past 5 s they are cancelled. */
