@@ -91,6 +91,10 @@ void net_lane_destroy(net_lane_t *l)
             free(h);
         }
     }
+    for (tess_qnode_t *q; (q = tess_mpsc_pop(&l->sendq));) {
+        tess_warn("a send queued on UCX worker %d was never posted (closing)", l->index);
+        free(q); /* the node is the record's first member */
+    }
     free(l->peers);
     l->peers = NULL;
     while (l->free_ops) {
@@ -107,6 +111,8 @@ tess_status_t net_lane_create(net_lane_t *l, int index, int wakeup)
 {
     ucs_status_t us;
     pthread_mutex_init(&l->lock, NULL);
+    tess_mpsc_init(&l->sendq);
+    atomic_store(&l->sendq_len, 0);
     l->index           = index;
     l->efd             = -1;
     l->delivering_peer = -1;

@@ -67,6 +67,10 @@ typedef struct net_lane {
     int             delivery_recv;   /* the delivery callback called tess_net_am_recv_into */
     tess_hmap_t     rkeys;           /* (process, key id) -> net_rkey (rma.c), made on first use */
     uint64_t        rkey_clock;
+    /* Sends by PEs that found the lane locked: posted, in order, by whoever holds the lock
+     * when it releases it (net_lane_unlock), so that a sender never sleeps on the lock. */
+    tess_mpsc_t     sendq;
+    _Atomic int     sendq_len;       /* pushed and counted, not yet posted */
 } net_lane_t;
 
 typedef struct net_state {
@@ -136,10 +140,26 @@ static inline int net_lane_trylock(net_lane_t *l)
     return 1;
 }
 
+int net_sendq_drain(net_lane_t *l); /* net.c: post the queued sends (lock held) */
+
+/* Unlock, having posted the sends that others queued meanwhile. A sender that queues a send
+ * counts it, then tries the lock; whoever holds the lock looks at the count after releasing it
+ * (both through read-modify-writes of the count), so one of the two posts it. A drain that found nothing to
+ * pop (a push still half done) leaves it to that pusher, which tries the lock once it is done. */
 static inline void net_lane_unlock(net_lane_t *l)
 {
-    NET_TSAN_SYNC();
-    pthread_mutex_unlock(&l->lock);
+    for (;;) {
+        int drained = 1;
+        if (atomic_load_explicit(&l->sendq_len, memory_order_relaxed) > 0)
+            drained = net_sendq_drain(l);
+        NET_TSAN_SYNC();
+        pthread_mutex_unlock(&l->lock);
+        /* A read-modify-write, not a load: it reads the last count (a queued send counted after
+         * our unlock reads, through its own read-modify-write, that we unlocked). */
+        if (!drained || atomic_fetch_add_explicit(&l->sendq_len, 0, memory_order_seq_cst) <= 0 ||
+            !net_lane_trylock(l))
+            return;
+    }
 }
 
 /* net.c */
