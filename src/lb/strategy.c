@@ -319,7 +319,7 @@ void tess_lb_greedy(const tess_lb_input_t *in, int *new_bin, void *arg)
 void tess_lb_greedy_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
 {
     (void)arg;
-    lb_greedy_run(in, new_bin, 1.0 + lb_tolerance(in), "greedyrefine");
+    lb_greedy_run(in, new_bin, 1.0 + (in ? lb_tolerance(in) : 0), "greedyrefine");
 }
 
 /* ---- refine ------------------------------------------------------------------------------- */
