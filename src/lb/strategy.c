@@ -442,15 +442,20 @@ static int lb_moves(const tess_lb_input_t *in, const int *bins)
  * Balance only when it pays, then as well as greedy, moving little. Nothing moves while the
  * most loaded bin is within the tolerance of the average (noise in measured loads stays
  * there), nor while it is within the slack of greedy's answer (nothing better can be had: one
- * object heavier than the average, say). Otherwise three placements are computed: refine with
- * its threshold at greedy's maximum plus the slack, greedy keeping objects within the slack,
- * and plain greedy; of those whose maximum is within the slack of greedy's, the one with the
- * fewest moves wins (refine, then the keeping greedy, on a tie). Weightless objects stay.
+ * object heavier than the average, say). Otherwise four placements that keep objects where
+ * they are are computed: refine with its threshold at greedy's maximum plus the slack, greedy
+ * keeping objects within the slack, and the same two at the tolerance (refine's and
+ * greedyrefine's answers). Of those within the slack of the best of them, the one with the
+ * fewest moves wins (the first in that order on a tie); plain greedy replaces it only where
+ * it is better by more than the tolerance (refine stuck, no keeping greedy close). So a real
+ * imbalance ends within the slack of greedy (when one of the four gets there), and an
+ * imbalance that noise pushed just over the tolerance costs a move or two, not a new deal.
+ * Weightless objects stay.
  *
  * greedyrefine keeps objects within the tolerance itself, so a bin may end a tolerance above
  * greedy's answer (1.03-1.05 where greedy reaches 1.00), and with no threshold for starting,
  * noise in the loads moves an object or two at every step; greedy places every object anew
- * at every step. Cost: three greedy passes and a refine, O(n log n).
+ * at every step. Cost: five greedy passes and two refines, O(n log n).
  */
 void tess_lb_hybrid(const tess_lb_input_t *in, int *new_bin, void *arg)
 {
@@ -480,8 +485,6 @@ void tess_lb_hybrid(const tess_lb_input_t *in, int *new_bin, void *arg)
         total += in->bin_bg ? in->bin_bg[b] : 0.0;
     for (int i = 0; i < in->nobjs; i++)
         total += in->objs[i].load;
-    /* The placements that keep objects where they are: refine and the keeping greedy, each
-     * within the slack of greedy and within the tolerance (greedyrefine's answer). */
     lb_refine_run(in, others[0], best * slack * total / in->nbins, "hybrid");
     lb_greedy_run(in, others[1], slack, "hybrid");
     lb_refine_run(in, others[2], 0, "hybrid");
@@ -493,8 +496,6 @@ void tess_lb_hybrid(const tess_lb_input_t *in, int *new_bin, void *arg)
         mv[c]  = lb_moves(in, others[c]);
         low    = TESS_MIN(low, imb[c]);
     }
-    /* The fewest moves among those within the slack of the best of them; plain greedy only
-     * where it is better than that by more than the tolerance. */
     int pick = -1;
     for (int c = 0; c < 4; c++)
         if (imb[c] <= low * slack && (pick < 0 || mv[c] < mv[pick]))
