@@ -54,16 +54,18 @@ static double true_imbalance(int nbins, const tess_lb_obj_t *objs, const double 
     return max / (total / nbins);
 }
 
+/* The strategies measured, in the order of the tables. */
+static const struct {
+    const char *name;
+    strategy_fn fn;
+} strategies[] = {{"greedy", tess_lb_greedy},
+                  {"refine", tess_lb_refine},
+                  {"greedyrefine", tess_lb_greedy_refine},
+                  {"hybrid", tess_lb_hybrid}};
+
 static int steps_main(double noise)
 {
     enum { STEPS = 20, SEEDS = 10, NMAX = 64 };
-    static const struct {
-        const char *name;
-        strategy_fn fn;
-    } strategies[] = {{"greedy", tess_lb_greedy},
-                      {"refine", tess_lb_refine},
-                      {"greedyrefine", tess_lb_greedy_refine},
-                      {"hybrid", tess_lb_hybrid}};
     static const struct {
         const char *name;
         int         bins, per;
@@ -133,13 +135,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_strategy [elements per bin] [heavy factor]\n");
         return 2;
     }
-    static const struct {
-        const char *name;
-        strategy_fn fn;
-    } strategies[] = {{"greedy", tess_lb_greedy},
-                      {"refine", tess_lb_refine},
-                      {"greedyrefine", tess_lb_greedy_refine},
-                      {"hybrid", tess_lb_hybrid}};
     printf("strategy,bins,objs,ms\n");
     srand(1);
     for (int bins = 16; bins <= 131072; bins *= 4) {
