@@ -91,10 +91,7 @@ void net_lane_destroy(net_lane_t *l)
             free(h);
         }
     }
-    for (tess_qnode_t *q; (q = tess_mpsc_pop(&l->sendq));) {
-        tess_warn("a send queued on UCX worker %d was never posted (closing)", l->index);
-        free(q); /* the node is the record's first member */
-    }
+    net_sendq_discard(l);
     free(l->peers);
     l->peers = NULL;
     while (l->free_ops) {

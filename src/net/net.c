@@ -455,6 +455,14 @@ int net_sendq_drain(net_lane_t *l)
     return n;
 }
 
+void net_sendq_discard(net_lane_t *l)
+{
+    for (tess_qnode_t *q; (q = tess_mpsc_pop(&l->sendq));) {
+        tess_warn("a send queued on UCX worker %d was never posted (closing)", l->index);
+        free((char *)q - offsetof(net_qsend_t, node));
+    }
+}
+
 tess_status_t tess_net_am_send(int dest, unsigned id, tess_net_hdr_t *hdr, size_t hdr_len,
                                const void *data, size_t len, tess_net_done_fn_t done, void *arg)
 {

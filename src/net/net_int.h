@@ -140,12 +140,14 @@ static inline int net_lane_trylock(net_lane_t *l)
     return 1;
 }
 
-int net_sendq_drain(net_lane_t *l); /* net.c: post the queued sends (lock held) */
+int  net_sendq_drain(net_lane_t *l);   /* net.c: post the queued sends (lock held) */
+void net_sendq_discard(net_lane_t *l); /* net.c: drop what is left at close, with a warning */
 
 /* Unlock, having posted the sends that others queued meanwhile. A sender that queues a send
  * counts it, then tries the lock; whoever holds the lock looks at the count after releasing it
- * (both through read-modify-writes of the count), so one of the two posts it. A drain that found nothing to
- * pop (a push still half done) leaves it to that pusher, which tries the lock once it is done. */
+ * (both through read-modify-writes of the count), so one of the two posts it. A drain that
+ * found nothing to pop (a push still half done) leaves it to that pusher, which tries the lock
+ * once it is done. */
 static inline void net_lane_unlock(net_lane_t *l)
 {
     for (;;) {
