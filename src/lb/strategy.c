@@ -242,9 +242,10 @@ static void lb_heap_update(lb_heap_t *h, int bin)
  * loaded bin's load. With `ratio` > 0 (keep), an object stays in its current bin when that bin
  * plus the object is within `ratio` of the least loaded bin plus the object, or of `target`,
  * the plain greedy answer's most loaded bin. (So a bin may end at target * ratio:
- * greedyrefine, whose ratio is 1 + tolerance, stops up to a tolerance above greedy.) (The first rule alone reshuffles balanced starts of
- * equal objects: each bin's objects come in a row, and once a bin holds one more object than
- * the lightest — 1/k more load at k objects — the rest of them move.) A weightless object
+ * greedyrefine, whose ratio is 1 + tolerance, stops up to a tolerance above greedy.) (The
+ * first rule alone reshuffles balanced starts of equal objects: each bin's objects come in a
+ * row, and once a bin holds one more object than the lightest — 1/k more load at k objects —
+ * the rest of them move.) A weightless object
  * always stays: moving it costs a migration and balances nothing.
  */
 static double lb_greedy_pass(const tess_lb_input_t *in, const lb_item_t *items, double *load,
@@ -325,8 +326,9 @@ void tess_lb_greedy_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
 /* ---- refine ------------------------------------------------------------------------------- */
 
 /*
- * Bins above the threshold T (by default average * (1 + tolerance)) shed objects, the most loaded first,
- * each time its heaviest object that still leaves the least loaded bin at or under T.
+ * Bins above the threshold T (by default average * (1 + tolerance)) shed objects, the most
+ * loaded first, each time its heaviest object that still leaves the least loaded bin at or
+ * under T.
  *
  * Why this ends, and in few moves: a receiver stays <= T and a donor only gets lighter, so no
  * bin ever becomes a donor again once it is <= T, and no object moves twice. A donor after a
