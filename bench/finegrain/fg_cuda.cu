@@ -110,12 +110,20 @@ extern "C" void fg_cuda_calls(void)
     ck(cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 7000, cudaEnableDefault,
                                         &found), "cudaGetDriverEntryPointByVersion");
     get_attrs_t get_attrs = (get_attrs_t)fn;
+    typedef CUresult (*query_t)(void *);
+    void *sq = NULL, *eq = NULL;
+    ck(cudaGetDriverEntryPointByVersion("cuStreamQuery", &sq, 7000, cudaEnableDefault, &found),
+       "cudaGetDriverEntryPointByVersion");
+    ck(cudaGetDriverEntryPointByVersion("cuEventQuery", &eq, 7000, cudaEnableDefault, &found),
+       "cudaGetDriverEntryPointByVersion");
+    query_t cu_stream_query = (query_t)sq, cu_event_query = (query_t)eq;
     fg_args_t args = {a, b, err, 0, 0, 4, 1024, 0, 0, 8, 0};
     const char *names[] = {"launch (1 block, empty)", "launch (step kernel, M 4 x 4 KiB)",
                            "cudaMemcpyAsync D2D 4 KiB", "cudaEventRecord",
                            "cudaStreamWaitEvent", "cudaEventQuery (done)",
-                           "cuPointerGetAttributes (2)"};
-    for (int what = 0; what < 7; what++) {
+                           "cudaStreamQuery (idle)", "cuStreamQuery (idle)",
+                           "cuEventQuery (done)", "cuPointerGetAttributes (2)"};
+    for (int what = 0; what < 10; what++) {
         double t = 0;
         for (int done = 0; done < N; done += CHUNK) {
             for (int i = 0; i < NS; i++)
@@ -130,6 +138,9 @@ extern "C" void fg_cuda_calls(void)
                 case 3: cudaEventRecord(ev[k % NS], st); break;
                 case 4: cudaStreamWaitEvent(st, ev[(k + 1) % NS], 0); break;
                 case 5: cudaEventQuery(ev[k % NS]); break;
+                case 6: cudaStreamQuery(st); break;
+                case 7: cu_stream_query(st); break;
+                case 8: cu_event_query(ev[k % NS]); break;
                 default: {
                     unsigned type = 0;
                     int      ord  = 0;

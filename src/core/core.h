@@ -172,6 +172,14 @@ void **tess_core_pe_slot(tess_pe_t *pe, int layer);
 enum { TESS_SLOT_OBJECTS = 0, TESS_SLOT_DEVCOMM = 1, TESS_SLOT_LB = 2, TESS_SLOT_MAX = 4 };
 tess_pe_t *tess_core_pe_by_local(int local);
 
+/** This PE's work generation: it changes after every message handler, and after every stage
+ *  of a scheduler pass (continuations, layers, agent) or sleep that did any work, so an
+ *  unchanged value means the PE has run no code of the user and has enqueued no device work
+ *  since it was read (apart from the code reading it and the layers' idle hooks). Network
+ *  progress does not move it: its callbacks only queue messages and note completed gets, and
+ *  must stay so. PE thread only. */
+uint64_t tess_core_work_gen(void);
+
 /** Account time spent in user code on this PE (LB idle/busy statistics). */
 typedef struct tess_pe_stats {
     uint64_t busy_ns, idle_ns, msgs;
@@ -227,6 +235,9 @@ typedef struct tess_core_layer {
     void      (*pe_fini)(tess_pe_t *pe); /* on each PE's thread at finalize */
     /** Called every scheduler pass on every PE; returns the work done. */
     unsigned  (*progress)(tess_pe_t *pe);
+    /** Called on a PE after a scheduler pass that found no work (before it spins or sleeps):
+     *  for checks worth their time only while the PE is idle. Must not run user code. */
+    void      (*idle)(tess_pe_t *pe);
     /** Nonzero while the layer has work in flight that is not counted as messages. */
     int       (*busy)(void);
     /** A phase can never end (quiescent, no tess_exit): called on PE 0 of every process at

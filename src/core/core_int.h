@@ -73,7 +73,10 @@ struct tess_pe {
     TESS_ALIGNED _Atomic(tess_msg_t *) returned;
 
     /* Everything below is touched by this PE only. */
-    TESS_ALIGNED tess_msg_t *pool[TESS_MSG_NCLS];
+    /* Counts the work this PE did: bumped after every message handler and after every pass,
+     * sleep or stage that did some (tess_core_work_gen). */
+    TESS_ALIGNED uint64_t    work_gen;
+    tess_msg_t              *pool[TESS_MSG_NCLS];
     unsigned                 npool[TESS_MSG_NCLS];
     struct msg_chain        *ret;  /* [ppn] buffers of other PEs waiting to go home */
 

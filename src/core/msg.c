@@ -426,6 +426,7 @@ unsigned tess_msg_dispatch(tess_pe_t *pe, unsigned max)
         }
         if (h->fn(m))
             tess_count_processed(pe, 1);
+        pe->work_gen++;
         if (tess_unlikely(tr_t0))
             tess_trace_record((uint32_t)pe->local, TESS_TEV_MSG, NULL, h->name, NULL, tr_t0,
                               tess_time_ns() - tr_t0, tr_flow, tr_size);

@@ -244,6 +244,21 @@ static void pe_trace_idle_pass(pe_trace_idle_t *t)
     t->polls++;
 }
 
+/* The work count of the pass went from *done to work: a stage did some. */
+static inline void pe_work_gen_step(tess_pe_t *pe, unsigned *done, unsigned work)
+{
+    if (work != *done) {
+        pe->work_gen++;
+        *done = work;
+    }
+}
+
+uint64_t tess_core_work_gen(void)
+{
+    tess_pe_t *pe = tess_pe_self_;
+    return pe ? pe->work_gen : 0;
+}
+
 void tess_pe_loop(tess_pe_t *pe)
 {
     pe_trace_idle_t tr = {0, 0, 0};
@@ -254,24 +269,34 @@ void tess_pe_loop(tess_pe_t *pe)
     uint64_t       idle_from = 0;
     unsigned       pass      = 0;
     int            handover  = 0;
+    pe->work_gen++; /* work was enqueued before the phase (by the caller of tess_run) */
 
     while (atomic_load_explicit(&tess_core.phase, memory_order_acquire) == PHASE_RUNNING) {
         LP_START();
         if (tess_unlikely(tess_trace_on))
             tr.pass = tess_time_ns();
-        unsigned work = tess_msg_dispatch(pe, 64);
+        /* Every stage that did work moves work_gen on before the next one runs (handlers
+         * move it themselves, one by one), but for network progress. */
+        unsigned work = tess_msg_dispatch(pe, 64), done = work;
         LP_MARK(pe, LP_DISPATCH);
         if (pe->gq_count)
             work += tess_gpuq_poll(pe);
         LP_MARK(pe, LP_GPUQ);
         tess_msg_flush(pe);
         LP_MARK(pe, LP_FLUSH);
+        pe_work_gen_step(pe, &done, work);
+        /* Network progress only moves messages into queues and notes completed gets (the
+         * layers finish them): it runs no user code and enqueues no device work, so it does
+         * not move work_gen (a message's arrival alone does not make a stream busy). */
         if (work == 0 || (++pass & 7) == 0)
             work += tess_net_progress();
         LP_MARK(pe, LP_NET);
+        done = work;
         for (unsigned i = 0; i < tess_core.nlayers; i++)
-            if (tess_core.layers[i].progress)
+            if (tess_core.layers[i].progress) {
                 work += tess_core.layers[i].progress(pe);
+                pe_work_gen_step(pe, &done, work);
+            }
         LP_MARK(pe, LP_LAYERS);
         /* Waiting on GPU work is not idle for MPI's sake: polled every pass, MPI would slow
          * the polling of the device's events (and the launches that follow them). */
@@ -280,7 +305,12 @@ void tess_pe_loop(tess_pe_t *pe)
         LP_MARK(pe, LP_AGENT);
         work += tess_msg_flush(pe);
         LP_MARK(pe, LP_FLUSH);
+        pe_work_gen_step(pe, &done, work);
         LP_PASS(pe, work);
+        if (!work)
+            for (unsigned i = 0; i < tess_core.nlayers; i++)
+                if (tess_core.layers[i].idle)
+                    tess_core.layers[i].idle(pe);
         if (work) {
             if (tess_unlikely(tr.from))
                 pe_trace_idle_end(pe, &tr, tr.pass);
@@ -314,6 +344,7 @@ void tess_pe_loop(tess_pe_t *pe)
         pe->idle_ns += now - idle_from;
         handover = 1; /* if this sleep is cut short by a hand-over, sleep again without spinning */
         pe_sleep(pe, &handover);
+        pe->work_gen++; /* what woke it is not known to be nothing */
         idle_from = 0;
         LP_MARK(pe, LP_IDLE);
     }

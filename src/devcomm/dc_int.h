@@ -216,6 +216,7 @@ typedef struct dc_state {
     _Atomic uint64_t  d2d_rb_unjoined; /* streams a batch stream did not wait for (sender-ordered) */
     _Atomic uint64_t  rdma_idle_sends; /* direct RDMA announced at once (idle sender stream) */
     _Atomic uint64_t  rdma_idle_recvs; /* direct RDMA gets started at once (idle receiver stream) */
+    _Atomic uint64_t  rdma_quiet_recvs; /* of those, known idle without a query (dc_quiet) */
     _Atomic uint64_t  rdma_fast_recvs; /* direct RDMA receives finished by the PE that got them */
     const tess_dc_ops_t *ops;
     uint16_t          h_ctl;
@@ -353,5 +354,8 @@ void          dc_rdma_pump_chunks(void);
 /** Finish the direct receives whose gets completed in this PE's network progress (PE thread,
  *  each scheduler pass); returns how many. */
 unsigned      dc_rdma_progress(void);
+/** The PE found no work in a pass: check whether the streams of its recent direct receives are
+ *  idle, so that the next receive for one of them needs no query (layer idle hook). */
+void          dc_rdma_idle(tess_pe_t *pe);
 
 #endif /* TESS_DC_INT_H */

@@ -36,6 +36,8 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
         atomic_load_explicit(&dc.d2d_rb_unjoined, memory_order_relaxed);
     stats_p->rdma_idle_sends = atomic_load_explicit(&dc.rdma_idle_sends, memory_order_relaxed);
     stats_p->rdma_idle_recvs = atomic_load_explicit(&dc.rdma_idle_recvs, memory_order_relaxed);
+    stats_p->rdma_quiet_recvs =
+        atomic_load_explicit(&dc.rdma_quiet_recvs, memory_order_relaxed);
     stats_p->rdma_fast_recvs = atomic_load_explicit(&dc.rdma_fast_recvs, memory_order_relaxed);
     tess_net_rkey_stats(&stats_p->rkey_unpacks, &stats_p->rkey_hits);
 }
@@ -608,7 +610,7 @@ tess_status_t tess_devcomm_init(void)
     if (st != TESS_OK)
         goto err_rdma_fini;
     static const tess_core_layer_t layer = {.name = "devcomm", .progress = dc_progress,
-                                             .busy = dc_busy};
+                                             .idle = dc_rdma_idle, .busy = dc_busy};
     st = tess_core_layer_add(&layer);
     if (st != TESS_OK)
         goto err_rdma_fini;

@@ -1,0 +1,176 @@
+/*
+ * test_rdma_quiet: a direct RDMA receive into a buffer that the receiver's stream is still
+ * reading must wait for that stream, also when the runtime skips asking the device because it
+ * found the stream idle earlier (one PE per process: rdma_quiet_recvs). Run on 2 processes
+ * with TESS_VNODE_SIZE=1 TESS_RDMA=direct, any backend.
+ *
+ * Element 0 (process 0) sends ROUNDS device messages, one buffer each, to element 1 (process
+ * 1), which receives every one into the same buffer. Element 1's entry enqueues a copy of that
+ * buffer to a host slot on its stream, asks for a continuation that checks the slot, and at
+ * once sends a host message back, on which element 0 sends the next round: the next round's
+ * data may arrive while the copy of the last one is still queued (TESS_HOST_JITTER_US makes
+ * that likely on the host backend). A get that did not wait for the copy shows up as a slot
+ * holding a later round's bytes.
+ *
+ * TEST_EXPECT_QUIET=1 (one PE per process, no jitter): some receives must have started their
+ * gets without a stream query (the PE had found the stream idle while it had nothing to do).
+ */
+#include "tess_test.h"
+#include "devcomm/devcomm.h"
+
+#include <string.h>
+#include <tessera/gpu.h>
+
+#define ROUNDS 300
+#define SIZE   ((size_t)16384)
+#define SLOTS  8
+
+typedef struct elem {
+    int      sent, checked, errors;
+    void    *dev;           /* element 0: the buffer sent; element 1: the one received into */
+    uint8_t *host;          /* element 0: staging for the sent bytes; element 1: SLOTS slots */
+} elem_t;
+
+static tess_array_h arr;
+static tess_entry_t E_NEXT, E_MSG, E_CHECK;
+
+static uint8_t byte_of(int round, size_t i)
+{
+    return (uint8_t)test_mix(((uint64_t)round << 32) ^ (i * 2654435761u));
+}
+
+/* Element 0: send round r, its bytes written on the stream right before the send. */
+static void send_round(tess_ctx_h ctx, elem_t *el, int r)
+{
+    for (size_t i = 0; i < SIZE; i++)
+        el->host[i] = byte_of(r, i);
+    CHECK_OK(tess_gpu_memcpy_async(el->dev, el->host, SIZE, tess_ctx_stream(ctx)));
+    tess_dev_buf_t b = {el->dev, SIZE};
+    el->sent++;
+    CHECK_OK(tess_send_device(arr, tess_idx1(1), E_MSG, &r, sizeof(r), &b, 1, NULL, NULL, NULL));
+}
+
+/* Element 0: element 1 has taken round r; the staging buffer is free once the stream has
+ * copied it, which the next send's copy follows in stream order. */
+static void on_next(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    CHECK(size == sizeof(int));
+    int r;
+    memcpy(&r, msg, sizeof(r));
+    if (r < ROUNDS)
+        send_round(ctx, e, r);
+}
+
+static void post(tess_ctx_h ctx, void *e, const void *header, size_t header_len, int nbufs,
+                 const size_t *sizes, void **dst, tess_stream_t *stream_p)
+{
+    (void)ctx;
+    (void)header;
+    (void)stream_p;
+    elem_t *el = e;
+    CHECK(header_len == sizeof(int) && nbufs == 1 && sizes[0] == SIZE);
+    dst[0] = el->dev;
+}
+
+/* Element 1: copy the buffer out on the stream, check it later, and ask for the next round
+ * now, while the copy may still be queued. */
+static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    CHECK(size == sizeof(int));
+    elem_t *el = e;
+    int     r;
+    memcpy(&r, msg, sizeof(r));
+    uint8_t *slot = el->host + (size_t)(r % SLOTS) * SIZE;
+    CHECK_OK(tess_gpu_memcpy_async(slot, el->dev, SIZE, tess_ctx_stream(ctx)));
+    CHECK_OK(tess_gpu_then(ctx, E_CHECK, &r, sizeof(r)));
+    int next = r + 1;
+    CHECK_OK(tess_send(arr, tess_idx1(0), E_NEXT, &next, sizeof(next)));
+}
+
+static void on_check(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)ctx;
+    CHECK(size == sizeof(int));
+    elem_t *el = e;
+    int     r;
+    memcpy(&r, msg, sizeof(r));
+    const uint8_t *slot = el->host + (size_t)(r % SLOTS) * SIZE;
+    for (size_t i = 0; i < SIZE; i++)
+        if (slot[i] != byte_of(r, i)) {
+            if (el->errors++ < 5)
+                fprintf(stderr, "round %d byte %zu: %02x (expected %02x): the get did not wait "
+                        "for the receiver's stream\n", r, i, slot[i], byte_of(r, i));
+            break;
+        }
+    el->checked++;
+}
+
+static void ctor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    elem_t *el = e;
+    size_t  n  = tess_ctx_linear(ctx) == 0 ? SIZE : SLOTS * SIZE;
+    CHECK_OK(tess_gpu_malloc_host((void **)&el->host, n));
+    CHECK_OK(tess_gpu_malloc(&el->dev, SIZE));
+}
+
+static void start(void *arg)
+{
+    (void)arg;
+    int r = 0;
+    if (tess_process() == 0)
+        CHECK_OK(tess_send(arr, tess_idx1(0), E_NEXT, &r, sizeof(r)));
+}
+
+static int totals[3];
+
+static void collect(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    elem_t *el = e;
+    totals[tess_ctx_linear(ctx) == 0 ? 0 : 1] = tess_ctx_linear(ctx) == 0 ? el->sent : el->checked;
+    totals[2] += el->errors;
+    CHECK_OK(tess_gpu_free(el->dev));
+    CHECK_OK(tess_gpu_free_host(el->host));
+}
+
+int main(int argc, char **argv)
+{
+    test_init(&argc, &argv);
+    const char *want = getenv("TESS_GPU");
+    if (want && strcmp(want, "auto") && strcmp(tess_gpu_backend_name(), want)) {
+        test_fini();
+        return 77;
+    }
+    CHECK_MSG(tess_num_processes() == 2, "run on 2 processes (TESS_VNODE_SIZE=1)");
+    CHECK_OK(tess_entry_register("next", on_next, &E_NEXT));
+    CHECK_OK(tess_entry_register_device("msg", post, on_msg, 0, &E_MSG));
+    CHECK_OK(tess_entry_register("check", on_check, &E_CHECK));
+    tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME, .name = "rdmaquiet",
+                             .ndims = 1, .extents = {2}, .elem_size = sizeof(elem_t),
+                             .ctor = ctor};
+    CHECK_OK(tess_array_create(&p, &arr));
+    CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
+    CHECK_OK(tess_array_foreach(arr, collect, NULL));
+    int all[3];
+    MPI_Allreduce(totals, all, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    tess_dc_stats_t st;
+    tess_dc_get_stats(&st);
+    uint64_t mine[3] = {st.rdma_direct, st.rdma_idle_recvs, st.rdma_quiet_recvs}, sum[3];
+    MPI_Allreduce(mine, sum, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (tess_process() == 0)
+        printf("rdma_quiet: %d rounds sent, %d checked, %d wrong; %llu direct receives, %llu "
+               "started at once, %llu of them without a query\n", all[0], all[1], all[2],
+               (unsigned long long)sum[0], (unsigned long long)sum[1],
+               (unsigned long long)sum[2]);
+    CHECK_MSG(all[0] == ROUNDS && all[1] == ROUNDS, "sent %d, checked %d of %d rounds", all[0],
+              all[1], ROUNDS);
+    CHECK_MSG(all[2] == 0, "%d rounds held a later round's bytes", all[2]);
+    CHECK_MSG(sum[0] == ROUNDS, "%llu of %d sends took the direct RDMA path (TESS_VNODE_SIZE=1 "
+              "TESS_RDMA=direct?)", (unsigned long long)sum[0], ROUNDS);
+    if (getenv("TEST_EXPECT_QUIET") && atoi(getenv("TEST_EXPECT_QUIET")))
+        CHECK_MSG(sum[2] > 0, "no direct receive started without a stream query (%llu of %d "
+                  "started at once)", (unsigned long long)sum[1], ROUNDS);
+    test_fini();
+    return 0;
+}
