@@ -14,8 +14,10 @@
  * --budget-s S (skip the points that would start after S seconds of measuring).
  *
  * latbw: for sizes 8 B … 64 MiB, the one-way latency of a ping-pong (entry registered with
- * WAIT_COMPLETE: runs once the data is in place; and "latency-so": stream-ordered delivery,
- * the entry runs once the copy is enqueued) against raw copies completed one at a time; and
+ * WAIT_COMPLETE: runs once the data is in place; "latency-so": stream-ordered delivery, the
+ * entry runs once the copy is enqueued; on the direct RDMA path also "lat-ready": as
+ * "latency", each entry sending the data it got on as TESS_STREAM_READY, which it is) against
+ * raw copies completed one at a time; and
  * the bandwidth of a stream of messages with a window in flight (source-done callbacks recycle
  * the buffers) against raw copies back to back on one stream. exchange: a fixed volume split
  * over ODF sender/receiver pairs, there and back, time per exchange; overlap: the same with an
@@ -176,7 +178,7 @@ typedef struct point {
     double raw, tess; /* medians: us for latency, GB/s for bandwidth */
 } point_t;
 
-static point_t lat_pts[16], so_pts[16], bw_pts[16];
+static point_t lat_pts[16], so_pts[16], rdy_pts[16], bw_pts[16];
 
 static void report_latbw(const char *metric, size_t size, size_t window, int iters, double raw,
                          double tess, const char *unit)
@@ -210,8 +212,8 @@ static void latency_point(size_t size, int wait_complete, point_t *out)
     out->size = size;
     out->raw  = dcb_median(base, dcb.reps);
     out->tess = dcb_median(tess, dcb.reps);
-    report_latbw(wait_complete ? "latency" : "latency-so", size, 1, iters, out->raw, out->tess,
-                 "us");
+    report_latbw(wait_complete == 2 ? "lat-ready" : wait_complete ? "latency" : "latency-so",
+                 size, 1, iters, out->raw, out->tess, "us");
 }
 
 static void stream_point(size_t size, point_t *out)
@@ -289,6 +291,8 @@ static void goals(void)
     case DCB_RDMA_DIRECT: /* against ucp_get of device memory (UCX with CUDA transports) */
         goal("bandwidth tess/raw-get (worst at >=16M)", at, bw, 0.9, 1);
         goal("latency tess/raw-get", lat_pts[0].size, lat, 1.5, 0);
+        goal("latency tess/raw-get, sends marked ready", rdy_pts[0].size,
+             rdy_pts[0].tess / rdy_pts[0].raw, 1.5, 0);
         break;
     default:
         if (dcb.rank == 0)
@@ -424,6 +428,8 @@ int main(int argc, char **argv)
         for (; n < nsizes && !over_budget(); n++) {
             latency_point(sizes[n], 1, &lat_pts[n]);
             latency_point(sizes[n], 0, &so_pts[n]);
+            if (dcb.path == DCB_RDMA_DIRECT) /* where a send asks the device about its stream */
+                latency_point(sizes[n], 2, &rdy_pts[n]);
             stream_point(sizes[n], &bw_pts[n]);
         }
         nsizes = n;

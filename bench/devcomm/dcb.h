@@ -100,7 +100,8 @@ double dcb_ucx_get_bulk(size_t size, int count);
 void   dcb_tess_init(size_t cap, size_t odf_cap);
 void   dcb_tess_fini(void);
 /** One-way latency of a device-message ping-pong; `wait_complete`: the entry runs once the data
- *  is in place (else as soon as the copy is enqueued). */
+ *  is in place (else as soon as the copy is enqueued); 2: that, and the entry sends the data
+ *  it got on as TESS_STREAM_READY (complete: no stream to wait for). */
 double dcb_tess_latency(size_t size, int iters, int wait_complete);
 /** Time per message of a stream of `msgs` messages, `window` in flight. `check` verifies
  *  the data that arrived last. */

@@ -95,12 +95,15 @@ static void pp_post(tess_ctx_h ctx, void *e, const void *header, size_t header_l
     dst[0] = ((pair_elem_t *)e)->buf;
 }
 
+static int pp_ready; /* sends as TESS_STREAM_READY (with E_PP_WC only: the data is in place) */
+
 static void pp_send(tess_ctx_h ctx, pair_elem_t *pe, int64_t seq, tess_entry_t entry)
 {
     seq_hdr_t      h = {seq};
     tess_dev_buf_t b = {pe->buf, cur.size};
     int            me = tess_ctx_index(ctx).x;
-    tess_send_device(pair, tess_idx1(1 - me), entry, &h, sizeof(h), &b, 1, NULL, NULL, NULL);
+    tess_stream_t  from = pp_ready && entry == E_PP_WC ? TESS_STREAM_READY : NULL;
+    tess_send_device(pair, tess_idx1(1 - me), entry, &h, sizeof(h), &b, 1, from, NULL, NULL);
 }
 
 static void pp_go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -162,7 +165,8 @@ double dcb_tess_latency(size_t size, int iters, int wait_complete)
 {
     cur.size  = size;
     cur.iters = iters;
-    pp_mode   = wait_complete;
+    pp_mode   = wait_complete != 0;
+    pp_ready  = wait_complete == 2;
     double dt;
     run_phase(pp_start, &dt);
     return dt;

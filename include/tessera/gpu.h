@@ -139,11 +139,22 @@ tess_status_t tess_entry_register_device(const char *name, tess_dev_post_fn_t po
 typedef void (*tess_dev_done_fn_t)(void *arg);
 
 /**
+ * The stream argument of a device send whose buffers are complete at the call: nothing still
+ * enqueued on any stream writes them (the caller synchronised, the data came with a message
+ * whose entry runs after completion, TESS_ENTRY_WAIT_COMPLETE, or was copied from the host
+ * synchronously). The transfer then waits for no stream: on the RDMA path the sender announces
+ * the message without asking the device whether a stream reached the send (1.5-2 us on an
+ * H200). Like a send from a stream, the buffers must stay unchanged until `done`. Passing it
+ * while a kernel still writes a buffer sends whatever the buffer holds when it is read.
+ */
+#define TESS_STREAM_READY ((tess_stream_t)(uintptr_t)1)
+
+/**
  * Send header bytes (copied) and device buffers to a device entry of element `index` (entry).
  * The transfer starts after the work already enqueued on `stream` (NULL: the sender's own
- * stream). Do not change the buffers until `done` runs (may be NULL: then double-buffer by
- * iteration parity). A message to oneself is allowed. Never dropped: when staging resources run
- * out, the send waits in a queue.
+ * stream; TESS_STREAM_READY: the buffers are complete now). Do not change the buffers until
+ * `done` runs (may be NULL: then double-buffer by iteration parity). A message to oneself is
+ * allowed. Never dropped: when staging resources run out, the send waits in a queue.
  */
 #define tess_send_device(array, index, entry, header, header_len, bufs, nbufs, stream, done, arg) \
     tess_send_device_loc((array), (index), (entry), (header), (header_len), (bufs), (nbufs),      \
@@ -169,7 +180,7 @@ typedef struct tess_dev_send {
 
 /**
  * Several device sends (entry), all ordered after the work already enqueued on `stream` (NULL:
- * the sender's own stream), as n calls of tess_send_device would be with nothing enqueued on
+ * the sender's own stream; TESS_STREAM_READY: none), as n calls of tess_send_device would be with nothing enqueued on
  * the stream between them. Cheaper: the sends within this process share one event on the
  * stream (a chare's halos, say, after its update).
  */

@@ -162,19 +162,7 @@ static _Thread_local struct {
  * destroyed with the layer). */
 static tess_gpu_stream_h dc_rb_stream(void)
 {
-    int local = tess_core_pe_local(tess_core_pe_self());
-    pthread_mutex_lock(&dc.lock);
-    if (!dc.rb_streams)
-        dc.rb_streams = tess_calloc((size_t)tess_rt.ppn, sizeof(*dc.rb_streams),
-                                    "the PEs' batch-copy streams");
-    tess_gpu_stream_h s = dc.rb_streams ? dc.rb_streams[local] : NULL;
-    pthread_mutex_unlock(&dc.lock);
-    if (s || !dc.rb_streams)
-        return s;
-    if (tess_gpu->stream_create(&s) != TESS_OK)
-        return NULL;
-    dc.rb_streams[local] = s; /* this PE's entry: no other thread writes it */
-    return s;
+    return dc_pe_stream(dc.rb_streams);
 }
 
 /* `waiter` waits for event e's record on `stream` (e back to the pool once that wait is past). */

@@ -223,6 +223,7 @@ typedef struct dc_state {
     int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */
     int               rb_comm;     /* batched receives of several streams: DC_RB_* (dc_d2d.c) */
     tess_gpu_stream_h *rb_streams; /* [ppn] each PE's stream for those, made on first use */
+    tess_gpu_stream_h *ready_streams; /* [ppn] each PE's ready stream, made on first use */
     _Atomic uint64_t   rb_epoch;   /* bumped by tess_dc_streams_dirty */
     int               forced_path; /* -1 auto */
 } dc_state_t;
@@ -354,6 +355,11 @@ void          dc_rdma_pump_chunks(void);
 /** Finish the direct receives whose gets completed in this PE's network progress (PE thread,
  *  each scheduler pass); returns how many. */
 unsigned      dc_rdma_progress(void);
+/** The calling PE's stream in table ([ppn]), made on first use and destroyed with the layer;
+ *  NULL off a PE or when it cannot be made (PE thread). */
+tess_gpu_stream_h dc_pe_stream(tess_gpu_stream_h *table);
+/** Whether s is the calling PE's ready stream (tess_dc_ready_stream). */
+bool              dc_is_ready_stream(tess_gpu_stream_h s);
 /** The PE found no work in a pass: check whether the streams of its recent direct receives are
  *  idle, so that the next receive for one of them needs no query (layer idle hook). */
 void          dc_rdma_idle(tess_pe_t *pe);

@@ -370,9 +370,12 @@ static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, cons
         off += (uint32_t)regs[i]->rkey_len;
     }
     /* Announce once the data is ready on the sender's stream: at once from a stream with
-     * nothing left to run (no event to record and poll), else when an event says so. */
+     * nothing left to run (no event to record and poll), else when an event says so. From
+     * the PE's ready stream (TESS_STREAM_READY: the caller says the buffers are complete) at
+     * once without asking the device. */
     tess_status_t q = atomic_load(&rdma_waiting_sends) ? TESS_INPROGRESS
-                                                        : tess_gpu->stream_query(stream);
+                      : dc_is_ready_stream(stream)       ? TESS_OK
+                                                         : tess_gpu->stream_query(stream);
     if (q != TESS_OK && q != TESS_INPROGRESS)
         return q;
     if (q == TESS_OK) {

@@ -561,6 +561,39 @@ static unsigned dc_progress(tess_pe_t *pe)
     return dc_rdma_progress();
 }
 
+tess_gpu_stream_h dc_pe_stream(tess_gpu_stream_h *table)
+{
+    tess_pe_t *pe = tess_core_pe_self();
+    if (!pe)
+        return NULL;
+    int               local = tess_core_pe_local(pe);
+    tess_gpu_stream_h s     = table[local]; /* this PE's entry: no other thread touches it */
+    if (!s && tess_gpu->stream_create(&s) == TESS_OK)
+        table[local] = s;
+    return s;
+}
+
+tess_gpu_stream_h tess_dc_ready_stream(void)
+{
+    return dc_pe_stream(dc.ready_streams);
+}
+
+bool dc_is_ready_stream(tess_gpu_stream_h s)
+{
+    tess_pe_t *pe = tess_core_pe_self();
+    return pe && s && dc.ready_streams[tess_core_pe_local(pe)] == s;
+}
+
+static void dc_pe_streams_destroy(tess_gpu_stream_h *table)
+{
+    if (!table)
+        return;
+    for (int i = 0; i < tess_rt.ppn; i++)
+        if (table[i])
+            tess_gpu->stream_destroy(table[i]);
+    free(table);
+}
+
 static int dc_parse_path(void)
 {
     for (int p = 0; p < 3; p++)
@@ -586,6 +619,14 @@ tess_status_t tess_devcomm_init(void)
     st = tess_gpu->stream_create(&dc.stream);
     if (st != TESS_OK)
         return st;
+    dc.rb_streams    = tess_calloc((size_t)tess_rt.ppn, sizeof(*dc.rb_streams),
+                                   "the PEs' batch-copy streams");
+    dc.ready_streams = tess_calloc((size_t)tess_rt.ppn, sizeof(*dc.ready_streams),
+                                   "the PEs' ready streams");
+    if (!dc.rb_streams || !dc.ready_streams) {
+        st = tess_error(TESS_ERR_NO_MEMORY, "devcomm: no memory for the PEs' streams");
+        goto err_destroy_stream;
+    }
     if ((st = tess_hmap_init(&dc.exports, 64)) != TESS_OK ||
         (st = tess_hmap_init(&dc.maps, 64)) != TESS_OK ||
         (st = tess_hmap_init(&dc.regs, 64)) != TESS_OK ||
@@ -621,6 +662,8 @@ err_rdma_fini:
 err_ipc_fini:
     dc_ipc_fini();
 err_destroy_stream:
+    free(dc.rb_streams);
+    free(dc.ready_streams);
     tess_hmap_fini(&dc.sent);
     tess_hmap_fini(&dc.regs);
     tess_hmap_fini(&dc.maps);
@@ -683,12 +726,8 @@ void tess_devcomm_fini(void)
     tess_hmap_fini(&dc.regs);
     tess_hmap_fini(&dc.maps);
     tess_hmap_fini(&dc.exports);
-    if (dc.rb_streams) {
-        for (int i = 0; i < tess_rt.ppn; i++)
-            if (dc.rb_streams[i])
-                tess_gpu->stream_destroy(dc.rb_streams[i]);
-        free(dc.rb_streams);
-    }
+    dc_pe_streams_destroy(dc.rb_streams);
+    dc_pe_streams_destroy(dc.ready_streams);
     tess_gpu->stream_destroy(dc.stream);
     pthread_mutex_destroy(&dc.pump_lock);
     pthread_mutex_destroy(&dc.lock);

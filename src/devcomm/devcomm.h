@@ -101,6 +101,14 @@ tess_status_t tess_dc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *hea
 void tess_dc_batch_begin(tess_gpu_stream_h stream);
 void tess_dc_batch_end(void);
 
+/**
+ * The calling PE's ready stream (PE thread; NULL elsewhere or when it cannot be made): a
+ * stream on which nothing but the sends from it is enqueued, for sends whose buffers are
+ * complete at the call (TESS_STREAM_READY). The direct RDMA path announces those at once,
+ * without asking the device whether the stream has reached the send.
+ */
+tess_gpu_stream_h tess_dc_ready_stream(void);
+
 /** The path a message from this process to process `dst` takes now. */
 int         tess_dc_path_to(int dst);
 const char *tess_dc_path_name(int path);

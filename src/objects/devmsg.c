@@ -157,6 +157,12 @@ static void obj_send_device(tess_array_h a, tess_index_t index, tess_entry_t ent
 
 static tess_gpu_stream_h obj_send_stream(tess_stream_t stream)
 {
+    if (stream == TESS_STREAM_READY) {
+        tess_gpu_stream_h ready = tess_dc_ready_stream();
+        if (ready)
+            return ready;
+        stream = NULL; /* off a PE: ordered after the default stream's work, which is safe */
+    }
     obj_pe_t *op = tess_obj_pe();
     return stream ? (tess_gpu_stream_h)stream
                   : op && op->current ? op->current->stream : tess_gpu_pool_stream(0);

@@ -143,8 +143,10 @@ static void done_cb(void *arg)
 /* TEST_SRC_STREAM=busy: each sender's stream first runs a hold that lasts until its element
  * has made all its sends, so every send is ordered after pending work (the hold, then the
  * source copies from pinned memory); idle: the stream is synced before each send, so a
- * direct IPC send may skip ordering it. Either way the data is checked. */
-static int src_stream_mode; /* 0 as it comes, 1 busy, 2 idle */
+ * direct IPC send may skip ordering it; ready: every source is copied and the stream synced
+ * before the first send, then the stream is held as for busy and the sends go as
+ * TESS_STREAM_READY, which must not wait for it. Either way the data is checked. */
+static int src_stream_mode; /* 0 as it comes, 1 busy, 2 idle, 3 ready */
 static int batch = 1;
 static _Atomic int hold_timeouts;
 
@@ -193,7 +195,19 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
             el->host_src[s][b] = host;
         }
     }
-    if (src_stream_mode == 1) {
+    if (src_stream_mode == 3) {
+        for (int s = 0; s < MSGS; s++) {
+            int64_t dst;
+            hdr_t   h;
+            plan(me, s, &dst, &h);
+            for (int b = 0; b < h.nbufs; b++)
+                if (h.sizes[b])
+                    CHECK_OK(tess_gpu_memcpy_async(el->dev_src[s][b], el->host_src[s][b],
+                                                   h.sizes[b], st));
+        }
+        CHECK_OK(tess_gpu_stream_sync(st));
+    }
+    if (src_stream_mode == 1 || src_stream_mode == 3) {
         _Atomic int *open = &el->hold_open;
         atomic_store(open, 0);
         CHECK_OK(tess_gpu_launch_host(st, hold_stream, &open, sizeof(open)));
@@ -212,7 +226,7 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
             plan(me, s, &dst, h);
             for (int b = 0; b < h->nbufs; b++) {
                 bufs[g][b] = (tess_dev_buf_t){el->dev_src[s][b], h->sizes[b]};
-                if (h->sizes[b])
+                if (h->sizes[b] && src_stream_mode != 3)
                     CHECK_OK(tess_gpu_memcpy_async(el->dev_src[s][b], el->host_src[s][b],
                                                    h->sizes[b], st));
             }
@@ -221,11 +235,12 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         }
         if (src_stream_mode == 2)
             CHECK_OK(tess_gpu_stream_sync(st));
+        tess_stream_t from = src_stream_mode == 3 ? TESS_STREAM_READY : NULL;
         if (batch == 1)
             CHECK_OK(tess_send_device(arr, sends[0].index, E_MSG, &hs[0], sizeof(hs[0]),
-                                      bufs[0], hs[0].nbufs, NULL, done_cb, el));
+                                      bufs[0], hs[0].nbufs, from, done_cb, el));
         else
-            CHECK_OK(tess_send_device_many(sends, k, NULL));
+            CHECK_OK(tess_send_device_many(sends, k, from));
         el->sent += k;
     }
     atomic_store(&el->hold_open, 1);
@@ -410,8 +425,12 @@ int main(int argc, char **argv)
         batch = atoi(getenv("TEST_BATCH"));
     CHECK_MSG(batch >= 1 && batch <= 8, "TEST_BATCH=%d: 1 to 8", batch);
     const char *mode = getenv("TEST_SRC_STREAM");
-    src_stream_mode  = !mode ? 0 : !strcmp(mode, "busy") ? 1 : !strcmp(mode, "idle") ? 2 : -1;
-    CHECK_MSG(src_stream_mode >= 0, "TEST_SRC_STREAM=%s: busy or idle", mode);
+    src_stream_mode  = !mode                  ? 0
+                     : !strcmp(mode, "busy")  ? 1
+                     : !strcmp(mode, "idle")  ? 2
+                     : !strcmp(mode, "ready") ? 3
+                                              : -1;
+    CHECK_MSG(src_stream_mode >= 0, "TEST_SRC_STREAM=%s: busy, idle or ready", mode);
     n = 3 * (int64_t)tess_num_pes() + 1;
     CHECK_OK(tess_entry_register("go", go, &E_GO));
     wait_complete = getenv("TEST_WAIT_COMPLETE") && atoi(getenv("TEST_WAIT_COMPLETE"));
@@ -459,6 +478,12 @@ int main(int argc, char **argv)
      * notice through the PE's queue or a wait on its stream. */
     uint64_t fast[2] = {st.rdma_fast_recvs, st.rdma_direct}, all_fast[2];
     MPI_Allreduce(fast, all_fast, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    /* TEST_SRC_STREAM=ready: every direct RDMA send was announced at once, none asked the
+     * device about a stream or waited for an event. */
+    if (src_stream_mode == 3)
+        CHECK_MSG(all_idle_sends == all_fast[1], "%llu of %llu direct RDMA sends marked ready "
+                  "were announced at once", (unsigned long long)all_idle_sends,
+                  (unsigned long long)all_fast[1]);
     if (getenv("TEST_EXPECT_RDMA_FAST") && atoi(getenv("TEST_EXPECT_RDMA_FAST")))
         CHECK_MSG(all_fast[1] > 0 && all_fast[0] == all_fast[1], "%llu of %llu direct RDMA "
                   "receives were finished on the spot", (unsigned long long)all_fast[0],
