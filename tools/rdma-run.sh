@@ -45,6 +45,20 @@ for mode in direct staged; do
         done
     done
 done
+# Direct receives that skip the stream query (one PE per process) must still wait for a busy
+# stream; sends marked TESS_STREAM_READY are announced at once.
+for t in "test_rdma_quiet TEST_EXPECT_QUIET=1" "test_devmsg TEST_SRC_STREAM=ready"; do
+    set -- $t
+    log=$work/$1-ready-quiet.log
+    t0=$SECONDS
+    TESS_VNODE_SIZE=1 TESS_RDMA=direct TEST_EXPECT_PATH=rdma \
+        run 90 env "$2" "${mpi[@]}" -np 2 "$b/test/gpu/$1" >"$log" 2>&1
+    rc=$?
+    note "$(printf '%-14s np=2 TESS_RDMA=direct %-22s %s (%d s)' "$1" "$2" \
+        "$([ $rc = 0 ] && echo pass || echo "FAIL rc=$rc")" $((SECONDS - t0)))"
+    [ $rc = 0 ] || tail -5 "$log" | tee -a "$summary"
+    grep -h '^rdma_quiet:' "$log" >>"$summary"
+done
 # Misuse: with a UCX that cannot reach device memory, TESS_RDMA=direct must fail at start with a
 # clear error, not hang; auto must stage and say so once. Two such UCXs: the carried one with its
 # CUDA transports excluded (UCX_TLS), and the machine's own (no CUDA transports), which has to be

@@ -309,9 +309,10 @@ static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     memcpy(&c.h, msg, sizeof(c.h));
     posted_t *p = take_posted(el, c.h.src, c.h.seq);
     CHECK_MSG(p, "message %d of element %d was delivered without being posted", c.h.seq, c.h.src);
-    if (src_stream_mode == 1) {
-        /* While streams are held, a copy to pageable memory or a free would wait for the
-         * device, and may keep a sender from the sends that end its hold: check later. */
+    if (src_stream_mode == 1 || src_stream_mode == 3) {
+        /* While streams are held (busy, ready), a copy to pageable memory or a free would wait
+         * for the device, and may keep a sender from the sends that end its hold: check
+         * later. */
         p->next   = el->later;
         el->later = p;
         return;
@@ -372,7 +373,7 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
 {
     (void)arg;
     elem_t *el = e;
-    /* TEST_SRC_STREAM=busy: the deliveries kept for now (every stream is idle). */
+    /* TEST_SRC_STREAM=busy or ready: the deliveries kept for now (every stream is idle). */
     for (posted_t *p = el->later, *next; p; p = next) {
         next = p->next;
         check_t c;
