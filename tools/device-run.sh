@@ -19,7 +19,8 @@
 #   rdma    the direct RDMA path with the carried UCX (build-cuda/ucx: TESS_UCX=build
 #           tools/gpu-build.sh): tessera-info's UCX report, then under MPS with 2 and 4
 #           processes on the GPU, TESS_VNODE_SIZE=1 (every process its own virtual node), for
-#           TESS_RDMA=direct and staged: the device-message, migration and registration tests,
+#           TESS_RDMA=direct and staged: the device-message, migration and registration tests
+#           and the whole gpu list (RDMA_LISTS=0: not the list),
 #           Jacobi2D's checksum against the MPI version; bench_devcomm latbw (direct, staged,
 #           raw ucp_get of device memory in the same binary); ucx_perftest -m cuda (ucp_get)
 #   modes   Jacobi2D ODF 16 sweeps with TESS_BATCH_STREAM on and off (auto, adapt, is the

@@ -4,7 +4,7 @@
 # virtual node (TESS_VNODE_SIZE=1). BUILDDIR is build-cuda configured against the carried UCX
 # (TESS_UCX=build tools/gpu-build.sh; device-run.sh puts BUILDDIR/ucx/lib on LD_LIBRARY_PATH).
 # DEVICE_RUN_GPU=host tries it on a CPU machine (RDMA_QUICK=1: small sizes and budgets).
-# About 5 minutes on the H200.
+# About 9 minutes on the H200 (5 with RDMA_LISTS=0).
 set -uo pipefail
 work=${1:?usage: rdma-run.sh WORKDIR BUILDDIR SUMMARY}
 b=${2:?}
@@ -59,6 +59,18 @@ for t in "test_rdma_quiet TEST_EXPECT_QUIET=1" "test_devmsg TEST_SRC_STREAM=read
     [ $rc = 0 ] || tail -5 "$log" | tee -a "$summary"
     grep -h '^rdma_quiet:' "$log" >>"$summary"
 done
+# The whole gpu list with every process its own virtual node, on each RDMA mode (entries that
+# test another path pin it): RDMA_LISTS=0 skips it (about 2 x 110 s on the H200).
+if [ "${RDMA_LISTS:-1}" = 1 ]; then
+    for mode in direct staged; do
+        t0=$SECONDS
+        TESS_VNODE_SIZE=1 TESS_RDMA=$mode run 240 "$b/test/runtests" --quiet --timeout-scale 2 \
+            gpu >"$work/gpu-list-$mode.log" 2>&1
+        note "gpu list, TESS_VNODE_SIZE=1 TESS_RDMA=$mode: $(grep -E '^[0-9]+ passed' \
+            "$work/gpu-list-$mode.log" | tail -1) ($((SECONDS - t0)) s)"
+        grep -E '^FAIL' "$work/gpu-list-$mode.log" | head -10 | tee -a "$summary"
+    done
+fi
 # Misuse: with a UCX that cannot reach device memory, TESS_RDMA=direct must fail at start with a
 # clear error, not hang; auto must stage and say so once. Two such UCXs: the carried one with its
 # CUDA transports excluded (UCX_TLS), and the machine's own (no CUDA transports), which has to be

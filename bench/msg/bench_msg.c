@@ -9,7 +9,8 @@
  *                                      receivers over process 1's (bench/msg/rate-sweep.sh)
  *
  * Latency: one-way time of a ping-pong between two elements on different PEs, for payloads of
- * 0 B, 8 B, 1 KiB and 64 KiB. Baselines: a spinning single-slot handoff between two pthreads
+ * 0 B, 8 B, 1 KiB and 64 KiB (cross-process, from 1 KiB, also "latency-zc": zero-copy sends,
+ * tess_msg_alloc + tess_send_msg, as the raw baseline sends from its buffer). Baselines: a spinning single-slot handoff between two pthreads
  * (in-process) and a raw UCX active-message ping-pong (cross-process). Rate: 8-byte messages
  * from many sender elements to receivers on the other PE, many in flight; baselines a raw SPSC
  * ring between two threads (in-process) and raw streaming UCX active messages (cross-process).
@@ -314,7 +315,7 @@ static void raw_ucx_fini(void)
 static tess_array_h pp_arr;
 static tess_entry_t E_PING;
 static struct {
-    int    iters, count;
+    int    iters, count, zero_copy;
     size_t size;
     double t0;
 } pp;
@@ -323,6 +324,21 @@ static int pp_map(tess_index_t i, const int32_t ext[3], int npes, void *arg)
 {
     (void)ext; (void)arg;
     return i.x * (npes / 2); /* element 0 on PE 0, element 1 on the other process's first PE */
+}
+
+/* The next hop: a copy of the payload (tess_send), or with pp.zero_copy a message buffer of
+ * the same size handed over (tess_msg_alloc + tess_send_msg; its bytes are not written, as the
+ * raw baseline sends its buffer as it is). */
+static void pp_forward(int to, const void *data, size_t size)
+{
+    if (!pp.zero_copy) {
+        tess_send(pp_arr, tess_idx1(to), E_PING, data, size);
+        return;
+    }
+    void *m = tess_msg_alloc(size);
+    if (!m)
+        die("tess_msg_alloc");
+    tess_send_msg(pp_arr, tess_idx1(to), E_PING, m);
 }
 
 static void pp_ping(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -334,7 +350,7 @@ static void pp_ping(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         tess_exit_with(&dt, sizeof(dt));
         return;
     }
-    tess_send(pp_arr, tess_idx1(1 - me), E_PING, msg, size);
+    pp_forward(1 - me, msg, size);
 }
 
 static void pp_start(void *arg)
@@ -345,7 +361,7 @@ static void pp_start(void *arg)
         return;
     pp.count = 0;
     pp.t0    = now_ns();
-    tess_send(pp_arr, tess_idx1(1), E_PING, buf, pp.size);
+    pp_forward(1, buf, pp.size);
 }
 
 static double tess_latency_ns(size_t size, int iters)
@@ -461,7 +477,7 @@ static void report(const char *mode, const char *metric, size_t size, double *ba
     double mb = median(base, reps), mt = median(tess, reps);
     if (rank != 0)
         return;
-    printf("%-8s %-8s %7zu  %-16s %10.3f  tessera %10.3f %-5s  ratio %6.2f\n", mode, metric,
+    printf("%-8s %-10s %7zu  %-16s %10.3f  tessera %10.3f %-5s  ratio %6.2f\n", mode, metric,
            size, base_name, mb, mt, unit, ratio);
     if (csv)
         fprintf(csv, "%s,%s,%zu,%s,%.4f,%.4f,%s,%.3f\n", mode, metric, size, base_name, mb, mt,
@@ -554,6 +570,17 @@ int main(int argc, char **argv)
         }
         report(mode, "latency", sizes[s], base, tess, "us",
                xproc ? "raw-ucp-am" : "spin-handoff");
+        if (!xproc || sizes[s] < 1024)
+            continue;
+        /* The same with zero-copy sends, against the same baseline run again. */
+        pp.zero_copy = 1;
+        tess_latency_ns(sizes[s], iters / 10);
+        for (int r = 0; r < reps; r++) {
+            base[r] = raw_am_latency_ns(sizes[s], iters) * 1e-3;
+            tess[r] = tess_latency_ns(sizes[s], iters) * 1e-3;
+        }
+        pp.zero_copy = 0;
+        report(mode, "latency-zc", sizes[s], base, tess, "us", "raw-ucp-am");
     }
     /* The same number of messages per sending PE at every PE count. */
     for (int r = 0; only_size < 0 && r < reps; r++) {
