@@ -144,8 +144,10 @@ static void done_cb(void *arg)
  * has made all its sends, so every send is ordered after pending work (the hold, then the
  * source copies from pinned memory); idle: the stream is synced before each send, so a
  * direct IPC send may skip ordering it; ready: every source is copied and the stream synced
- * before the first send, then the stream is held as for busy and the sends go as
- * TESS_STREAM_READY, which must not wait for it. Either way the data is checked. */
+ * before the first send, and the sends go as TESS_STREAM_READY; with one PE per process the
+ * stream is also held meanwhile as for busy, and the sends must not wait for it (with more,
+ * on CUDA, another PE's allocation or free waits for the held stream inside the driver and
+ * holds up the sender's next call). Either way the data is checked. */
 static int src_stream_mode; /* 0 as it comes, 1 busy, 2 idle, 3 ready */
 static int batch = 1;
 static _Atomic int hold_timeouts;
@@ -207,7 +209,7 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         }
         CHECK_OK(tess_gpu_stream_sync(st));
     }
-    if (src_stream_mode == 1 || src_stream_mode == 3) {
+    if (src_stream_mode == 1 || (src_stream_mode == 3 && tess_ppn() == 1)) {
         _Atomic int *open = &el->hold_open;
         atomic_store(open, 0);
         CHECK_OK(tess_gpu_launch_host(st, hold_stream, &open, sizeof(open)));
