@@ -4,6 +4,7 @@
 #define TESS_TEST_H
 
 #include <tessera.h>
+#include <tessera/gpu.h>
 #include "check.h"
 
 #include <inttypes.h>
@@ -24,6 +25,16 @@ static inline void test_fini(void)
 {
     CHECK_OK(tess_finalize());
     MPI_Finalize();
+}
+
+/* When TESS_GPU asks for a backend other than the one in use: finish and exit 77 (skipped). */
+static inline void test_skip_if_other_backend(void)
+{
+    const char *want = getenv("TESS_GPU");
+    if (want && strcmp(want, "auto") && strcmp(tess_gpu_backend_name(), want)) {
+        test_fini();
+        exit(77);
+    }
 }
 
 /* How much work a test does, as a factor of its full size: TESS_TEST_SCALE when set (e.g. 0.1),

@@ -414,11 +414,7 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
-    const char *want = getenv("TESS_GPU");
-    if (want && strcmp(want, "auto") && strcmp(tess_gpu_backend_name(), want)) {
-        test_fini();
-        return 77;
-    }
+    test_skip_if_other_backend();
     if (getenv("TEST_MSGS"))
         MSGS = atoi(getenv("TEST_MSGS"));
     if (getenv("TEST_MAX_SIZE"))

@@ -158,11 +158,7 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
-    const char *want = getenv("TESS_GPU");
-    if (want && strcmp(want, "auto") && strcmp(tess_gpu_backend_name(), want)) {
-        test_fini();
-        return 77;
-    }
+    test_skip_if_other_backend();
     CHECK_MSG(tess_num_processes() == 2, "run on 2 processes (TESS_VNODE_SIZE=1)");
     CHECK_OK(tess_entry_register("go", go, &E_GO));
     CHECK_OK(tess_entry_register_device("msg", post, on_msg, 0, &E_MSG));
