@@ -21,6 +21,7 @@
 #include "gpu/gpu.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 #define TESS_GPU_HOST_ALIGN         256           /* every allocation starts on this boundary */
@@ -36,7 +37,7 @@ typedef struct tess_gpu_host_state {
     uid_t                  uid;
     pid_t                  pid;
     size_t                 page_size;
-    int                    device;
+    _Atomic int            device; /* set by every PE thread at start (the same value) */
     int                    initialised;
 } tess_gpu_host_state_t;
 
