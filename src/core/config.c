@@ -128,9 +128,9 @@ static const opt_t opts[] = {
     {{"mpi_poll_us", "TESS_MPI_POLL_US", NULL, "1000",
       "longest sleep of an idle PE 0 between MPI polls"},
      OPT_INT, CFG(mpi_poll_us), 10, 1000000, NULL, 0},
-    {{"net_lanes", "TESS_NET_LANES", NULL, "1",
-      "UCX workers per process: 1 (every PE sends through one, behind its lock) or 0 (one per "
-      "PE: messages are then ordered per sending PE, not across a process's PEs)"},
+    {{"net_lanes", "TESS_NET_LANES", NULL, "0",
+      "UCX workers per process: 0 (one per PE: messages are ordered per sending PE, not across "
+      "a process's PEs) or 1 (every PE sends through one, behind its lock: the rate of one PE)"},
      OPT_INT, CFG(net_lanes), 0, 1, NULL, 0},
     {{"coalesce", "TESS_COALESCE", "+tess-coalesce", "8k",
       "bytes of one batch of small messages (<= 1 KiB) to a process whose network is backed "
