@@ -194,7 +194,8 @@ enum tess_array_field {
     TESS_ARRAY_FIELD_DTOR      = 1u << 1,
     TESS_ARRAY_FIELD_MAP       = 1u << 2,
     TESS_ARRAY_FIELD_PUP       = 1u << 3,
-    TESS_ARRAY_FIELD_RESUME    = 1u << 4
+    TESS_ARRAY_FIELD_RESUME    = 1u << 4,
+    TESS_ARRAY_FIELD_REDUCE    = 1u << 5
 };
 
 typedef struct tess_array_params {
@@ -211,6 +212,11 @@ typedef struct tess_array_params {
     void          *map_arg;
     tess_pup_fn_t  pup;        /**< needed to migrate elements (load balancing) */
     tess_entry_t   resume;     /**< entry run on every element after a load-balancing step */
+    /** How reductions of this array whose callback is a broadcast cross processes (the same
+     *  on every process): 0 = as TESS_REDUCE says (auto: by one MPI_Iallreduce per round when
+     *  the result fits 32 bytes, every process delivering it to its own elements; tree: up
+     *  the spanning tree to process 0 and back down), 1 = always by the tree. */
+    int            reduce_tree;
 } tess_array_params_t;
 
 /**

@@ -213,6 +213,17 @@ tess_status_t tess_reduce_init(void);
 void          tess_reduce_fini(void);
 unsigned      tess_reduce_progress(tess_pe_t *pe0);
 
+/* reduce_fast.c */
+tess_status_t tess_reduce_fast_init(void);
+void          tess_reduce_fast_fini(void);
+unsigned      tess_reduce_fast_progress(tess_pe_t *pe0);
+/** How long idle PE 0 may sleep for the rounds in flight (-1: none in flight). */
+int64_t       tess_reduce_fast_poll_ns(void);
+/** Main thread, between phases, collectively: the key's communicator (members), or the end of
+ *  its rounds (forget: every process joins up to the same round, then the communicator goes). */
+void          tess_reduce_fast_members(uint32_t key);
+void          tess_reduce_fast_forget(uint32_t key);
+
 /* gpuq.c */
 /* Decide (once, before the PEs exist) whether continuations wait on stream signals or events. */
 tess_status_t tess_gpuq_setup(void);

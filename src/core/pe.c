@@ -102,6 +102,11 @@ static void pe_sleep(tess_pe_t *pe, int *handover_p)
     if (pe->local == 0 && tess_agent_pending())
         timeout_ns = timeout_ns < 0 ? (int64_t)tess_cfg.mpi_poll_us * 1000
                                     : TESS_MIN(timeout_ns, (int64_t)tess_cfg.mpi_poll_us * 1000);
+    if (pe->local == 0) {
+        int64_t rounds = tess_reduce_fast_poll_ns();
+        if (rounds >= 0)
+            timeout_ns = timeout_ns < 0 ? rounds : TESS_MIN(timeout_ns, rounds);
+    }
     else if (pe->local == 0) {
         /* A phase waiting for tess_exit still checks, now and then, that it can end. */
         int64_t wake = tess_phase_wake_ns();

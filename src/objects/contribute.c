@@ -2,7 +2,31 @@
  * combined here, per array and tag; a partial goes to core (and on to process 0) once no local
  * element can still contribute to that tag: for every open tag the array counts the local
  * elements that are "behind" it (have not contributed to it or to a later tag). Elements that
- * arrive or leave by migration adjust those counts, so reductions stay right across moves. */
+ * arrive or leave by migration adjust those counts, so reductions stay right across moves.
+ *
+ * The fast path (TESS_REDUCE=auto, broadcast callbacks, results of at most 32 bytes): partials
+ * join rounds of one MPI_Iallreduce per array (core/reduce_fast.c) instead of the tree, and
+ * every process delivers a complete round to its own elements. Rules, per array and process:
+ *   1. One round open at a time: round r + 1 is joined only after round r came back here.
+ *   2. A round is joined with the lowest-tag local partial waiting (fast_ready) whose tag is
+ *      above thr, the highest tag of any round back so far; or empty, when no local element
+ *      and no open local partial can still contribute to a tag above thr (so that a process
+ *      without elements, or whose elements contributed elsewhere, does not hold a round up).
+ *   3. A partial whose tag is not above thr goes straight to process 0 (late: its element
+ *      contributed after its round); so does this process's partial of a round that came back
+ *      incomplete (fewer contributions than elements, or partials of different tags).
+ *   4. A round that came back complete is delivered by every process to its own elements.
+ * Why no tag is lost or delivered twice: every contribution is in exactly one partial, and
+ * every partial is either in one round or sent to process 0 (rules 2-3). thr is the same on
+ * every process when it joins round r (the same rounds came back everywhere), so no partial
+ * with a tag <= thr can be in a later round. A complete round holds all `size` contributions
+ * of its one tag, so no partial of that tag exists anywhere else: it is delivered once, by the
+ * processes (4), and process 0 never completes it. A tag with a contribution outside complete
+ * rounds has every contribution either sent direct or in incomplete rounds, whose partials
+ * are then sent direct too (3): process 0 sees them all, completes it by count as for the
+ * tree, and broadcasts it down the tree. Progress: a process with elements behind a tag above
+ * thr joins once they contributed (or left), one without joins empty (2), so every round
+ * that holds a partial completes. */
 #include "objects.h"
 
 #include <stdio.h>
@@ -26,6 +50,7 @@ struct obj_red_slot {
     tess_dtype_t    type;
     tess_op_t       op;
     red_cb_t        cb;
+    int             direct; /* to process 0 past the tree (the fast path's late partials) */
     void           *data;
 };
 
@@ -40,20 +65,92 @@ static void slot_free(obj_red_slot_t *s)
     free(s);
 }
 
-/* Unlink the slots nobody here can contribute to any more (array lock held). */
+static int slot_fast(const tess_array_t *a, const obj_red_slot_t *s)
+{
+    return a->fast && s->cb.kind == TESS_CB_BROADCAST &&
+           tess_core_reduce_fast_fits(s->count, s->type, sizeof(s->cb));
+}
+
+static int fast_above_thr(const tess_array_t *a, uint64_t tag)
+{
+    return !a->fast_has_thr || tag > a->fast_thr;
+}
+
+/* Rule 2's empty join: nothing here can still contribute to a tag above thr (lock held). */
+static int fast_nothing_behind(const tess_array_t *a)
+{
+    for (const obj_red_slot_t *s = a->red; s; s = s->next)
+        if (slot_fast(a, s) && fast_above_thr(a, s->tag))
+            return 0;
+    for (int l = 0; l < tess_rt.ppn; l++)
+        for (size_t k = 0; k < a->pe_elems[l].count; k++) {
+            tess_ctx_h e = a->pe_elems[l].items[k];
+            if (!a->fast_has_thr || !e->contributed || e->last_tag <= a->fast_thr)
+                return 0;
+        }
+    return 1;
+}
+
+/* Join the next round if rules 1-3 allow (lock held); partials for process 0 go on *direct_p. */
+static void fast_try_join(tess_array_t *a, obj_red_slot_t **direct_p)
+{
+    if (!a->fast || a->fast_joined > a->fast_done)
+        return;
+    while (a->fast_ready && !fast_above_thr(a, a->fast_ready->tag)) {
+        obj_red_slot_t *s = a->fast_ready;
+        a->fast_ready     = s->next;
+        s->direct         = 1;
+        s->next           = *direct_p;
+        *direct_p         = s;
+        tess_core_reduce_hold(-1);
+    }
+    tess_status_t st;
+    if (a->fast_ready) {
+        obj_red_slot_t *s = a->fast_ready;
+        a->fast_ready     = s->next;
+        s->next           = NULL;
+        a->fast_mine      = s;
+        a->fast_joined++;
+        st = tess_core_reduce_join(a->id, s->tag, s->ncontrib, a->size, s->data, s->count,
+                                   s->type, s->op, &s->cb, sizeof(s->cb));
+        tess_core_reduce_hold(-1);
+    } else if (fast_nothing_behind(a)) {
+        a->fast_joined++;
+        st = tess_core_reduce_join(a->id, 0, 0, a->size, NULL, 1, TESS_INT32, TESS_SUM, NULL, 0);
+    } else {
+        return;
+    }
+    if (st != TESS_OK)
+        tess_fatal("array '%s': cannot join reduction round %lld: %s", a->name,
+                   (long long)a->fast_joined - 1, tess_error_detail());
+}
+
+/* Unlink the slots nobody here can contribute to any more (array lock held): those of the
+ * fast path wait for a round in fast_ready; the rest are returned, to be sent on. */
 static obj_red_slot_t *slots_take_done(tess_array_t *a)
 {
     obj_red_slot_t *done = NULL;
     for (obj_red_slot_t **pp = &a->red; *pp;) {
         obj_red_slot_t *s = *pp;
-        if (s->behind == 0) {
-            *pp     = s->next;
-            s->next = done;
-            done    = s;
-        } else {
+        if (s->behind != 0) {
             pp = &s->next;
+            continue;
         }
+        *pp = s->next;
+        if (slot_fast(a, s) && fast_above_thr(a, s->tag)) {
+            obj_red_slot_t **rp = &a->fast_ready;
+            while (*rp && (*rp)->tag < s->tag)
+                rp = &(*rp)->next;
+            s->next = *rp;
+            *rp     = s;
+            tess_core_reduce_hold(1);
+            continue;
+        }
+        s->direct = slot_fast(a, s);
+        s->next   = done;
+        done      = s;
     }
+    fast_try_join(a, &done);
     return done;
 }
 
@@ -72,9 +169,12 @@ static void slots_submit(tess_array_t *a, obj_red_slot_t *done)
         TESS_TRACE(tess_trace_record(tess_trace_self_track(), TESS_TEV_RED_IN, NULL, a->name, NULL,
                                      tess_time_ns(), 0, obj_red_flow(a->id, s->tag, tess_rt.rank),
                                      (uint64_t)s->ncontrib));
-        tess_status_t st  = tess_core_reduce_submit(a->id, s->tag, s->ncontrib, a->size, s->data,
-                                                    s->count, s->type, s->op, &s->cb,
-                                                    sizeof(s->cb));
+        tess_status_t st =
+            s->direct ? tess_core_reduce_submit_direct(a->id, s->tag, s->ncontrib, a->size,
+                                                       s->data, s->count, s->type, s->op, &s->cb,
+                                                       sizeof(s->cb))
+                      : tess_core_reduce_submit(a->id, s->tag, s->ncontrib, a->size, s->data,
+                                                s->count, s->type, s->op, &s->cb, sizeof(s->cb));
         if (st != TESS_OK)
             tess_fatal("reduction tag %llu of array '%s' cannot be sent on: %s",
                        (unsigned long long)s->tag, a->name, tess_error_detail());
@@ -98,9 +198,28 @@ void tess_obj_red_leave(tess_array_t *a, tess_ctx_h e)
     pthread_mutex_lock(&a->lock);
 }
 
+void tess_obj_red_start(tess_array_t *a)
+{
+    obj_red_slot_t *direct = NULL;
+    pthread_mutex_lock(&a->lock);
+    a->fast = a->size > 0 && !a->reduce_tree && tess_core_reduce_fast_fits(1, TESS_INT32, 0);
+    fast_try_join(a, &direct);
+    pthread_mutex_unlock(&a->lock);
+}
+
 void tess_obj_red_fini(tess_array_t *a)
 {
+    a->fast = 0; /* its rounds end here: elements freed after this join none */
     tess_core_reduce_forget(a->id);
+    for (obj_red_slot_t **lists[2] = {&a->fast_ready, &a->fast_mine}, ***l = lists;
+         l < lists + 2; l++)
+        while (**l) {
+            obj_red_slot_t *s = **l;
+            **l               = s->next;
+            tess_warn("array '%s': reduction tag %llu never completed (its round did not come "
+                      "back)", a->name, (unsigned long long)s->tag);
+            slot_free(s);
+        }
     while (a->red) {
         obj_red_slot_t *s = a->red;
         a->red            = s->next;
@@ -146,6 +265,43 @@ static void obj_reduce_result(uint32_t key, uint64_t tag, const void *cb, size_t
             tess_trace_record(track, TESS_TEV_FLOW_IN, "reduction", NULL, NULL, tr_t0, 0,
                               obj_red_flow(key, tag, r), 0);
     }
+}
+
+/* A round of the fast path came back (PE 0; the same round on every process). */
+static void obj_reduce_round(uint32_t key, const tess_reduce_round_t *r)
+{
+    tess_array_t *a = tess_obj_arrays[key];
+    if (!a)
+        tess_fatal("internal: reduction round of array %u, which is gone", key);
+    obj_red_slot_t *direct = NULL;
+    pthread_mutex_lock(&a->lock);
+    a->fast_done++;
+    if (r->ncontrib > 0) {
+        a->fast_thr     = a->fast_has_thr ? TESS_MAX(a->fast_thr, r->tag_max) : r->tag_max;
+        a->fast_has_thr = 1;
+    }
+    obj_red_slot_t *mine = a->fast_mine;
+    a->fast_mine         = NULL;
+    if (mine && !r->complete) {
+        mine->direct = 1;
+        mine->next   = direct;
+        direct       = mine;
+    } else if (mine) {
+        slot_free(mine);
+    }
+    fast_try_join(a, &direct);
+    pthread_mutex_unlock(&a->lock);
+    if (r->complete) {
+        red_cb_t c;
+        if (r->cb_len != sizeof(c))
+            tess_fatal("internal: reduction round with a %zu-byte callback", r->cb_len);
+        memcpy(&c, r->cb, sizeof(c));
+        if (c.kind != TESS_CB_BROADCAST || c.aid >= tess_obj_narrays || !tess_obj_arrays[c.aid])
+            tess_fatal("internal: reduction round of array '%s' with callback kind %d", a->name,
+                       c.kind);
+        tess_obj_broadcast_local(tess_obj_arrays[c.aid], c.entry, r->data, r->size);
+    }
+    slots_submit(a, direct);
 }
 
 static red_cb_t contribute_callback(tess_callback_t cb, const char *file, int line)
@@ -393,5 +549,6 @@ static const char *obj_reduce_name(uint32_t key)
 tess_status_t tess_obj_reduce_init(void)
 {
     tess_core_reduce_set_name_fn(obj_reduce_name);
+    tess_core_reduce_set_round_fn(obj_reduce_round);
     return tess_core_reduce_set_result_fn(obj_reduce_result);
 }

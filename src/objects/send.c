@@ -287,6 +287,16 @@ static bool obj_bcast_proc_handler(tess_msg_t *m)
     return true;
 }
 
+void tess_obj_broadcast_local(tess_array_t *a, tess_entry_t entry, const void *data, size_t size)
+{
+    for (int l = 0; l < tess_rt.ppn; l++) {
+        tess_msg_t *c  = obj_bcast_msg(a->id, entry, tess_rt.rank, data, size);
+        c->hdr.handler = tess_obj_h_bcast_pe;
+        c->hdr.dst_pe  = tess_rt.rank * tess_rt.ppn + l;
+        tess_core_send(c);
+    }
+}
+
 static bool obj_bcast_pe_handler(tess_msg_t *m)
 {
     obj_pe_t     *op   = tess_obj_pe();
