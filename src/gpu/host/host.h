@@ -56,7 +56,8 @@ typedef struct tess_gpu_host_shm {
     char                      name[TESS_GPU_HOST_NAME_MAX];
 } tess_gpu_host_shm_t;
 
-/** Create, size and map `/tessera-u<uid>-j<job>-p<pid>-<kind><n>` (kind 'm' or 'e'), mode 0600,
+/** Create, size and map `/tessera-u<uid>-j<job>-p<pid>-<kind><n>` (kind 'm' memory, 'e' events,
+ *  's' plain shared segments of the layers above: tess_gpu_shm_create), mode 0600,
  *  then unlink the name at once: peers open the segment through this process's descriptor
  *  (ipc.c), so that a process killed by a signal leaves nothing in /dev/shm. The name exists
  *  only during the call (the reaper covers that moment). */
@@ -204,6 +205,7 @@ typedef struct tess_gpu_host_ipc_handle {
 
 #define TESS_GPU_HOST_IPC_MEM     0x4d485354u /* "TSHM" */
 #define TESS_GPU_HOST_IPC_EVENT   0x45485354u /* "TSHE" */
+#define TESS_GPU_HOST_IPC_SHM     0x53485354u /* "TSHS": a whole segment (tess_gpu_shm_open) */
 #define TESS_GPU_HOST_IPC_VERSION 2
 
 _Static_assert(sizeof(tess_gpu_host_ipc_handle_t) <= TESS_GPU_IPC_HANDLE_SIZE,
