@@ -62,7 +62,7 @@ typedef struct tess_config {
     int    trace_events;     /* trace events buffered per thread */
     int    trace_copies;     /* trace: device-message copies timed on the device */
     int    tree_arity;       /* children per process in broadcast and reduction trees */
-    char   reduce[8];        /* auto|tree: reductions with broadcast callbacks by MPI_Iallreduce */
+    char   reduce[8];        /* auto|mpi|tree: reductions with broadcast callbacks (reduce_fast.c) */
     int    reduce_times;     /* print the fast path's time split at the end (2: every round) */
 } tess_config_t;
 

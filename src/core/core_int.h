@@ -224,6 +224,30 @@ int64_t       tess_reduce_fast_poll_ns(void);
 void          tess_reduce_fast_members(uint32_t key);
 void          tess_reduce_fast_forget(uint32_t key);
 
+/* reduce_shm.c: one allreduce per round through shared memory among the processes of a node
+ * (and one MPI_Iallreduce among node leaders), for reduce_fast.c. */
+#define TESS_REDUCE_SHM_MAX 256 /* bytes of a round's value */
+typedef struct tess_reduce_shm_params {
+    size_t       val_size;
+    void       (*combine)(const void *in, void *inout); /* commutative and associative */
+    MPI_Datatype type;                                  /* the same for the leaders' MPI */
+    MPI_Op       op;
+} tess_reduce_shm_params_t;
+typedef struct tess_reduce_shm tess_reduce_shm_t;
+/** Collective over comm. *s_p NULL (and TESS_OK) when shared memory is not to be had here. */
+tess_status_t tess_reduce_shm_create(MPI_Comm comm, const tess_reduce_shm_params_t *p,
+                                     tess_reduce_shm_t **s_p);
+/** Node groups of the key's communicator. */
+int           tess_reduce_shm_groups(const tess_reduce_shm_t *s);
+/** Post this process's value for `round` (rounds 1, 2, ... in order, one at a time). */
+void          tess_reduce_shm_post(tess_reduce_shm_t *s, int64_t round, const void *val);
+/** 1 when the posted round is complete (the result, the same bits everywhere, is in out). */
+int           tess_reduce_shm_test(tess_reduce_shm_t *s, void *out);
+/** Until the posted round (if any) completes. */
+void          tess_reduce_shm_wait(tess_reduce_shm_t *s, void *out);
+/** With no round in flight (the others may still be reading: their mappings stay valid). */
+void          tess_reduce_shm_destroy(tess_reduce_shm_t *s);
+
 /* gpuq.c */
 /* Decide (once, before the PEs exist) whether continuations wait on stream signals or events. */
 tess_status_t tess_gpuq_setup(void);

@@ -1,9 +1,12 @@
 /* reduce_fast.c — the fast path of reductions whose result goes back to every element
- * (TESS_REDUCE=auto). Instead of up the tree to process 0 and back down, each round is one
- * MPI_Iallreduce on a communicator of the key's own (so rounds of different arrays never
+ * (TESS_REDUCE=auto|mpi). Instead of up the tree to process 0 and back down, each round is one
+ * allreduce on a communicator of the key's own (so rounds of different arrays never
  * interleave in different orders), of a small struct: the values with the contribution count,
  * the lowest and highest tag, the parameters and the callback, combined by a user op that
- * skips empty entries. Every process gets the round back and hands it up (round_fn); the layer
+ * skips empty entries. With TESS_REDUCE=auto and the host backend, the allreduce goes through
+ * shared memory among the processes of a node and by MPI_Iallreduce among node leaders only
+ * (reduce_shm.c); otherwise (TESS_REDUCE=mpi, or no shared segments) it is one MPI_Iallreduce
+ * over all processes. Every process gets the round back and hands it up (round_fn); the layer
  * above delivers a complete round to its own elements and sends its partial of an incomplete
  * one to process 0 (tess_core_reduce_submit_direct).
  *
@@ -46,6 +49,8 @@ typedef struct rf_key {
     uint32_t       key;
     MPI_Comm       comm;
     MPI_Request    req;
+    tess_reduce_shm_t *shm;    /* rounds through shared memory (NULL: MPI_Iallreduce) */
+    int            open;       /* a round is posted and not back */
     rf_val_t       send, recv;
     int64_t        joined;     /* rounds joined here (posted, or deferred) */
     int            deferred;   /* an empty join waiting for post_ns */
@@ -61,7 +66,7 @@ typedef struct rf_join {
 
 static struct {
     rf_key_t              *keys;
-    int                    on, active;
+    int                    on, shm, active;
     MPI_Datatype           type;
     MPI_Op                 op;
     tess_reduce_round_fn_t round_fn;
@@ -119,11 +124,46 @@ int tess_core_reduce_fast_fits(int count, tess_dtype_t type, size_t cb_len)
            cb_len <= RF_CB_MAX;
 }
 
+static void rf_combine(const void *in, void *inout)
+{
+    int one = 1;
+    rf_op_fn((void *)in, inout, &one, NULL);
+}
+
 static void rf_post(rf_key_t *k)
 {
     k->recv = (rf_val_t){0};
-    TESS_MPI_CHECK(MPI_Iallreduce(&k->send, &k->recv, 1, rf.type, rf.op, k->comm, &k->req));
+    if (k->shm)
+        tess_reduce_shm_post(k->shm, k->joined, &k->send);
+    else
+        TESS_MPI_CHECK(MPI_Iallreduce(&k->send, &k->recv, 1, rf.type, rf.op, k->comm,
+                                      &k->req));
+    k->open = 1;
     rf.active++;
+}
+
+/* Whether the open round is back (in k->recv). */
+static int rf_test(rf_key_t *k)
+{
+    int flag = 0;
+    rf.tests++;
+    if (k->shm)
+        flag = tess_reduce_shm_test(k->shm, &k->recv);
+    else
+        TESS_MPI_CHECK(MPI_Test(&k->req, &flag, MPI_STATUS_IGNORE));
+    if (flag)
+        k->open = 0;
+    return flag;
+}
+
+/* Until the open round is back (between phases: everyone is here). */
+static void rf_wait(rf_key_t *k)
+{
+    if (k->shm)
+        tess_reduce_shm_wait(k->shm, &k->recv);
+    else
+        TESS_MPI_CHECK(MPI_Wait(&k->req, MPI_STATUS_IGNORE));
+    k->open = 0;
 }
 
 /* Agent: join the next round. */
@@ -131,7 +171,7 @@ static void rf_join_agent(void *arg)
 {
     rf_join_t *j = arg;
     rf_key_t  *k = rf_key_find(j->key);
-    if (!k || k->req != MPI_REQUEST_NULL || k->deferred)
+    if (!k || k->open || k->deferred)
         tess_fatal("internal: round %lld of reduction key %u joined while one is open",
                    k ? (long long)k->joined : -1ll, j->key);
     k->send = j->v;
@@ -251,12 +291,7 @@ unsigned tess_reduce_fast_progress(tess_pe_t *pe0)
             }
             continue;
         }
-        if (k->req == MPI_REQUEST_NULL)
-            continue;
-        int flag = 0;
-        rf.tests++;
-        TESS_MPI_CHECK(MPI_Test(&k->req, &flag, MPI_STATUS_IGNORE));
-        if (flag) {
+        if (k->open && rf_test(k)) {
             rf_done(pe0, k);
             n++;
         }
@@ -283,6 +318,13 @@ void tess_reduce_fast_members(uint32_t key)
     if (!k)
         tess_fatal("out of memory for the reductions of %u", key);
     TESS_MPI_CHECK(MPI_Comm_dup(tess_rt.comm, &k->comm));
+    if (rf.shm) {
+        tess_reduce_shm_params_t p = {.val_size = sizeof(rf_val_t), .combine = rf_combine,
+                                      .type = rf.type, .op = rf.op};
+        tess_status_t st = tess_reduce_shm_create(k->comm, &p, &k->shm);
+        if (st != TESS_OK)
+            tess_fatal("the reductions of %u: %s", key, tess_status_string(st));
+    }
     k->key  = key;
     k->req  = MPI_REQUEST_NULL;
     k->next = rf.keys;
@@ -304,16 +346,18 @@ void tess_reduce_fast_forget(uint32_t key)
             rf.active--;
             rf_post(k);
         }
-        if (k->req != MPI_REQUEST_NULL) {
-            TESS_MPI_CHECK(MPI_Wait(&k->req, MPI_STATUS_IGNORE));
+        if (k->open) {
+            rf_wait(k);
             rf.active--;
         }
-        rf_val_t none = {0}, out;
-        for (; k->joined < most; k->joined++) { /* non-blocking: blocking ones never match */
-            MPI_Request req;
-            TESS_MPI_CHECK(MPI_Iallreduce(&none, &out, 1, rf.type, rf.op, k->comm, &req));
-            TESS_MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        while (k->joined < most) { /* non-blocking MPI: blocking calls never match */
+            k->joined++;
+            k->send = (rf_val_t){0};
+            rf_post(k);
+            rf_wait(k);
+            rf.active--;
         }
+        tess_reduce_shm_destroy(k->shm);
         MPI_Comm_free(&k->comm);
         *pp = k->next;
         free(k);
@@ -330,7 +374,8 @@ tess_status_t tess_reduce_fast_init(void)
 {
     rf.keys   = NULL;
     rf.active = 0;
-    rf.on     = !strcmp(tess_cfg.reduce, "auto");
+    rf.on     = !strcmp(tess_cfg.reduce, "auto") || !strcmp(tess_cfg.reduce, "mpi");
+    rf.shm    = !strcmp(tess_cfg.reduce, "auto");
     rf.times  = tess_cfg.reduce_times;
     rf.mpi_ns = rf.local_ns = rf.rounds = rf.tests = 0;
     if (!rf.on)
@@ -348,8 +393,8 @@ tess_status_t tess_reduce_fast_init(void)
 void tess_reduce_fast_fini(void)
 {
     if (rf.times && rf.rounds)
-        fprintf(stderr, "tessera: process %d: %llu reduction rounds: %.2f us in MPI_Iallreduce "
-                "(joined to back, %.1f MPI_Test each), %.2f us in the process (back to the next "
+        fprintf(stderr, "tessera: process %d: %llu reduction rounds: %.2f us in the allreduce "
+                "(joined to back, %.1f tests each), %.2f us in the process (back to the next "
                 "joined)\n", tess_rt.rank, (unsigned long long)rf.rounds,
                 rf.mpi_ns / 1e3 / (double)rf.rounds, (double)rf.tests / (double)rf.rounds,
                 rf.local_ns / 1e3 / (double)rf.rounds);
