@@ -33,11 +33,12 @@ static const opt_t opts[] = {
     {{"spin_us", "TESS_SPIN_US", "+tess-spin", "100",
       "microseconds an idle PE spins before it blocks"},
      OPT_INT, CFG(spin_us), 0, 10000000, NULL, 0},
-    {{"spin_yield_us", "TESS_SPIN_YIELD_US", NULL, "2",
+    {{"spin_yield_us", "TESS_SPIN_YIELD_US", NULL, "-1",
       "microseconds into its spin after which an idle PE yields its core on every pass "
       "(sched_yield), so that a thread woken on that core runs at once (at or above "
-      "TESS_SPIN_US: never)"},
-     OPT_INT, CFG(spin_yield_us), 0, 10000000, NULL, 0},
+      "TESS_SPIN_US: never; -1: 2 where the node's PEs are at least as many as its cores or "
+      "a process's PEs more than the cores it may run on, else never)"},
+     OPT_INT, CFG(spin_yield_us), -1, 10000000, NULL, 0},
     {{"bind", "TESS_BIND", "+tess-bind", "0", "bind each PE to its own core (hwloc)"},
      OPT_BOOL, CFG(bind), 0, 1, NULL, 0},
     {{"verbose", "TESS_VERBOSE", "+tess-verbose", "0",
@@ -101,7 +102,7 @@ static const opt_t opts[] = {
       "staged RDMA: pinned bounce buffers per process"},
      OPT_INT, CFG(bounce_count), 1, 4096, NULL, 0},
     {{"lb", "TESS_LB", "+tess-lb", "greedyrefine",
-      "load balancer: greedy, refine, greedyrefine, rotate, none"},
+      "load balancer: greedy, refine, greedyrefine, hybrid, rotate, none"},
      OPT_STR, CFG(lb), 0, 0, NULL, 0},
     {{"lb_target", "TESS_LB_TARGET", "+tess-lb-target", "gpu",
       "what the balancer evens out: pe, process, gpu"},

@@ -171,6 +171,30 @@ out_gpu:
 
 /* ---- the scheduler ----------------------------------------------------------------------- */
 
+/* How far into its spin an idle PE starts yielding its core (TESS_SPIN_YIELD_US). A yield
+ * costs a system call per pass, and a pass that makes it sees a message or a completion that
+ * much later; it pays only where PEs share cores (a peer woken on this core waits for the spin
+ * to end otherwise), so by default only where the node's PEs are at least its cores, or a
+ * process's PEs more than the cores it may run on. */
+static uint64_t pe_yield_ns = UINT64_MAX;
+
+static void pe_yield_setup(void)
+{
+    int us = tess_cfg.spin_yield_us;
+    if (us < 0) {
+        cpu_set_t set;
+        int       mine  = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+        long      cores = sysconf(_SC_NPROCESSORS_ONLN);
+        long      pes   = (long)tess_rt.node_size * tess_cfg.ppn;
+        int shared = mine <= 0 || cores <= 0 || pes >= cores || tess_cfg.ppn > mine;
+        us = shared ? 2 : -1;
+        tess_info("idle PEs %s (%ld PEs on the node of %ld cores, %d PEs on this process's %d)",
+                  shared ? "yield their core 2 us into a spin" : "spin without yielding", pes,
+                  cores, tess_cfg.ppn, mine);
+    }
+    pe_yield_ns = us < 0 ? UINT64_MAX : (uint64_t)us * 1000;
+}
+
 #ifdef TESS_LOOP_PROFILE
 #define LP_START() uint64_t lp_t = tess_ticks()
 #define LP_MARK(pe, part)                                                                        \
@@ -231,7 +255,7 @@ void tess_pe_loop(tess_pe_t *pe)
     if (tess_unlikely(tess_trace_on))
         tess_core_trace_phase_begin();
     const uint64_t spin_ns   = (uint64_t)tess_cfg.spin_us * 1000;
-    const uint64_t yield_ns  = (uint64_t)tess_cfg.spin_yield_us * 1000;
+    const uint64_t yield_ns  = pe_yield_ns;
     uint64_t       idle_from = 0;
     unsigned       pass      = 0;
     int            handover  = 0;
@@ -393,6 +417,7 @@ tess_status_t tess_pe_create_all(void)
     tess_status_t st = tess_gpuq_setup();
     if (st != TESS_OK)
         return st;
+    pe_yield_setup();
     pe_has_gpu_notify = tess_gpu->set_notify != NULL;
     if (pe_has_gpu_notify)
         tess_gpu->set_notify(tess_pe_notify_gpu);

@@ -48,7 +48,15 @@ typedef struct dc_rec_direct {
     uint64_t              alloc_id, offset;
     uint64_t              sbase, ssize; /* the allocation as the sender sees it */
 } dc_rec_direct_t;
-typedef struct dc_rec_rdma   { uint64_t raddr; uint32_t rkey_off, rkey_len; } dc_rec_rdma_t;
+typedef struct dc_rec_rdma {
+    uint64_t raddr;
+    uint32_t rkey_off, rkey_len;
+    uint64_t key_id;  /* the registration's serial number (0: a registration for this send
+                       * only): the receiver keeps the unpacked key under it */
+} dc_rec_rdma_t;
+
+/* The key id of every process's bounce buffers (registration serials stay far below). */
+#define DC_BOUNCE_KEY_ID (UINT64_C(1) << 62)
 
 /* RDMA staged: one chunk. */
 typedef struct dc_chunk_msg {
@@ -183,6 +191,7 @@ typedef struct dc_state {
     tess_hmap_t       sent;        /* id -> dc_sent_t */
     uint64_t          next_sent;
     uint64_t          reg_clock;
+    uint64_t          reg_serial;  /* the last registration's serial number */
     int               rdma_staged; /* bounce buffers instead of gets into device memory */
     void             *bounce;      /* pinned: [send slots][recv slots] */
     size_t            chunk;
@@ -207,6 +216,7 @@ typedef struct dc_state {
     _Atomic uint64_t  d2d_rb_unjoined; /* streams a batch stream did not wait for (sender-ordered) */
     _Atomic uint64_t  rdma_idle_sends; /* direct RDMA announced at once (idle sender stream) */
     _Atomic uint64_t  rdma_idle_recvs; /* direct RDMA gets started at once (idle receiver stream) */
+    _Atomic uint64_t  rdma_fast_recvs; /* direct RDMA receives finished by the PE that got them */
     const tess_dc_ops_t *ops;
     uint16_t          h_ctl;
     int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */
@@ -340,5 +350,8 @@ int           dc_rdma_issue_pending(dc_pending_t *p);
 void          dc_rdma_recv(tess_msg_t *m, unsigned kind);
 void          dc_rdma_release(const dc_ack_msg_t *ack);
 void          dc_rdma_pump_chunks(void);
+/** Finish the direct receives whose gets completed in this PE's network progress (PE thread,
+ *  each scheduler pass); returns how many. */
+unsigned      dc_rdma_progress(void);
 
 #endif /* TESS_DC_INT_H */

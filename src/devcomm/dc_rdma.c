@@ -3,7 +3,8 @@
  * direct: the sender registers each buffer's allocation once (cache keyed by allocation id,
  * released least-recently-used and at finalize) and, when its stream has reached the send,
  * sends address and key. The receiver waits until its own stream has reached the delivery
- * point (so that the get cannot overwrite data still in use), gets every buffer with UCX, and
+ * point (so that the get cannot overwrite data still in use), gets every buffer with UCX, runs
+ * the entry once the gets completed (the data is then in place, WAIT_COMPLETE or not), and
  * acknowledges, which releases the registrations and runs the sender's done callback.
  *
  * staged, when UCX cannot reach device memory: a pipeline of pinned bounce buffers on both
@@ -22,6 +23,7 @@ typedef struct dc_reg {
     int            refs;
     int            cached;   /* in dc.regs (else released when its message is acknowledged) */
     uint64_t       last_use, alloc_id;
+    uint64_t       serial;   /* this process's registrations, counted from 1 */
 } dc_reg_t;
 
 typedef struct dc_chunk {
@@ -45,6 +47,7 @@ typedef struct dc_rsend {
 typedef struct dc_rrecv {
     int        kind;     /* DC_K_RDMA or DC_K_RSTAGED */
     int        waited;   /* direct: its gets waited for the stream (rdma_waiting_recvs) */
+    struct dc_rrecv *next_done; /* direct: in its PE's list of completed receives */
     int        pe;       /* receiving PE */
     int        src;      /* sending process */
     dc_recv_t *r;
@@ -53,7 +56,8 @@ typedef struct dc_rrecv {
     dc_ack_msg_t ack;
     int        ack_pe;
     uint64_t   raddr[TESS_DEV_MAX_BUFS];
-    void      *rkey[TESS_DEV_MAX_BUFS];
+    uint64_t   key_id[TESS_DEV_MAX_BUFS];
+    const void *rkey[TESS_DEV_MAX_BUFS]; /* direct: in the control message (r->keep) */
     size_t     rkey_len[TESS_DEV_MAX_BUFS];
 } dc_rrecv_t;
 
@@ -299,6 +303,7 @@ static dc_reg_t *reg_get(const tess_dev_buf_t *b)
         if (g->rkey_len > DC_RKEY_MAX)
             tess_fatal("devcomm: a UCX key of %zu bytes (at most %d)", g->rkey_len, DC_RKEY_MAX);
         g->alloc_id = info.alloc_id;
+        g->serial   = ++dc.reg_serial;
         if (info.alloc_id) {
             g->cached = 1;
             if (tess_hmap_put(&dc.regs, info.alloc_id, g) != TESS_OK)
@@ -360,6 +365,7 @@ static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, cons
         rec[i].raddr    = (uint64_t)(uintptr_t)bufs[i].ptr;
         rec[i].rkey_off = off;
         rec[i].rkey_len = (uint32_t)regs[i]->rkey_len;
+        rec[i].key_id   = regs[i]->cached ? regs[i]->serial : 0;
         memcpy(keys + off, regs[i]->rkey, regs[i]->rkey_len);
         off += (uint32_t)regs[i]->rkey_len;
     }
@@ -380,8 +386,10 @@ static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, cons
     *k = (rdma_ctl_cont_t){m, dst_pe};
     atomic_fetch_add(&rdma_waiting_sends, 1);
     tess_status_t st = tess_core_gpu_then_event(stream, rdma_send_ctl_cont, k);
-    if (st != TESS_OK)
+    if (st != TESS_OK) {
         atomic_fetch_sub(&rdma_waiting_sends, 1);
+        free(k);
+    }
     return st;
 }
 
@@ -533,6 +541,15 @@ static void got_post(int pe, int is_chunk, void *what)
     dc_send_ctl(m, DC_K_GOT, pe);
 }
 
+static void recv_direct_done(dc_rrecv_t *rr);
+
+/* Direct receives whose gets completed in network progress on the receiving PE itself, oldest
+ * first: the completion callbacks run under the lane's lock, where an entry that sends cannot
+ * run, so they are finished by dc_rdma_progress, which the scheduler calls right after the
+ * network progress, in the same pass (no notice through the PE's queue). Only the PE's own
+ * thread touches its list. */
+static _Thread_local dc_rrecv_t *done_head TESS_TLS_FAST, *done_tail TESS_TLS_FAST;
+
 /* Completion of a get (from network progress, on some PE of this process). */
 static void direct_get_done(void *arg, tess_status_t status)
 {
@@ -540,11 +557,40 @@ static void direct_get_done(void *arg, tess_status_t status)
     if (status != TESS_OK)
         tess_fatal("devcomm: an RDMA get from process %d failed: %s", rr->src,
                    tess_error_detail());
-    if (atomic_fetch_sub(&rr->gets, 1) == 1)
+    if (atomic_fetch_sub(&rr->gets, 1) != 1)
+        return;
+    if (tess_pe() != rr->pe) {
         got_post(rr->pe, 0, rr);
+        return;
+    }
+    atomic_fetch_add(&dc.busy, 1); /* until finished: not a message, and not network work */
+    rr->next_done = NULL;
+    if (done_tail)
+        done_tail->next_done = rr;
+    else
+        done_head = rr;
+    done_tail = rr;
 }
 
-/* The receiver's stream reached the delivery point: get every buffer. */
+unsigned dc_rdma_progress(void)
+{
+    unsigned n = 0;
+    while (done_head) {
+        dc_rrecv_t *rr = done_head;
+        done_head      = rr->next_done;
+        if (!done_head)
+            done_tail = NULL;
+        atomic_fetch_add_explicit(&dc.rdma_fast_recvs, 1, memory_order_relaxed);
+        recv_direct_done(rr);
+        atomic_fetch_sub(&dc.busy, 1);
+        n++;
+    }
+    return n;
+}
+
+/* The receiver's stream reached the delivery point: get every buffer (on the receiving PE).
+ * Gets that complete as they start (a transport that copies at once) finish the receive here,
+ * entry and all. */
 static void direct_start_gets(void *arg)
 {
     dc_rrecv_t *rr = arg;
@@ -559,13 +605,18 @@ static void direct_start_gets(void *arg)
         if (!r->sizes[i])
             continue;
         tess_status_t st = tess_net_get(rr->src, r->dst[i], r->sizes[i], rr->raddr[i],
-                                        rr->rkey[i], rr->rkey_len[i], direct_get_done, rr);
+                                        rr->rkey[i], rr->rkey_len[i], rr->key_id[i],
+                                        direct_get_done, rr);
         if (st == TESS_OK)
-            direct_get_done(rr, TESS_OK);
+            atomic_fetch_sub(&rr->gets, 1); /* not the last: the +1 below is still held */
         else if (st != TESS_INPROGRESS)
             tess_fatal("devcomm: cannot start an RDMA get: %s", tess_error_detail());
     }
-    direct_get_done(rr, TESS_OK); /* the +1 held while starting */
+    /* The +1 held while starting: the last reference when every get is done already. */
+    if (atomic_fetch_sub(&rr->gets, 1) == 1) {
+        atomic_fetch_add_explicit(&dc.rdma_fast_recvs, 1, memory_order_relaxed);
+        recv_direct_done(rr);
+    }
 }
 
 static void recv_direct(tess_msg_t *m)
@@ -588,10 +639,8 @@ static void recv_direct(tess_msg_t *m)
             continue;
         rr->raddr[i]    = rec[i].raddr;
         rr->rkey_len[i] = rec[i].rkey_len;
-        rr->rkey[i]     = tess_malloc(rec[i].rkey_len, "a remote key");
-        if (!rr->rkey[i])
-            tess_fatal("out of memory");
-        memcpy(rr->rkey[i], keys + rec[i].rkey_off, rec[i].rkey_len);
+        rr->rkey[i]     = keys + rec[i].rkey_off;
+        rr->key_id[i]   = rec[i].key_id;
     }
     rr->r = dc_recv_begin(m, DC_K_RDMA);
     /* The gets land in memory the receiver's stream may still use: they start when it has
@@ -610,12 +659,15 @@ static void recv_direct(tess_msg_t *m)
         tess_fatal("cannot wait for the receiver's stream: %s", tess_error_detail());
 }
 
+/* Every get of a direct receive completed (on its PE): the data is in place. Nothing of the
+ * message was enqueued on the receiver's stream, so WAIT_COMPLETE is met as it is: the entry
+ * runs now, without an event recorded and polled on that stream. The acknowledgement goes
+ * after it, so that a reply the entry sends is not queued behind it at either end. */
 static void recv_direct_done(dc_rrecv_t *rr)
 {
-    dc_send_ack(rr->ack_pe, &rr->ack);
-    for (int i = 0; i < TESS_DEV_MAX_BUFS; i++)
-        free(rr->rkey[i]);
+    rr->r->flags &= ~TESS_DC_WAIT_COMPLETE;
     dc_recv_finish(rr->r);
+    dc_send_ack(rr->ack_pe, &rr->ack);
     free(rr);
 }
 
@@ -665,7 +717,8 @@ static void chunk_start_get(dc_rchunk_t *ch)
     const dc_peer_t *p  = &dc.peers[ch->rr->src];
     uint64_t         ra = p->bounce_raddr + (uint64_t)ch->msg.slot * dc.chunk;
     tess_status_t st = tess_net_get(ch->rr->src, bounce_recv(ch->slot), ch->msg.len, ra,
-                                    p->bounce_rkey, p->bounce_rkey_len, chunk_get_done, ch);
+                                    p->bounce_rkey, p->bounce_rkey_len, DC_BOUNCE_KEY_ID,
+                                    chunk_get_done, ch);
     if (st == TESS_OK)
         chunk_get_done(ch, TESS_OK);
     else if (st != TESS_INPROGRESS)

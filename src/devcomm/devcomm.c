@@ -36,6 +36,8 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
         atomic_load_explicit(&dc.d2d_rb_unjoined, memory_order_relaxed);
     stats_p->rdma_idle_sends = atomic_load_explicit(&dc.rdma_idle_sends, memory_order_relaxed);
     stats_p->rdma_idle_recvs = atomic_load_explicit(&dc.rdma_idle_recvs, memory_order_relaxed);
+    stats_p->rdma_fast_recvs = atomic_load_explicit(&dc.rdma_fast_recvs, memory_order_relaxed);
+    tess_net_rkey_stats(&stats_p->rkey_unpacks, &stats_p->rkey_hits);
 }
 
 int tess_dc_path_to(int dst)
@@ -551,6 +553,12 @@ static int dc_busy(void)
     return atomic_load(&dc.busy) > 0;
 }
 
+static unsigned dc_progress(tess_pe_t *pe)
+{
+    (void)pe;
+    return dc_rdma_progress();
+}
+
 static int dc_parse_path(void)
 {
     for (int p = 0; p < 3; p++)
@@ -599,7 +607,8 @@ tess_status_t tess_devcomm_init(void)
         tess_core_handler_set_flush(dc.h_ctl, dc_rb_flush);
     if (st != TESS_OK)
         goto err_rdma_fini;
-    static const tess_core_layer_t layer = {.name = "devcomm", .busy = dc_busy};
+    static const tess_core_layer_t layer = {.name = "devcomm", .progress = dc_progress,
+                                             .busy = dc_busy};
     st = tess_core_layer_add(&layer);
     if (st != TESS_OK)
         goto err_rdma_fini;

@@ -127,6 +127,10 @@ typedef struct tess_dc_stats {
     uint64_t d2d_rb_unjoined; /* receiving streams a batch stream did not wait for */
     uint64_t rdma_idle_sends; /* direct RDMA announced at once: the sender's stream was idle */
     uint64_t rdma_idle_recvs; /* direct RDMA gets started at once: the receiver's stream was idle */
+    uint64_t rkey_unpacks;    /* remote keys unpacked for RDMA gets (net) */
+    uint64_t rkey_hits;       /* RDMA gets that used a key kept unpacked (net) */
+    uint64_t rdma_fast_recvs; /* direct RDMA receives whose entry ran on the PE that saw the gets
+                               * complete, without a notice through its queue */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);
 

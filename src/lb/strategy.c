@@ -1,13 +1,13 @@
 /*
- * strategy.c — the built-in load-balancing strategies (greedy, refine, greedyrefine, rotate,
- * none), the imbalance measure, and the table of strategies registered by name.
+ * strategy.c — the built-in load-balancing strategies (greedy, refine, greedyrefine, hybrid,
+ * rotate, none), the imbalance measure, and the table of strategies registered by name.
  *
  * Strategies are pure functions of their input: no MPI, no threads, no state. Only bad input
  * can go wrong (no bins, NULL arrays, an object's bin out of range, a negative or non-finite
  * load or background load): a strategy then warns once and leaves every object where it is
  * ("no moves"; an out-of-range current bin is echoed back as it came), and tess_lb_imbalance()
  * returns 1.0. Running out of memory for the scratch arrays is also "no moves" (tess_malloc
- * records and logs it). refine and greedyrefine never move an object of load 0.
+ * records and logs it). refine, greedyrefine and hybrid never move an object of load 0.
  *
  * Every choice is deterministic: objects are ordered by load (heaviest first), then id, then
  * position; bins with equal loads are ordered by index. So the same input gives the same
@@ -239,17 +239,20 @@ static void lb_heap_update(lb_heap_t *h, int bin)
 
 /*
  * One pass over the objects, heaviest first, each onto the least loaded bin; returns the most
- * loaded bin's load. With `keep`, an object stays in its current bin when that bin plus the
- * object is within the tolerance of the least loaded bin plus the object, or of `target`, the
- * plain greedy answer's most loaded bin. (The first rule alone reshuffles balanced starts of
- * equal objects: each bin's objects come in a row, and once a bin holds one more object than
- * the lightest — 1/k more load at k objects — the rest of them move.) A weightless object
+ * loaded bin's load. With `ratio` > 0 (keep), an object stays in its current bin when that bin
+ * plus the object is within `ratio` of the least loaded bin plus the object, or of `target`,
+ * the plain greedy answer's most loaded bin. (So a bin may end at target * ratio:
+ * greedyrefine, whose ratio is 1 + tolerance, stops up to a tolerance above greedy.) (The
+ * first rule alone reshuffles balanced starts of equal objects: each bin's objects come in a
+ * row, and once a bin holds one more object than the lightest — 1/k more load at k objects —
+ * the rest of them move.) A weightless object
  * always stays: moving it costs a migration and balances nothing.
  */
 static double lb_greedy_pass(const tess_lb_input_t *in, const lb_item_t *items, double *load,
-                             lb_heap_t *heap, int *new_bin, bool keep, double target)
+                             lb_heap_t *heap, int *new_bin, double ratio, double target)
 {
-    double ratio = 1.0 + lb_tolerance(in), max = 0;
+    bool   keep = ratio > 0;
+    double max  = 0;
     lb_bin_loads(in, false, load);
     while (heap->count > 0)
         lb_heap_pop(heap);
@@ -271,7 +274,10 @@ static double lb_greedy_pass(const tess_lb_input_t *in, const lb_item_t *items, 
     return max;
 }
 
-static void lb_greedy_run(const tess_lb_input_t *in, int *new_bin, bool keep, const char *who)
+/* Greedy into new_bin; with keep_ratio > 0, the second pass that keeps objects in their bin
+ * within that ratio (see lb_greedy_pass). */
+static void lb_greedy_run(const tess_lb_input_t *in, int *new_bin, double keep_ratio,
+                          const char *who)
 {
     if (!lb_args_valid(in, new_bin, who)) {
         lb_no_moves(in, new_bin);
@@ -288,9 +294,9 @@ static void lb_greedy_run(const tess_lb_input_t *in, int *new_bin, bool keep, co
     if (lb_heap_init(&heap, in->nbins, load, false) != TESS_OK)
         goto err_free_items;
 
-    double target = lb_greedy_pass(in, items, load, &heap, new_bin, false, 0);
-    if (keep)
-        lb_greedy_pass(in, items, load, &heap, new_bin, true, target);
+    double target = lb_greedy_pass(in, items, load, &heap, new_bin, 0, 0);
+    if (keep_ratio > 0)
+        lb_greedy_pass(in, items, load, &heap, new_bin, keep_ratio, target);
 
     lb_heap_fini(&heap);
     free(items);
@@ -308,20 +314,21 @@ err_no_moves:
 void tess_lb_greedy(const tess_lb_input_t *in, int *new_bin, void *arg)
 {
     (void)arg;
-    lb_greedy_run(in, new_bin, false, "greedy");
+    lb_greedy_run(in, new_bin, 0, "greedy");
 }
 
 void tess_lb_greedy_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
 {
     (void)arg;
-    lb_greedy_run(in, new_bin, true, "greedyrefine");
+    lb_greedy_run(in, new_bin, 1.0 + (in ? lb_tolerance(in) : 0), "greedyrefine");
 }
 
 /* ---- refine ------------------------------------------------------------------------------- */
 
 /*
- * Bins above the threshold T = average * (1 + tolerance) shed objects, the most loaded first,
- * each time its heaviest object that still leaves the least loaded bin at or under T.
+ * Bins above the threshold T (by default average * (1 + tolerance)) shed objects, the most
+ * loaded first, each time its heaviest object that still leaves the least loaded bin at or
+ * under T.
  *
  * Why this ends, and in few moves: a receiver stays <= T and a donor only gets lighter, so no
  * bin ever becomes a donor again once it is <= T, and no object moves twice. A donor after a
@@ -330,10 +337,10 @@ void tess_lb_greedy_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
  * now stays too heavy, which lets each donor's cursor over its heaviest-first objects only
  * advance, and a donor with nothing that fits is done for good.
  */
-void tess_lb_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
+static void lb_refine_run(const tess_lb_input_t *in, int *new_bin, double limit_abs,
+                          const char *who)
 {
-    (void)arg;
-    if (!lb_args_valid(in, new_bin, "refine")) {
+    if (!lb_args_valid(in, new_bin, who)) {
         lb_no_moves(in, new_bin);
         return;
     }
@@ -358,7 +365,7 @@ void tess_lb_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
     double total = 0;
     for (int b = 0; b < nbins; b++)
         total += load[b];
-    double limit = total / nbins * (1.0 + lb_tolerance(in));
+    double limit = limit_abs > 0 ? limit_abs : total / nbins * (1.0 + lb_tolerance(in));
 
     /* items[first[b] .. first[b + 1]): bin b's objects, heaviest first; next[b]: the first of
      * them that may still move. */
@@ -413,6 +420,94 @@ err_free_arrays:
     lb_no_moves(in, new_bin);
 }
 
+void tess_lb_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
+{
+    (void)arg;
+    lb_refine_run(in, new_bin, 0, "refine");
+}
+
+/* ---- hybrid ------------------------------------------------------------------------------ */
+
+/* hybrid's slack: how far above greedy's most loaded bin an answer may end, as a fraction of
+ * the tolerance. The tolerance says when to balance; the slack how well. */
+#define LB_HYBRID_SLACK 0.25
+
+static int lb_moves(const tess_lb_input_t *in, const int *bins)
+{
+    int n = 0;
+    for (int i = 0; i < in->nobjs; i++)
+        n += bins[i] != in->objs[i].bin;
+    return n;
+}
+
+/*
+ * Balance only when it pays, then as well as greedy, moving little. Nothing moves while the
+ * most loaded bin is within the tolerance of the average (noise in measured loads stays
+ * there), nor while it is within the slack of greedy's answer (nothing better can be had: one
+ * object heavier than the average, say). Otherwise four placements that keep objects where
+ * they are are computed: refine with its threshold at greedy's maximum plus the slack, greedy
+ * keeping objects within the slack, and the same two at the tolerance (refine's and
+ * greedyrefine's answers). Of those within the slack of the best of them, the one with the
+ * fewest moves wins (the first in that order on a tie); plain greedy replaces it only where
+ * it is better by more than the tolerance (refine stuck, no keeping greedy close). So a real
+ * imbalance ends within the slack of greedy (when one of the four gets there), and an
+ * imbalance that noise pushed just over the tolerance costs a move or two, not a new deal.
+ * Weightless objects stay.
+ *
+ * greedyrefine keeps objects within the tolerance itself, so a bin may end a tolerance above
+ * greedy's answer (1.03-1.05 where greedy reaches 1.00), and with no threshold for starting,
+ * noise in the loads moves an object or two at every step; greedy places every object anew
+ * at every step. Cost: five greedy passes and two refines, O(n log n).
+ */
+void tess_lb_hybrid(const tess_lb_input_t *in, int *new_bin, void *arg)
+{
+    (void)arg;
+    if (!lb_args_valid(in, new_bin, "hybrid")) {
+        lb_no_moves(in, new_bin);
+        return;
+    }
+    lb_no_moves(in, new_bin);
+    double tol = lb_tolerance(in), slack = 1.0 + LB_HYBRID_SLACK * tol;
+    double now = tess_lb_imbalance(in, NULL);
+    if (now <= 1.0 + tol || in->nobjs == 0)
+        return;
+
+    size_t n    = (size_t)in->nobjs;
+    int   *cand = tess_malloc(5 * n * sizeof(int), "lb hybrid placements");
+    if (!cand)
+        return;
+    int *greedy = cand, *others[] = {cand + n, cand + 2 * n, cand + 3 * n, cand + 4 * n};
+    lb_greedy_run(in, greedy, 0, "hybrid");
+    double best = tess_lb_imbalance(in, greedy); /* greedy's max / average */
+    if (now <= best * slack)
+        goto out_free;
+
+    double total = 0;
+    for (int b = 0; b < in->nbins; b++)
+        total += in->bin_bg ? in->bin_bg[b] : 0.0;
+    for (int i = 0; i < in->nobjs; i++)
+        total += in->objs[i].load;
+    lb_refine_run(in, others[0], best * slack * total / in->nbins, "hybrid");
+    lb_greedy_run(in, others[1], slack, "hybrid");
+    lb_refine_run(in, others[2], 0, "hybrid");
+    lb_greedy_run(in, others[3], 1.0 + tol, "hybrid");
+    double imb[4], low = INFINITY;
+    int    mv[4];
+    for (int c = 0; c < 4; c++) {
+        imb[c] = tess_lb_imbalance(in, others[c]);
+        mv[c]  = lb_moves(in, others[c]);
+        low    = TESS_MIN(low, imb[c]);
+    }
+    int pick = -1;
+    for (int c = 0; c < 4; c++)
+        if (imb[c] <= low * slack && (pick < 0 || mv[c] < mv[pick]))
+            pick = c;
+    const int *bins = imb[pick] > best * (1.0 + tol) ? greedy : others[pick];
+    for (int i = 0; i < in->nobjs; i++)
+        new_bin[i] = in->objs[i].load == 0 ? in->objs[i].bin : bins[i];
+out_free:
+    free(cand);
+}
 /* ---- rotate and none ---------------------------------------------------------------------- */
 
 void tess_lb_rotate(const tess_lb_input_t *in, int *new_bin, void *arg)
@@ -472,6 +567,7 @@ static const lb_named_t lb_builtins[] = {
     {"greedy", tess_lb_greedy, NULL},
     {"refine", tess_lb_refine, NULL},
     {"greedyrefine", tess_lb_greedy_refine, NULL},
+    {"hybrid", tess_lb_hybrid, NULL},
     {"rotate", tess_lb_rotate, NULL},
     {"none", tess_lb_none, NULL},
 };

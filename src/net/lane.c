@@ -91,6 +91,7 @@ void net_lane_destroy(net_lane_t *l)
             free(h);
         }
     }
+    net_sendq_discard(l);
     free(l->peers);
     l->peers = NULL;
     while (l->free_ops) {
@@ -107,6 +108,8 @@ tess_status_t net_lane_create(net_lane_t *l, int index, int wakeup)
 {
     ucs_status_t us;
     pthread_mutex_init(&l->lock, NULL);
+    tess_mpsc_init(&l->sendq);
+    atomic_store(&l->sendq_len, 0);
     l->index           = index;
     l->efd             = -1;
     l->delivering_peer = -1;

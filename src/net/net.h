@@ -116,9 +116,17 @@ tess_status_t tess_net_mem_register(void *addr, size_t len, int mem_type, tess_n
 void          tess_net_mem_deregister(tess_net_mem_h mem);
 
 /** Get len bytes from process `src` at remote address `raddr` (rkey packed by the owner) into
- *  local `buf`. `done` runs from progress when the data is in place. */
+ *  local `buf`. `done` runs from progress when the data is in place (then TESS_INPROGRESS is
+ *  returned), or the get completed at once (TESS_OK, `done` is not called).
+ *  `key_id`: 0, or a name the owner gives this packed key and no other (a registration's
+ *  serial number): the key is then unpacked once per lane and kept for later gets with the
+ *  same (src, key_id), up to a bound (least recently used ones are dropped). */
 tess_status_t tess_net_get(int src, void *buf, size_t len, uint64_t raddr, const void *rkey,
-                           size_t rkey_len, tess_net_done_fn_t done, void *arg);
+                           size_t rkey_len, uint64_t key_id, tess_net_done_fn_t done,
+                           void *arg);
+
+/** Remote keys unpacked for gets so far, and gets that used a kept one (this process). */
+void tess_net_rkey_stats(uint64_t *unpacks_p, uint64_t *hits_p);
 
 /** Number of processes and this process's rank (as in the comm given to tess_net_init). */
 int tess_net_rank(void);

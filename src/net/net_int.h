@@ -41,7 +41,8 @@ typedef struct net_op {
     tess_net_done_fn_t done;
     void              *arg;
     int                peer;   /* rendezvous receive: source to unblock; queued send: dest; or -1 */
-    ucp_rkey_h         rkey;   /* for gets: destroyed at completion */
+    ucp_rkey_h         rkey;   /* for gets: destroyed at completion, unless kept in... */
+    struct net_rkey   *kept;   /* ...the lane's cache of unpacked keys (released there) */
 } net_op_t;
 
 typedef struct net_am {
@@ -64,6 +65,12 @@ typedef struct net_lane {
     int             efd;
     int             delivering_peer; /* source of the message being delivered, -1 if none */
     int             delivery_recv;   /* the delivery callback called tess_net_am_recv_into */
+    tess_hmap_t     rkeys;           /* (process, key id) -> net_rkey (rma.c), made on first use */
+    uint64_t        rkey_clock;
+    /* Sends by PEs that found the lane locked: posted, in order, by whoever holds the lock
+     * when it releases it (net_lane_unlock), so that a sender never sleeps on the lock. */
+    tess_mpsc_t     sendq;
+    _Atomic int     sendq_len;       /* pushed and counted, not yet posted */
 } net_lane_t;
 
 typedef struct net_state {
@@ -76,6 +83,7 @@ typedef struct net_state {
     int            *addr_displs; /* [process * nlanes + lane] */
     net_am_t        am[TESS_NET_AM_MAX];
     _Atomic size_t  outstanding;
+    _Atomic uint64_t rkey_unpacks, rkey_hits; /* remote keys unpacked for gets, kept ones used */
     int             efd;    /* lane 0's event fd, or an epoll set of every lane's */
     int             epfd;
     uint64_t        mem_types;
@@ -132,10 +140,28 @@ static inline int net_lane_trylock(net_lane_t *l)
     return 1;
 }
 
+int  net_sendq_drain(net_lane_t *l);   /* net.c: post the queued sends (lock held) */
+void net_sendq_discard(net_lane_t *l); /* net.c: drop what is left at close, with a warning */
+
+/* Unlock, having posted the sends that others queued meanwhile. A sender that queues a send
+ * counts it, then tries the lock; whoever holds the lock looks at the count after releasing it
+ * (both through read-modify-writes of the count), so one of the two posts it. A drain that
+ * found nothing to pop (a push still half done) leaves it to that pusher, which tries the lock
+ * once it is done. */
 static inline void net_lane_unlock(net_lane_t *l)
 {
-    NET_TSAN_SYNC();
-    pthread_mutex_unlock(&l->lock);
+    for (;;) {
+        int drained = 1;
+        if (atomic_load_explicit(&l->sendq_len, memory_order_relaxed) > 0)
+            drained = net_sendq_drain(l);
+        NET_TSAN_SYNC();
+        pthread_mutex_unlock(&l->lock);
+        /* A read-modify-write, not a load: it reads the last count (a queued send counted after
+         * our unlock reads, through its own read-modify-write, that we unlocked). */
+        if (!drained || atomic_fetch_add_explicit(&l->sendq_len, 0, memory_order_seq_cst) <= 0 ||
+            !net_lane_trylock(l))
+            return;
+    }
 }
 
 /* net.c */
@@ -145,6 +171,8 @@ ucp_ep_h  net_ep(net_lane_t *l, int i);
 ucs_status_t net_am_cb(void *arg, const void *header, size_t header_length, void *data,
                        size_t length, const ucp_am_recv_param_t *param);
 /* lane.c: the lanes' workers, their addresses and the event fd over them */
+/* rma.c: destroy every lane's kept remote keys (before the endpoints close). */
+void          net_rkeys_release(void);
 tess_status_t net_lane_create(net_lane_t *l, int index, int wakeup);
 void          net_lane_destroy(net_lane_t *l);
 tess_status_t net_lanes_connect(MPI_Comm comm, char **all_p, int **displs_p);

@@ -20,6 +20,8 @@
  * must then have gone in batches (the d2d_batched counter), with every byte right.
  * TEST_EXPECT_SHARED=1: some batches must have served several streams in one copy operation
  * (TESS_BATCH_STREAM=on, the PE's batch stream).
+ * TEST_EXPECT_RDMA_FAST=1 (one PE per process): every direct RDMA receive must have run its
+ * entry on the PE that saw its gets complete (rdma_fast_recvs).
  */
 #include "tess_test.h"
 #include "devcomm/devcomm.h"
@@ -452,6 +454,15 @@ int main(int argc, char **argv)
     MPI_Allreduce(&idle_sends, &all_idle_sends, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (getenv("TEST_EXPECT_RDMA_IDLE") && atoi(getenv("TEST_EXPECT_RDMA_IDLE")))
         CHECK_MSG(all_idle_sends > 0, "no direct RDMA message left an idle stream at once");
+    /* TEST_EXPECT_RDMA_FAST=1 (one PE per process, so the PE that receives is the one that
+     * sees its gets complete): every direct RDMA receive ran its entry right there, without a
+     * notice through the PE's queue or a wait on its stream. */
+    uint64_t fast[2] = {st.rdma_fast_recvs, st.rdma_direct}, all_fast[2];
+    MPI_Allreduce(fast, all_fast, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (getenv("TEST_EXPECT_RDMA_FAST") && atoi(getenv("TEST_EXPECT_RDMA_FAST")))
+        CHECK_MSG(all_fast[1] > 0 && all_fast[0] == all_fast[1], "%llu of %llu direct RDMA "
+                  "receives were finished on the spot", (unsigned long long)all_fast[0],
+                  (unsigned long long)all_fast[1]);
     if (recv_batch && sum[0] > 0)
         CHECK_MSG(sum[10] > 0, "none of %llu d2d receives went in a batch",
                   (unsigned long long)sum[0]);

@@ -9,7 +9,10 @@
  * copies them back on its stream and checks each byte. Then the counters of process 0 must
  * say: one registration per allocation (reg_creates), the other sends hits (reg_hits), and
  * every freed allocation's registration dropped (reg_forgets): a registration found by address
- * would show up as too few creates (and, on CUDA, as wrong bytes or a failed get).
+ * would show up as too few creates (and, on CUDA, as wrong bytes or a failed get). The receiver
+ * keeps the remote key of each registration unpacked: one unpack per allocation, the other
+ * gets use the kept key (a key kept across a new registration would, on CUDA, read the old
+ * allocation).
  */
 #include "tess_test.h"
 #include "devcomm/devcomm.h"
@@ -174,14 +177,16 @@ int main(int argc, char **argv)
     MPI_Allreduce(totals, all, 5, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     tess_dc_stats_t st;
     tess_dc_get_stats(&st);
-    uint64_t mine[5] = {st.sent[2], st.rdma_direct, st.reg_creates, st.reg_hits, st.reg_forgets};
-    uint64_t sum[5];
-    MPI_Allreduce(mine, sum, 5, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    uint64_t mine[7] = {st.sent[2], st.rdma_direct, st.reg_creates, st.reg_hits, st.reg_forgets,
+                        st.rkey_unpacks, st.rkey_hits};
+    uint64_t sum[7];
+    MPI_Allreduce(mine, sum, 7, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (tess_process() == 0)
         printf("rdma_reg: %d sends, %d allocations (%d at the freed address), registrations: "
-               "%llu created, %llu hits, %llu dropped on free\n", all[0], all[2], all[3],
-               (unsigned long long)sum[2], (unsigned long long)sum[3],
-               (unsigned long long)sum[4]);
+               "%llu created, %llu hits, %llu dropped on free; remote keys: %llu unpacked, %llu "
+               "kept ones used\n", all[0], all[2], all[3], (unsigned long long)sum[2],
+               (unsigned long long)sum[3], (unsigned long long)sum[4], (unsigned long long)sum[5],
+               (unsigned long long)sum[6]);
     CHECK_MSG(all[0] == ROUNDS && all[1] == ROUNDS && all[4] == ROUNDS,
               "sent %d, done %d, checked %d of %d rounds", all[0], all[1], all[4], ROUNDS);
     CHECK_MSG(sum[1] == ROUNDS, "%llu of %d sends took the direct RDMA path (TESS_VNODE_SIZE=1 "
@@ -190,6 +195,9 @@ int main(int argc, char **argv)
               "reused?)", (unsigned long long)sum[2], all[2]);
     CHECK_MSG(sum[3] == (uint64_t)(ROUNDS - all[2]), "%llu registration cache hits, expected %d",
               (unsigned long long)sum[3], ROUNDS - all[2]);
+    CHECK_MSG(sum[5] == (uint64_t)all[2] && sum[6] == (uint64_t)(ROUNDS - all[2]),
+              "remote keys: %llu unpacked, %llu kept ones used; expected %d and %d",
+              (unsigned long long)sum[5], (unsigned long long)sum[6], all[2], ROUNDS - all[2]);
     /* Every allocation was freed (the last one in collect) while registered. */
     CHECK_MSG(sum[4] == (uint64_t)all[2], "%llu registrations dropped on free, %d allocations "
               "freed", (unsigned long long)sum[4], all[2]);

@@ -1,7 +1,8 @@
 /* test_lb_strategy: the built-in load-balancing strategies on synthetic loads (uniform, one
  * very heavy object, the Jacobi case of 25% heavy objects, m+1 equal objects, random loads with
  * a fixed seed, background loads, 100k objects), checked against bounds derived below and
- * against brute force on tiny cases; refine and greedyrefine against greedy's migrations;
+ * against brute force on tiny cases; refine, greedyrefine and hybrid against greedy's migrations
+ * (hybrid also over noisy repeated steps);
  * rotate, none, determinism, bad input, tess_lb_imbalance, and lookup and registration by
  * name. No MPI. */
 #include "lb/lb.h"
@@ -415,6 +416,112 @@ static void test_greedy_refine(void)
     case_free(&c);
 }
 
+/* ---- hybrid ------------------------------------------------------------------------------ */
+
+static void test_hybrid(void)
+{
+    /* Within the tolerance: nothing moves, though greedy would do better. */
+    lb_case_t c = case_new(2, 16, false);
+    for (int i = 0; i < 16; i++)
+        c.objs[i] = (tess_lb_obj_t){i, i < 8 ? 1.04 : 0.96, i / 8};
+    run(&c, tess_lb_hybrid);
+    CHECK(moves(&c) == 0);
+    case_free(&c);
+    c = case_new(8, 64, false); /* balanced blocks of equal objects */
+    for (int i = 0; i < 64; i++)
+        c.objs[i] = (tess_lb_obj_t){i, 1.0, i / 8};
+    run(&c, tess_lb_hybrid);
+    CHECK(moves(&c) == 0);
+    case_free(&c);
+
+    /* LULESH's regions on two devices: bin 0's 8 objects 3 times bin 1's (max/avg ~1.5).
+     * hybrid reaches greedy's balance within a quarter of the tolerance, with fewer moves;
+     * greedyrefine may stop up to a tolerance above greedy. */
+    c = case_new(2, 16, false);
+    double truth[16];
+    for (int i = 0; i < 16; i++) {
+        truth[i]   = i < 8 ? rnd(2, 4) : rnd(0.5, 1.5);
+        c.objs[i]  = (tess_lb_obj_t){i, truth[i], i / 8};
+    }
+    double before = tess_lb_imbalance(&c.in, NULL);
+    run(&c, tess_lb_greedy);
+    double greedy_imb = tess_lb_imbalance(&c.in, c.out);
+    int    greedy_moves = moves(&c);
+    run(&c, tess_lb_greedy_refine);
+    double gr_imb = tess_lb_imbalance(&c.in, c.out);
+    run(&c, tess_lb_hybrid);
+    double hy_imb = tess_lb_imbalance(&c.in, c.out);
+    int    hy_moves = moves(&c);
+    CHECK(before > 1.3);
+    CHECK_MSG(hy_imb <= greedy_imb * (1 + TOL / 4) + EPS, "hybrid %g, greedy %g", hy_imb,
+              greedy_imb);
+    CHECK_MSG(hy_moves <= greedy_moves, "hybrid %d moves, greedy %d", hy_moves, greedy_moves);
+    printf("  %-34s imbalance %.4f -> greedy %.4f (%d moves), greedyrefine %.4f, hybrid %.4f "
+           "(%d moves)\n", "two bins, 16 LULESH-like objects", before, greedy_imb, greedy_moves,
+           gr_imb, hy_imb, hy_moves);
+
+    /* The same loads measured with +-5% noise at each of 20 steps, the answer adopted each
+     * time: after the first step hybrid (almost) never moves; greedy re-deals at every step. */
+    int hy_later = 0, greedy_later = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        tess_lb_strategy_fn_t fn = pass ? tess_lb_greedy : tess_lb_hybrid;
+        for (int i = 0; i < 16; i++)
+            c.objs[i].bin = i / 8;
+        int later = 0;
+        for (int step = 0; step < 20; step++) {
+            for (int i = 0; i < 16; i++)
+                c.objs[i].load = truth[i] * rnd(0.95, 1.05);
+            run(&c, fn);
+            if (step > 0)
+                later += moves(&c);
+            adopt(&c);
+        }
+        for (int i = 0; i < 16; i++)
+            c.objs[i].load = truth[i];
+        double imb = tess_lb_imbalance(&c.in, NULL);
+        CHECK_MSG(imb <= greedy_imb * (1 + TOL) + EPS, "%s ends at %g", pass ? "greedy" : "hybrid",
+                  imb);
+        *(pass ? &greedy_later : &hy_later) = later;
+    }
+    CHECK_MSG(hy_later <= 2, "hybrid moved %d objects over 19 noisy steps", hy_later);
+    CHECK(greedy_later > 4 * (hy_later + 1));
+    printf("  %-34s moves over 19 more steps: hybrid %d, greedy %d\n", "the same with 5% noise",
+           hy_later, greedy_later);
+    case_free(&c);
+
+    /* Nothing better to be had (one object heavier than the rest together): no moves. */
+    c = case_new(4, 8, false);
+    for (int i = 0; i < 8; i++)
+        c.objs[i] = (tess_lb_obj_t){i, i == 0 ? 100.0 : 1.0, i % 4};
+    run(&c, tess_lb_hybrid);
+    CHECK(moves(&c) == 0);
+    /* Weightless objects never move. */
+    for (int i = 0; i < 8; i++)
+        c.objs[i] = (tess_lb_obj_t){i, i < 4 ? 1.0 : 0.0, 0};
+    run(&c, tess_lb_hybrid);
+    for (int i = 4; i < 8; i++)
+        CHECK(c.out[i] == 0);
+    CHECK(tess_lb_imbalance(&c.in, c.out) <= 1.0 + EPS);
+    case_free(&c);
+
+    /* A larger drifted case: within the tolerance of the best, fewer moves than greedy. */
+    c = case_new(16, 1024, false);
+    for (int i = 0; i < 1024; i++)
+        c.objs[i] = (tess_lb_obj_t){i, rnd(0.2, 5.0), i % 16};
+    for (int i = 0; i < 1024; i++)
+        c.objs[i].load *= c.objs[i].bin < 4 ? 1.3 : 1.0;
+    run(&c, tess_lb_greedy);
+    greedy_imb   = tess_lb_imbalance(&c.in, c.out);
+    greedy_moves = moves(&c);
+    run(&c, tess_lb_hybrid);
+    CHECK(tess_lb_imbalance(&c.in, c.out) <= greedy_imb * (1 + TOL) + EPS);
+    CHECK(moves(&c) * 2 < greedy_moves);
+    printf("  %-34s greedy %.4f (%d moves), hybrid %.4f (%d moves)\n",
+           "1024 objects, 16 bins, 4 at 1.3x", greedy_imb, greedy_moves,
+           tess_lb_imbalance(&c.in, c.out), moves(&c));
+    case_free(&c);
+}
+
 /* ---- rotate, none, determinism, large, bad input ------------------------------------------ */
 
 static void test_rotate_none(void)
@@ -440,7 +547,8 @@ static void test_rotate_none(void)
 static void test_determinism(void)
 {
     static const tess_lb_strategy_fn_t fns[] = {tess_lb_greedy, tess_lb_refine,
-                                                tess_lb_greedy_refine, tess_lb_rotate, tess_lb_none};
+                                                tess_lb_greedy_refine, tess_lb_hybrid,
+                                                tess_lb_rotate, tess_lb_none};
     enum { N = 777 };
     lb_case_t c = case_new(12, N, true);
     for (int i = 0; i < N; i++) /* coarse loads: many ties */
@@ -498,7 +606,8 @@ static void test_bad_input(void)
     int saved_level = tess_log_level;
     tess_log_level  = TESS_LOG_ERROR; /* the warnings are expected */
     static const tess_lb_strategy_fn_t fns[] = {tess_lb_greedy, tess_lb_refine,
-                                                tess_lb_greedy_refine, tess_lb_rotate};
+                                                tess_lb_greedy_refine, tess_lb_hybrid,
+                                                tess_lb_rotate};
     lb_case_t c = case_new(4, 8, true);
     for (int i = 0; i < 8; i++)
         c.objs[i] = (tess_lb_obj_t){i, 1.0, 0};
@@ -565,7 +674,8 @@ static void test_find_register(void)
 {
     static const struct { const char *name; tess_lb_strategy_fn_t fn; } builtins[] = {
         {"greedy", tess_lb_greedy}, {"refine", tess_lb_refine},
-        {"greedyrefine", tess_lb_greedy_refine}, {"rotate", tess_lb_rotate},
+        {"greedyrefine", tess_lb_greedy_refine}, {"hybrid", tess_lb_hybrid},
+        {"rotate", tess_lb_rotate},
         {"none", tess_lb_none}};
     int   token = 0;
     void *arg   = &token;
@@ -630,6 +740,8 @@ int main(void)
     test_refine_background();
     printf("greedyrefine:\n");
     test_greedy_refine();
+    printf("hybrid:\n");
+    test_hybrid();
     printf("others:\n");
     test_rotate_none();
     test_determinism();

@@ -635,6 +635,9 @@ static tess_status_t cuda_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_even
 
 /* ---- pointers ---------------------------------------------------------------------------- */
 
+/* One driver call for every attribute (each device-message send asks once per buffer: three
+ * calls cost it a microsecond or more). cuPointerGetAttributes does not fail on a pointer CUDA
+ * does not know: it leaves the attributes zero, which is host memory. */
 static tess_status_t cuda_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p)
 {
     memset(info_p, 0, sizeof(*info_p));
@@ -645,35 +648,30 @@ static tess_status_t cuda_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p
     if (st != TESS_OK)
         return st;
 
-    struct cudaPointerAttributes a;
-    cudaError_t e = cudaPointerGetAttributes(&a, ptr);
-    if (e == cudaErrorInvalidValue) {
-        /* A pointer CUDA does not know: host memory. Clear the (non-sticky) error so it does
-         * not surface in a later cudaGetLastError of the application. */
-        (void)cudaGetLastError();
-        return TESS_OK;
-    }
-    if (e != cudaSuccess)
-        return cuda_error(e, "cudaPointerGetAttributes");
-    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+    CUpointer_attribute attr[6] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                   CU_POINTER_ATTRIBUTE_BUFFER_ID};
+    unsigned            type    = 0;
+    unsigned            managed = 0;
+    int                 ordinal = -1;
+    CUdeviceptr         base    = 0;
+    size_t              size    = 0;
+    unsigned long long  id      = 0;
+    void               *data[6] = {&type, &managed, &ordinal, &base, &size, &id};
+    CUresult r = tess_cuda.pointer_get_attributes(6, attr, data, (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS)
+        return cu_error(r, "cuPointerGetAttributes");
+    if (type != CU_MEMORYTYPE_DEVICE && !managed)
         return TESS_OK; /* unregistered or pinned host memory */
 
     info_p->is_device = 1;
-    info_p->device    = a.device;
-
-    CUdeviceptr dptr = (CUdeviceptr)(uintptr_t)ptr;
-    CUdeviceptr base = 0;
-    size_t      size = 0;
-    CUresult    r    = tess_cuda.mem_get_address_range(&base, &size, dptr);
-    if (r != CUDA_SUCCESS)
-        return cu_error(r, "cuMemGetAddressRange");
-    unsigned long long id = 0;
-    r = tess_cuda.pointer_get_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, dptr);
-    if (r != CUDA_SUCCESS)
-        return cu_error(r, "cuPointerGetAttribute(BUFFER_ID)");
-    info_p->base     = (void *)(uintptr_t)base;
-    info_p->size     = size;
-    info_p->alloc_id = id;
+    info_p->device    = ordinal;
+    info_p->base      = (void *)(uintptr_t)base;
+    info_p->size      = size;
+    info_p->alloc_id  = id;
     return TESS_OK;
 }
 
