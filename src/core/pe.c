@@ -99,14 +99,14 @@ static void pe_sleep(tess_pe_t *pe, int *handover_p)
             goto out_gpu;
         timeout_ns = 10 * 1000 * 1000;
     }
-    if (pe->local == 0 && tess_agent_pending())
-        timeout_ns = timeout_ns < 0 ? (int64_t)tess_cfg.mpi_poll_us * 1000
-                                    : TESS_MIN(timeout_ns, (int64_t)tess_cfg.mpi_poll_us * 1000);
     if (pe->local == 0) {
         int64_t rounds = tess_reduce_fast_poll_ns();
         if (rounds >= 0)
             timeout_ns = timeout_ns < 0 ? rounds : TESS_MIN(timeout_ns, rounds);
     }
+    if (pe->local == 0 && tess_agent_pending())
+        timeout_ns = timeout_ns < 0 ? (int64_t)tess_cfg.mpi_poll_us * 1000
+                                    : TESS_MIN(timeout_ns, (int64_t)tess_cfg.mpi_poll_us * 1000);
     else if (pe->local == 0) {
         /* A phase waiting for tess_exit still checks, now and then, that it can end. */
         int64_t wake = tess_phase_wake_ns();
