@@ -70,6 +70,12 @@ void          tess_gpu_host_shm_unlink_all(void);
 void          tess_gpu_host_shm_reclaim(void);
 /** Free the registry (fini, after every segment was destroyed). */
 void          tess_gpu_host_shm_fini(void);
+/** What segments need, with or without the rest of the backend: uid, pid and job id for their
+ *  names, the reclaim of what crashed processes left, the exit and abort cleanups, the reaper
+ *  (host_init, or the first plain segment under another backend: ipc.c). */
+tess_status_t tess_gpu_host_shm_start(const tess_gpu_init_params_t *params);
+/** Undo tess_gpu_host_shm_start (every segment destroyed). */
+void          tess_gpu_host_shm_stop(void);
 
 /* ---- the reaper (reaper.c) ------------------------------------------------------------------ */
 

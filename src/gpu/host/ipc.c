@@ -497,17 +497,50 @@ void tess_gpu_host_ipc_fini(void)
 
 /* ---- plain shared segments (gpu.h) --------------------------------------------------------- */
 
+/* Under another backend (CUDA, HIP) the segments are still plain host memory made here: the
+ * host backend's segment service starts with the first of them and stops at tess_gpu_fini. */
+static struct {
+    pthread_mutex_t        lock;
+    int                    setup, started;
+    tess_gpu_init_params_t params;
+} shm_svc = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void tess_gpu_shm_setup(const tess_gpu_init_params_t *params)
+{
+    pthread_mutex_lock(&shm_svc.lock);
+    shm_svc.params = *params;
+    shm_svc.setup  = 1;
+    pthread_mutex_unlock(&shm_svc.lock);
+}
+
+void tess_gpu_shm_fini(void)
+{
+    pthread_mutex_lock(&shm_svc.lock);
+    if (shm_svc.started && !tess_gpu_host.initialised)
+        tess_gpu_host_shm_stop();
+    shm_svc.started = shm_svc.setup = 0;
+    pthread_mutex_unlock(&shm_svc.lock);
+}
+
 int tess_gpu_shm_available(void)
 {
-    return tess_gpu_host.initialised;
+    pthread_mutex_lock(&shm_svc.lock);
+    int up = tess_gpu_host.initialised || shm_svc.setup;
+    pthread_mutex_unlock(&shm_svc.lock);
+    return up;
 }
 
 static tess_status_t shm_usable(const char *fn)
 {
-    if (!tess_gpu_host.initialised)
-        return tess_error(TESS_ERR_UNSUPPORTED, "%s: shared segments need the host backend "
-                          "(TESS_GPU=host)", fn);
-    return TESS_OK;
+    tess_status_t st = TESS_OK;
+    pthread_mutex_lock(&shm_svc.lock);
+    if (!tess_gpu_host.initialised && !shm_svc.setup)
+        st = tess_error(TESS_ERR_UNSUPPORTED, "%s: no GPU backend is initialised", fn);
+    else if (!tess_gpu_host.initialised && !shm_svc.started &&
+             (st = tess_gpu_host_shm_start(&shm_svc.params)) == TESS_OK)
+        shm_svc.started = 1;
+    pthread_mutex_unlock(&shm_svc.lock);
+    return st;
 }
 
 tess_status_t tess_gpu_shm_create(size_t size, tess_gpu_shm_h *shm_p, void **base_p,
