@@ -128,13 +128,15 @@ static unsigned agent_test_requests(void)
 
 unsigned tess_agent_progress(tess_pe_t *pe0, int idle)
 {
-    uint64_t now = tess_time_ns();
-    if (!idle && now - ag.last_poll_ns < AGENT_BUSY_POLL_NS)
-        return 0;
+    /* Reduction rounds through shared memory need no MPI: seen on every pass, busy or not. */
+    unsigned work = tess_reduce_fast_progress(pe0, 0);
+    uint64_t now  = tess_time_ns();
+    if ((!idle || work) && now - ag.last_poll_ns < AGENT_BUSY_POLL_NS)
+        return work;
     ag.last_poll_ns = now;
     tess_core_peers_check();
     uint64_t tr_t0 = TESS_TRACE_NOW();
-    unsigned work  = agent_test_requests();
+    work += agent_test_requests();
     work += tess_reduce_progress(pe0);
     if (tess_unlikely(tr_t0) && work)
         tess_trace_span("mpi", "mpi progress", tr_t0, work, 0);

@@ -173,6 +173,9 @@ int  tess_core_pe_local(const tess_pe_t *pe);
 void **tess_core_pe_slot(tess_pe_t *pe, int layer);
 enum { TESS_SLOT_OBJECTS = 0, TESS_SLOT_DEVCOMM = 1, TESS_SLOT_LB = 2, TESS_SLOT_MAX = 4 };
 tess_pe_t *tess_core_pe_by_local(int local);
+/** Nothing waits in the queue of `pe`, this thread's PE: a message handled now passes none
+ *  sent to it earlier. */
+int        tess_core_pe_queue_empty(tess_pe_t *pe);
 
 /** Account time spent in user code on this PE (LB idle/busy statistics). */
 typedef struct tess_pe_stats {
@@ -332,6 +335,9 @@ typedef struct tess_reduce_round {
 /** Runs on PE 0 of every process when a round of `key` completes there. */
 typedef void (*tess_reduce_round_fn_t)(uint32_t key, const tess_reduce_round_t *round);
 void          tess_core_reduce_set_round_fn(tess_reduce_round_fn_t fn);
+/** A partial waits for a round while this process's last join was empty: post that join now
+ *  instead of after its wait (any PE). */
+void          tess_core_reduce_hurry(void);
 /** Work in flight that quiescence must wait for (any PE; +1, then -1 when done). */
 void          tess_core_reduce_hold(int delta);
 

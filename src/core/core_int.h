@@ -216,7 +216,9 @@ unsigned      tess_reduce_progress(tess_pe_t *pe0);
 /* reduce_fast.c */
 tess_status_t tess_reduce_fast_init(void);
 void          tess_reduce_fast_fini(void);
-unsigned      tess_reduce_fast_progress(tess_pe_t *pe0);
+/** Rounds that came back (their round functions run here); without mpi, no MPI call (every
+ *  pass of PE 0), with it (when PE 0 polls MPI) the rest. */
+unsigned      tess_reduce_fast_progress(tess_pe_t *pe0, int mpi);
 /** How long idle PE 0 may sleep for the rounds in flight (-1: none in flight). */
 int64_t       tess_reduce_fast_poll_ns(void);
 /** Main thread, between phases, collectively: the key's communicator (members), or the end of
@@ -239,10 +241,14 @@ tess_status_t tess_reduce_shm_create(MPI_Comm comm, const tess_reduce_shm_params
                                      tess_reduce_shm_t **s_p);
 /** Node groups of the key's communicator. */
 int           tess_reduce_shm_groups(const tess_reduce_shm_t *s);
+/** Whether another process of this one's node group has posted `round` (a hint: no order). */
+int           tess_reduce_shm_peek(const tess_reduce_shm_t *s, int64_t round);
 /** Post this process's value for `round` (rounds 1, 2, ... in order, one at a time). */
 void          tess_reduce_shm_post(tess_reduce_shm_t *s, int64_t round, const void *val);
-/** 1 when the posted round is complete (the result, the same bits everywhere, is in out). */
-int           tess_reduce_shm_test(tess_reduce_shm_t *s, void *out);
+/** 1 when the posted round is complete (the result, the same bits everywhere, is in out).
+ *  Without mpi it makes no MPI call: a node leader of several groups then stops at the
+ *  leaders' MPI_Iallreduce, to go on at a later call with mpi. */
+int           tess_reduce_shm_test(tess_reduce_shm_t *s, void *out, int mpi);
 /** Until the posted round (if any) completes. */
 void          tess_reduce_shm_wait(tess_reduce_shm_t *s, void *out);
 /** With no round in flight (the others may still be reading: their mappings stay valid). */

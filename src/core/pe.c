@@ -21,6 +21,11 @@ int    tess_core_pe_global(const tess_pe_t *pe) { return pe->global; }
 int    tess_core_pe_local(const tess_pe_t *pe) { return pe->local; }
 void **tess_core_pe_slot(tess_pe_t *pe, int layer) { return &pe->slot[layer]; }
 
+int tess_core_pe_queue_empty(tess_pe_t *pe)
+{
+    return tess_mpsc_empty(&pe->queue);
+}
+
 tess_pe_t *tess_core_pe_by_local(int local)
 {
     return (local >= 0 && local < tess_core.npes) ? tess_core.pes[local] : NULL;

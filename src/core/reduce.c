@@ -367,7 +367,7 @@ static unsigned red_receive(tess_pe_t *pe0, int mpi_tag)
 
 unsigned tess_reduce_progress(tess_pe_t *pe0)
 {
-    unsigned n = tess_reduce_fast_progress(pe0);
+    unsigned n = tess_reduce_fast_progress(pe0, 1);
     if (tess_rt.rank == 0 && tess_rt.size > 1)
         n += red_receive(pe0, RED_TAG_DIRECT);
     if (rd.nchild == 0 && !rd.waiting)

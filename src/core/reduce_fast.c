@@ -67,6 +67,7 @@ typedef struct rf_join {
 static struct {
     rf_key_t              *keys;
     int                    on, shm, active;
+    _Atomic int            hurry; /* a partial waits behind a deferred empty join */
     MPI_Datatype           type;
     MPI_Op                 op;
     tess_reduce_round_fn_t round_fn;
@@ -142,14 +143,15 @@ static void rf_post(rf_key_t *k)
     rf.active++;
 }
 
-/* Whether the open round is back (in k->recv). */
-static int rf_test(rf_key_t *k)
+/* Whether the open round is back (in k->recv); without mpi, only as far as shared memory takes
+ * it (no MPI call). */
+static int rf_test(rf_key_t *k, int mpi)
 {
     int flag = 0;
     rf.tests++;
     if (k->shm)
-        flag = tess_reduce_shm_test(k->shm, &k->recv);
-    else
+        flag = tess_reduce_shm_test(k->shm, &k->recv, mpi);
+    else if (mpi)
         TESS_MPI_CHECK(MPI_Test(&k->req, &flag, MPI_STATUS_IGNORE));
     if (flag)
         k->open = 0;
@@ -166,17 +168,15 @@ static void rf_wait(rf_key_t *k)
     k->open = 0;
 }
 
-/* Agent: join the next round. */
-static void rf_join_agent(void *arg)
+/* PE 0: join the next round of key with v. */
+static void rf_join(uint32_t key, const rf_val_t *v)
 {
-    rf_join_t *j = arg;
-    rf_key_t  *k = rf_key_find(j->key);
+    rf_key_t *k = rf_key_find(key);
     if (!k || k->open || k->deferred)
         tess_fatal("internal: round %lld of reduction key %u joined while one is open",
-                   k ? (long long)k->joined : -1ll, j->key);
-    k->send = j->v;
+                   k ? (long long)k->joined : -1ll, key);
+    k->send = *v;
     k->joined++;
-    free(j);
     k->counted = k->send.n > 0;
     k->t_join  = tess_time_ns();
     if (k->counted && k->t_done) {
@@ -194,6 +194,14 @@ static void rf_join_agent(void *arg)
     rf_post(k);
 }
 
+/* Agent function: a join handed over by another PE. */
+static void rf_join_agent(void *arg)
+{
+    rf_join_t *j = arg;
+    rf_join(j->key, &j->v);
+    free(j);
+}
+
 tess_status_t tess_core_reduce_join(uint32_t key, uint64_t tag, int64_t ncontrib,
                                     int64_t global_expected, const void *data, int count,
                                     tess_dtype_t type, tess_op_t op, const void *cb,
@@ -202,29 +210,38 @@ tess_status_t tess_core_reduce_join(uint32_t key, uint64_t tag, int64_t ncontrib
     if (!tess_core_reduce_fast_fits(count, type, cb_len))
         return tess_error(TESS_ERR_INVALID, "internal: a reduction of %d x %s does not fit a "
                           "round", count, tess_dtype_name(type));
-    rf_join_t *j = tess_calloc(1, sizeof(*j), "a reduction round");
-    if (!j)
-        return TESS_ERR_NO_MEMORY;
-    j->key = key;
-    j->v   = (rf_val_t){.n = ncontrib, .expected = global_expected, .tag_min = tag,
-                        .tag_max = tag, .count = count, .type = type, .op = op,
-                        .cb_len = (uint32_t)cb_len};
+    rf_val_t v = {.n = ncontrib, .expected = global_expected, .tag_min = tag, .tag_max = tag,
+                  .count = count, .type = type, .op = op, .cb_len = (uint32_t)cb_len};
     if (ncontrib > 0) {
-        memcpy(j->v.data, data, (size_t)count * tess_dtype_size(type));
-        memcpy(j->v.cb, cb, cb_len);
+        memcpy(v.data, data, (size_t)count * tess_dtype_size(type));
+        memcpy(v.cb, cb, cb_len);
     }
     /* On PE 0 the agent is this thread (and without a PE, this is the main thread between
      * phases): join at once (one round per key is open at a time, so nothing queued for the
      * agent can be an earlier join of this key). */
     tess_pe_t *self = tess_core_pe_self();
     if (!self || self->local == 0) {
-        rf_join_agent(j);
+        rf_join(key, &v);
         return TESS_OK;
     }
+    rf_join_t *j = tess_malloc(sizeof(*j), "a reduction round");
+    if (!j)
+        return TESS_ERR_NO_MEMORY;
+    j->key           = key;
+    j->v             = v;
     tess_status_t st = tess_core_agent_post(rf_join_agent, j);
     if (st != TESS_OK)
         free(j);
     return st;
+}
+
+void tess_core_reduce_hurry(void)
+{
+    if (atomic_exchange_explicit(&rf.hurry, 1, memory_order_relaxed))
+        return;
+    tess_pe_t *self = tess_core_pe_self(), *pe0 = tess_core.pes[0];
+    if (self != pe0 && atomic_load_explicit(&pe0->sleeping, memory_order_seq_cst))
+        tess_pe_wake(pe0);
 }
 
 void tess_core_reduce_hold(int delta)
@@ -274,24 +291,29 @@ static void rf_done(tess_pe_t *pe0, rf_key_t *k)
     rf.round_fn(k->key, &r);
 }
 
-unsigned tess_reduce_fast_progress(tess_pe_t *pe0)
+unsigned tess_reduce_fast_progress(tess_pe_t *pe0, int mpi)
 {
     if (!rf.active)
         return 0;
-    unsigned n   = 0;
-    uint64_t now = 0;
+    unsigned n     = 0;
+    uint64_t now   = 0;
+    int      hurry = -1;
     for (rf_key_t *k = rf.keys; k; k = k->next) {
         if (k->deferred) {
-            if (!now)
+            /* Posted when its wait is over, when this process has a partial for the next round
+             * (hurry), or when another process of the node group posted this round. */
+            if (hurry < 0)
+                hurry = atomic_exchange_explicit(&rf.hurry, 0, memory_order_relaxed);
+            if (!now && !hurry)
                 now = tess_time_ns();
-            if (now >= k->post_ns) {
+            if (hurry || now >= k->post_ns || (k->shm && tess_reduce_shm_peek(k->shm, k->joined))) {
                 k->deferred = 0;
                 rf.active--;
                 rf_post(k);
             }
             continue;
         }
-        if (k->open && rf_test(k)) {
+        if (k->open && rf_test(k, mpi)) {
             rf_done(pe0, k);
             n++;
         }
@@ -303,10 +325,18 @@ int64_t tess_reduce_fast_poll_ns(void)
 {
     if (!rf.active)
         return -1;
-    for (rf_key_t *k = rf.keys; k; k = k->next)
+    int64_t  ns  = (int64_t)tess_cfg.mpi_poll_us * 1000;
+    uint64_t now = 0;
+    for (rf_key_t *k = rf.keys; k; k = k->next) {
         if (k->counted)
             return RF_POLL_NS;
-    return (int64_t)tess_cfg.mpi_poll_us * 1000;
+        if (k->deferred) {
+            if (!now)
+                now = tess_time_ns();
+            ns = TESS_MIN(ns, k->post_ns > now ? (int64_t)(k->post_ns - now) : 0);
+        }
+    }
+    return ns;
 }
 
 void tess_reduce_fast_members(uint32_t key)

@@ -19,9 +19,9 @@
  * published r + 1 after it had finished reading round r. The result slot is rewritten for r + 1
  * only when every process of the group has published r + 1, so after it read the result of r.
  *
- * The segments are the host backend's plain shared segments (tess_gpu_shm_*, named, cleaned up
- * and reclaimed as its own), so this path exists only with TESS_GPU=host; elsewhere the
- * fast path stays on one MPI_Iallreduce over all processes.
+ * The segments are the GPU layer's plain shared segments (tess_gpu_shm_*: host memory, named,
+ * cleaned up and reclaimed as the host backend's own), which every backend has; where one
+ * cannot be made, the fast path stays on one MPI_Iallreduce over all processes.
  *
  * Threads: everything runs on PE 0 of the process (the agent), or on the main thread between
  * phases; one round of a key at a time. Setup and teardown are collective over the key's
@@ -47,7 +47,7 @@ typedef struct rs_slot {
     uint8_t         val[]; /* at 16 */
 } rs_slot_t;
 
-enum { RS_IDLE, RS_SLOTS, RS_MPI, RS_RESULT };
+enum { RS_IDLE, RS_SLOTS, RS_COMBINED, RS_MPI, RS_RESULT };
 
 struct tess_reduce_shm {
     MPI_Comm                 group;   /* this node group of the key's communicator */
@@ -191,6 +191,16 @@ int tess_reduce_shm_groups(const tess_reduce_shm_t *s)
     return s->ngroups;
 }
 
+int tess_reduce_shm_peek(const tess_reduce_shm_t *s, int64_t round)
+{
+    for (int q = 0; q < s->gsize; q++)
+        if (q != s->grank &&
+            atomic_load_explicit(&rs_slot((tess_reduce_shm_t *)s, q, round)->round,
+                                 memory_order_relaxed) >= round)
+            return 1;
+    return 0;
+}
+
 void tess_reduce_shm_post(tess_reduce_shm_t *s, int64_t round, const void *val)
 {
     if (s->stage != RS_IDLE || round <= 0 || round <= s->round)
@@ -204,7 +214,7 @@ void tess_reduce_shm_post(tess_reduce_shm_t *s, int64_t round, const void *val)
     s->stage = s->ngroups > 1 && s->grank != 0 ? RS_RESULT : RS_SLOTS;
 }
 
-int tess_reduce_shm_test(tess_reduce_shm_t *s, void *out)
+int tess_reduce_shm_test(tess_reduce_shm_t *s, void *out, int mpi)
 {
     switch (s->stage) {
     case RS_SLOTS:
@@ -228,12 +238,19 @@ int tess_reduce_shm_test(tess_reduce_shm_t *s, void *out)
             s->stage = RS_IDLE;
             return 1;
         }
+        s->stage = RS_COMBINED;
+        /* fall through */
+    case RS_COMBINED:
+        if (!mpi)
+            return 0;
         TESS_MPI_CHECK(MPI_Iallreduce(s->acc, s->mpi_out, 1, s->p.type, s->p.op, s->leaders,
                                       &s->req));
         s->stage = RS_MPI;
         /* fall through */
     case RS_MPI: {
         int flag = 0;
+        if (!mpi)
+            return 0;
         TESS_MPI_CHECK(MPI_Test(&s->req, &flag, MPI_STATUS_IGNORE));
         if (!flag)
             return 0;
@@ -259,7 +276,7 @@ int tess_reduce_shm_test(tess_reduce_shm_t *s, void *out)
 
 void tess_reduce_shm_wait(tess_reduce_shm_t *s, void *out)
 {
-    while (s->stage != RS_IDLE && !tess_reduce_shm_test(s, out))
+    while (s->stage != RS_IDLE && !tess_reduce_shm_test(s, out, 1))
         sched_yield(); /* the others may need this core to get here */
 }
 

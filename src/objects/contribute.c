@@ -51,6 +51,7 @@ struct obj_red_slot {
     tess_op_t       op;
     red_cb_t        cb;
     int             direct; /* to process 0 past the tree (the fast path's late partials) */
+    size_t          cap;    /* bytes at data */
     void           *data;
 };
 
@@ -63,6 +64,34 @@ static void slot_free(obj_red_slot_t *s)
 {
     free(s->data);
     free(s);
+}
+
+/* A slot done with (array lock held): kept for the next tag if none is (chained rounds allocate
+ * nothing). */
+static void slot_recycle(tess_array_t *a, obj_red_slot_t *s)
+{
+    if (a->red_spare)
+        slot_free(s);
+    else
+        a->red_spare = s;
+}
+
+/* A slot for `bytes` of data (array lock held), fields zeroed but cap and data. */
+static obj_red_slot_t *slot_get(tess_array_t *a, size_t bytes)
+{
+    obj_red_slot_t *s = a->red_spare;
+    if (s && s->cap >= bytes) {
+        a->red_spare = NULL;
+    } else {
+        s = tess_calloc(1, sizeof(*s), "a reduction");
+        if (s && !(s->data = tess_malloc(TESS_MAX(bytes, 32), "reduction data"))) {
+            free(s);
+            return NULL;
+        }
+        if (s)
+            s->cap = TESS_MAX(bytes, 32);
+    }
+    return s;
 }
 
 static int slot_fast(const tess_array_t *a, const obj_red_slot_t *s)
@@ -94,8 +123,14 @@ static int fast_nothing_behind(const tess_array_t *a)
 /* Join the next round if rules 1-3 allow (lock held); partials for process 0 go on *direct_p. */
 static void fast_try_join(tess_array_t *a, obj_red_slot_t **direct_p)
 {
-    if (!a->fast || a->fast_joined > a->fast_done)
+    if (!a->fast)
         return;
+    if (a->fast_joined > a->fast_done) {
+        /* A partial waits behind an empty join, which may still be waiting to be posted. */
+        if (a->fast_ready && !a->fast_mine)
+            tess_core_reduce_hurry();
+        return;
+    }
     while (a->fast_ready && !fast_above_thr(a, a->fast_ready->tag)) {
         obj_red_slot_t *s = a->fast_ready;
         a->fast_ready     = s->next;
@@ -228,6 +263,10 @@ void tess_obj_red_fini(tess_array_t *a)
                   (long long)s->ncontrib);
         slot_free(s);
     }
+    if (a->red_spare) {
+        slot_free(a->red_spare);
+        a->red_spare = NULL;
+    }
 }
 
 static void obj_reduce_result(uint32_t key, uint64_t tag, const void *cb, size_t cb_len,
@@ -287,7 +326,7 @@ static void obj_reduce_round(uint32_t key, const tess_reduce_round_t *r)
         mine->next   = direct;
         direct       = mine;
     } else if (mine) {
-        slot_free(mine);
+        slot_recycle(a, mine);
     }
     fast_try_join(a, &direct);
     pthread_mutex_unlock(&a->lock);
@@ -374,17 +413,13 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
     while (s && s->tag != tag)
         s = s->next;
     if (!s) {
-        s = tess_calloc(1, sizeof(*s), "a reduction");
-        if (s && !(s->data = tess_malloc(bytes, "reduction data"))) {
-            free(s);
-            s = NULL;
-        }
+        s = slot_get(a, bytes);
         if (!s) {
             pthread_mutex_unlock(&a->lock);
             return TESS_ERR_NO_MEMORY;
         }
         *s = (obj_red_slot_t){.next = a->red, .tag = tag, .count = count, .type = type,
-                              .op = op, .cb = c, .data = s->data};
+                              .op = op, .cb = c, .cap = s->cap, .data = s->data};
         memcpy(s->data, data, bytes);
         for (int l = 0; l < tess_rt.ppn; l++)
             for (size_t k = 0; k < a->pe_elems[l].count; k++)

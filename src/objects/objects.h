@@ -80,6 +80,7 @@ struct tess_array {
     uint64_t          fast_thr;        /* highest tag of any round back so far */
     obj_red_slot_t   *fast_ready;      /* local partials waiting for a round, by tag */
     obj_red_slot_t   *fast_mine;       /* this process's partial in the open round, or NULL */
+    obj_red_slot_t   *red_spare;       /* a slot to reuse (one round's, kept for the next) */
 };
 
 typedef struct tess_entry_info {
@@ -140,8 +141,9 @@ void          tess_obj_send_linear(tess_array_t *a, int64_t linear, tess_entry_t
 /** Broadcast bytes to every element of `a` (PE thread). */
 void          tess_obj_broadcast(tess_array_t *a, tess_entry_t entry, const void *data,
                                  size_t size);
-/** Deliver bytes to `entry` of every element of `a` on this process (one message per PE; any
- *  PE): a reduction result every process got. */
+/** Deliver bytes to `entry` of every element of `a` on this process (any PE, outside entries):
+ *  a reduction result every process got. A message to every other PE; this PE's elements run
+ *  here and now when its queue is empty (by message otherwise, to keep the order). */
 void          tess_obj_broadcast_local(tess_array_t *a, tess_entry_t entry, const void *data,
                                        size_t size);
 /** Messages parked for an element that just arrived on this PE: deliver them. */

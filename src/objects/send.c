@@ -287,33 +287,49 @@ static bool obj_bcast_proc_handler(tess_msg_t *m)
     return true;
 }
 
+/* Run `entry` of every element of `a` on this PE. */
+static void obj_bcast_run(tess_array_t *a, tess_entry_t entry, const void *data, size_t size)
+{
+    obj_pe_t   *op = tess_obj_pe();
+    tess_vec_t *v  = &a->pe_elems[tess_core_pe_local(tess_core_pe_self())];
+    /* Entries may migrate their element, which edits the list: walk a copy. */
+    size_t      n = v->count;
+    tess_ctx_h  few[16];
+    tess_ctx_h *elems = n <= 16 ? few : tess_malloc(n * sizeof(*elems), "a broadcast");
+    if (!elems)
+        tess_fatal("out of memory delivering a broadcast to %zu elements", n);
+    if (n)
+        memcpy(elems, v->items, n * sizeof(*elems));
+    for (size_t i = 0; i < n; i++)
+        tess_obj_run_entry(op, elems[i], entry, data, size);
+    if (elems != few)
+        free(elems);
+}
+
 void tess_obj_broadcast_local(tess_array_t *a, tess_entry_t entry, const void *data, size_t size)
 {
+    tess_pe_t *self = tess_core_pe_self();
+    int        mine = -1;
+    /* This PE's elements at once when nothing waits in its queue (the message would be
+     * handled next), after the messages to the others, which may run meanwhile. */
+    if (self && tess_core_pe_queue_empty(self))
+        mine = tess_core_pe_local(self);
     for (int l = 0; l < tess_rt.ppn; l++) {
+        if (l == mine)
+            continue;
         tess_msg_t *c  = obj_bcast_msg(a->id, entry, tess_rt.rank, data, size);
         c->hdr.handler = tess_obj_h_bcast_pe;
         c->hdr.dst_pe  = tess_rt.rank * tess_rt.ppn + l;
         tess_core_send(c);
     }
+    if (mine >= 0)
+        obj_bcast_run(a, entry, data, size);
 }
 
 static bool obj_bcast_pe_handler(tess_msg_t *m)
 {
-    obj_pe_t     *op   = tess_obj_pe();
-    bcast_hdr_t  *b    = tess_msg_payload(m);
-    size_t        size = m->hdr.size - sizeof(*b);
-    tess_array_t *a    = tess_obj_arrays[b->aid];
-    tess_vec_t   *v    = &a->pe_elems[tess_core_pe_local(tess_core_pe_self())];
-    /* Entries may migrate their element, which edits the list: walk a copy. */
-    size_t      n     = v->count;
-    tess_ctx_h *elems = n ? tess_malloc(n * sizeof(*elems), "a broadcast") : NULL;
-    if (n && !elems)
-        tess_fatal("out of memory delivering a broadcast to %zu elements", n);
-    if (n)
-        memcpy(elems, v->items, n * sizeof(*elems));
-    for (size_t i = 0; i < n; i++)
-        tess_obj_run_entry(op, elems[i], b->entry, b + 1, size);
-    free(elems);
+    bcast_hdr_t *b = tess_msg_payload(m);
+    obj_bcast_run(tess_obj_arrays[b->aid], b->entry, b + 1, m->hdr.size - sizeof(*b));
     tess_core_msg_free(m);
     return true;
 }
