@@ -219,6 +219,9 @@ void          tess_reduce_fast_fini(void);
 /** Rounds that came back (their round functions run here); without mpi, no MPI call (every
  *  pass of PE 0), with it (when PE 0 polls MPI) the rest. */
 unsigned      tess_reduce_fast_progress(tess_pe_t *pe0, int mpi);
+/** Nonzero when a round with a partial is in flight and every round in flight waits on shared
+ *  memory only (PE 0 then polls MPI as when busy: the rounds need no MPI call). */
+int           tess_reduce_fast_shm_only(void);
 /** How long idle PE 0 may sleep for the rounds in flight (-1: none in flight). */
 int64_t       tess_reduce_fast_poll_ns(void);
 /** Main thread, between phases, collectively: the key's communicator (members), or the end of
@@ -241,6 +244,8 @@ tess_status_t tess_reduce_shm_create(MPI_Comm comm, const tess_reduce_shm_params
                                      tess_reduce_shm_t **s_p);
 /** Node groups of the key's communicator. */
 int           tess_reduce_shm_groups(const tess_reduce_shm_t *s);
+/** Whether the round in flight (if any) waits on shared memory only, not on MPI. */
+int           tess_reduce_shm_local(const tess_reduce_shm_t *s);
 /** Whether another process of this one's node group has posted `round` (a hint: no order). */
 int           tess_reduce_shm_peek(const tess_reduce_shm_t *s, int64_t round);
 /** Post this process's value for `round` (rounds 1, 2, ... in order, one at a time). */

@@ -133,12 +133,13 @@ static void rf_combine(const void *in, void *inout)
 
 static void rf_post(rf_key_t *k)
 {
-    k->recv = (rf_val_t){0};
-    if (k->shm)
+    if (k->shm) {
         tess_reduce_shm_post(k->shm, k->joined, &k->send);
-    else
+    } else {
+        k->recv = (rf_val_t){0};
         TESS_MPI_CHECK(MPI_Iallreduce(&k->send, &k->recv, 1, rf.type, rf.op, k->comm,
                                       &k->req));
+    }
     k->open = 1;
     rf.active++;
 }
@@ -178,10 +179,12 @@ static void rf_join(uint32_t key, const rf_val_t *v)
     k->send = *v;
     k->joined++;
     k->counted = k->send.n > 0;
-    k->t_join  = tess_time_ns();
-    if (k->counted && k->t_done) {
-        rf.local_ns += k->t_join - k->t_done;
-        rf.rounds++;
+    if (rf.times) {
+        k->t_join = tess_time_ns();
+        if (k->counted && k->t_done) {
+            rf.local_ns += k->t_join - k->t_done;
+            rf.rounds++;
+        }
     }
     if (k->counted)
         tess_count_sent(tess_core.pes[0], 1);
@@ -257,11 +260,13 @@ void tess_core_reduce_hold(int delta)
 static void rf_done(tess_pe_t *pe0, rf_key_t *k)
 {
     rf.active--;
-    k->t_done = tess_time_ns();
-    if (k->counted)
-        rf.mpi_ns += k->t_done - k->t_join;
-    else
-        k->t_done = 0;
+    if (rf.times) {
+        k->t_done = tess_time_ns();
+        if (k->counted)
+            rf.mpi_ns += k->t_done - k->t_join;
+        else
+            k->t_done = 0;
+    }
     if (k->counted)
         tess_count_processed(pe0, 1);
     k->counted = 0;
@@ -319,6 +324,17 @@ unsigned tess_reduce_fast_progress(tess_pe_t *pe0, int mpi)
         }
     }
     return n;
+}
+
+int tess_reduce_fast_shm_only(void)
+{
+    int counted = 0;
+    for (rf_key_t *k = rf.keys; k; k = k->next) {
+        if (k->open && !tess_reduce_shm_local(k->shm))
+            return 0;
+        counted |= k->counted && k->open;
+    }
+    return counted;
 }
 
 int64_t tess_reduce_fast_poll_ns(void)

@@ -191,6 +191,11 @@ int tess_reduce_shm_groups(const tess_reduce_shm_t *s)
     return s->ngroups;
 }
 
+int tess_reduce_shm_local(const tess_reduce_shm_t *s)
+{
+    return s && (s->stage == RS_SLOTS || s->stage == RS_RESULT);
+}
+
 int tess_reduce_shm_peek(const tess_reduce_shm_t *s, int64_t round)
 {
     for (int q = 0; q < s->gsize; q++)

@@ -51,6 +51,7 @@ struct obj_red_slot {
     tess_op_t       op;
     red_cb_t        cb;
     int             direct; /* to process 0 past the tree (the fast path's late partials) */
+    int             fits;   /* a broadcast callback and a size that fit the fast path's rounds */
     size_t          cap;    /* bytes at data */
     void           *data;
 };
@@ -96,8 +97,7 @@ static obj_red_slot_t *slot_get(tess_array_t *a, size_t bytes)
 
 static int slot_fast(const tess_array_t *a, const obj_red_slot_t *s)
 {
-    return a->fast && s->cb.kind == TESS_CB_BROADCAST &&
-           tess_core_reduce_fast_fits(s->count, s->type, sizeof(s->cb));
+    return a->fast && s->fits;
 }
 
 static int fast_above_thr(const tess_array_t *a, uint64_t tag)
@@ -382,8 +382,11 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
     char      idx[48];
     if (tess_unlikely(!opp || !tess_core_in_phase()))
         tess_obj_misuse(file, line, "tess_contribute outside a phase");
-    if (tess_unlikely(!ctx || ctx->pe != tess_pe() ||
-                      tess_hmap_get(&opp->elems, tess_obj_key(ctx->array->id, ctx->linear)) != ctx))
+    /* The element whose entry runs here is one of this PE's: no lookup for it. */
+    if (tess_unlikely(!ctx || (ctx != opp->current &&
+                               (ctx->pe != tess_pe() ||
+                                tess_hmap_get(&opp->elems, tess_obj_key(ctx->array->id,
+                                                                        ctx->linear)) != ctx))))
         tess_obj_misuse(file, line, "tess_contribute with a ctx that is not an element of this "
                         "PE (pass the ctx your entry method received)");
     tess_array_t *a = ctx->array;
@@ -418,8 +421,18 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
             pthread_mutex_unlock(&a->lock);
             return TESS_ERR_NO_MEMORY;
         }
-        *s = (obj_red_slot_t){.next = a->red, .tag = tag, .count = count, .type = type,
-                              .op = op, .cb = c, .cap = s->cap, .data = s->data};
+        /* Field by field: a compound literal zeroes the whole slot first. */
+        s->next     = a->red;
+        s->tag      = tag;
+        s->behind   = 0;
+        s->ncontrib = 0;
+        s->count    = count;
+        s->type     = type;
+        s->op       = op;
+        s->cb       = c;
+        s->direct   = 0;
+        s->fits     = c.kind == TESS_CB_BROADCAST &&
+                      tess_core_reduce_fast_fits(count, type, sizeof(c));
         memcpy(s->data, data, bytes);
         for (int l = 0; l < tess_rt.ppn; l++)
             for (size_t k = 0; k < a->pe_elems[l].count; k++)
