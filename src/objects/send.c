@@ -148,17 +148,22 @@ static int64_t obj_check_target(tess_array_h a, const tess_index_t *index, tess_
 
 /* ---- delivery ---------------------------------------------------------------------------- */
 
-void tess_obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const void *msg,
-                        size_t size)
+/* Run an entry; t0: the ticks at its start when the caller has them (0: read them here).
+ * Returns the ticks at its end, which may start the next entry of a run, or 0 when more than
+ * the entry ran since (hooks, tracing, a migration). */
+static uint64_t obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const void *msg,
+                              size_t size, uint64_t t0)
 {
     op->current       = e;
     op->current_entry = entry;
     if (tess_obj_entry_pre)
         tess_obj_entry_pre(e);
     uint64_t tr_t0 = TESS_TRACE_NOW();
-    uint64_t t0    = tess_ticks();
+    if (!t0 || tess_obj_entry_pre || tr_t0)
+        t0 = tess_ticks();
     tess_obj_entries[entry].fn(e, e->state, msg, size);
-    e->load_ticks += tess_ticks() - t0;
+    uint64_t t1 = tess_ticks();
+    e->load_ticks += t1 - t0;
     if (tess_unlikely(tr_t0))
         tess_trace_record(tess_trace_self_track(), TESS_TEV_ENTRY, NULL,
                           tess_obj_entries[entry].name, e->array->name, tr_t0,
@@ -171,7 +176,15 @@ void tess_obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const vo
         int dest      = e->migrate_to;
         e->migrate_to = -1;
         tess_obj_migrate_now(op, e, dest);
+        return 0;
     }
+    return tr_t0 || tess_obj_entry_post ? 0 : t1;
+}
+
+void tess_obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const void *msg,
+                        size_t size)
+{
+    (void)obj_run_entry(op, e, entry, msg, size, 0);
 }
 
 void tess_obj_send_linear(tess_array_t *a, int64_t linear, tess_entry_t entry, tess_msg_t *m)
@@ -300,8 +313,10 @@ static void obj_bcast_run(tess_array_t *a, tess_entry_t entry, const void *data,
         tess_fatal("out of memory delivering a broadcast to %zu elements", n);
     if (n)
         memcpy(elems, v->items, n * sizeof(*elems));
+    /* Back to back: one entry's end is the next one's start (one clock read each). */
+    uint64_t t = 0;
     for (size_t i = 0; i < n; i++)
-        tess_obj_run_entry(op, elems[i], entry, data, size);
+        t = obj_run_entry(op, elems[i], entry, data, size, t);
     if (elems != few)
         free(elems);
 }
