@@ -158,9 +158,9 @@ static const opt_t opts[] = {
     {{"reduce", "TESS_REDUCE", "+tess-reduce", "auto",
       "reductions whose callback is a broadcast to the array: auto (one allreduce per round, "
       "through shared memory among the processes of a node (of a virtual node with "
-      "TESS_VNODE_SIZE; host backend) and MPI_Iallreduce among node leaders, every process "
-      "delivering the result to its own elements), mpi (the same with one MPI_Iallreduce over "
-      "all processes) or tree (up the spanning tree to process 0, broadcast back down)"},
+      "TESS_VNODE_SIZE) and MPI_Iallreduce among node leaders, every process delivering the "
+      "result to its own elements), mpi (the same with one MPI_Iallreduce over all processes) "
+      "or tree (up the spanning tree to process 0, broadcast back down)"},
      OPT_STR, CFG(reduce), 0, 0, "auto|mpi|tree", 0},
     {{"reduce_times", "TESS_REDUCE_TIMES", NULL, "0",
       "print, at the end, where the fast path's reduction rounds spent their time (in "
