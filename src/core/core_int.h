@@ -213,6 +213,9 @@ tess_status_t tess_reduce_init(void);
 void          tess_reduce_fini(void);
 unsigned      tess_reduce_progress(tess_pe_t *pe0);
 
+/** More PEs on the node than cores, or on this process than the cores it may run on (pe.c). */
+int           tess_pe_oversubscribed(void);
+
 /* reduce_fast.c */
 tess_status_t tess_reduce_fast_init(void);
 void          tess_reduce_fast_fini(void);

@@ -185,6 +185,11 @@ static uint64_t pe_yield_ns = UINT64_MAX;
 /* More PEs on the node than cores (or on this process than the cores it may use). */
 static int      pe_oversubscribed;
 
+int tess_pe_oversubscribed(void)
+{
+    return pe_oversubscribed;
+}
+
 static void pe_yield_setup(void)
 {
     int       us = tess_cfg.spin_yield_us;

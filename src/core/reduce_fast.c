@@ -34,6 +34,13 @@
 /* How long PE 0 may sleep while a round with a partial is in flight: MPI cannot wake it, and
  * MPI_Iallreduce progresses only inside MPI_Test here. */
 #define RF_POLL_NS        (20ll * 1000)
+/* Chained rounds: the round function often joins the next round at once, and the other
+ * processes post theirs about then. PE 0 looks at it up to RF_SPIN_LOOKS times before it goes
+ * on with its pass (not where PEs outnumber cores: the others may need this one), and completes
+ * at most RF_CHAIN_MAX rounds of a key in one call, as a busy pass polls the network only every
+ * 8 passes. */
+#define RF_SPIN_LOOKS     64
+#define RF_CHAIN_MAX      8
 
 typedef struct rf_val {
     int64_t  n, expected;
@@ -296,6 +303,22 @@ static void rf_done(tess_pe_t *pe0, rf_key_t *k)
     rf.round_fn(k->key, &r);
 }
 
+/* Whether the round just joined (with a partial, through shared memory) came back within a few
+ * looks, while nothing waits in PE 0's queue. */
+static int rf_look(tess_pe_t *pe0, rf_key_t *k)
+{
+    if (!k->open || !k->counted || !tess_reduce_shm_local(k->shm) || tess_pe_oversubscribed())
+        return 0;
+    for (int i = 0; i < RF_SPIN_LOOKS; i++) {
+        if (rf_test(k, 0))
+            return 1;
+        if (!tess_mpsc_empty(&pe0->queue))
+            return 0;
+        tess_cpu_relax();
+    }
+    return 0;
+}
+
 unsigned tess_reduce_fast_progress(tess_pe_t *pe0, int mpi)
 {
     if (!rf.active)
@@ -321,6 +344,10 @@ unsigned tess_reduce_fast_progress(tess_pe_t *pe0, int mpi)
         if (k->open && rf_test(k, mpi)) {
             rf_done(pe0, k);
             n++;
+            for (int c = 1; c < RF_CHAIN_MAX && rf_look(pe0, k); c++) {
+                rf_done(pe0, k);
+                n++;
+            }
         }
     }
     return n;
