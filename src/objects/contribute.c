@@ -350,7 +350,9 @@ static red_cb_t contribute_callback(tess_callback_t cb, const char *file, int li
     switch (cb.kind) {
     case TESS_CB_ELEMENT:
     case TESS_CB_BROADCAST:
-        tess_obj_check_send(cb.array, "a reduction callback", file, line);
+        /* tess_contribute checked the rest of tess_obj_check_send (initialised, in a phase). */
+        if (tess_unlikely(!cb.array || cb.array->destroyed))
+            tess_obj_check_send(cb.array, "a reduction callback", file, line);
         c.aid = cb.array->id;
         if (tess_unlikely(cb.entry < 0 || cb.entry >= tess_obj_nentries ||
                           tess_obj_entries[cb.entry].post))
