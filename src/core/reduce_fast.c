@@ -3,12 +3,18 @@
  * allreduce on a communicator of the key's own (so rounds of different arrays never
  * interleave in different orders), of a small struct: the values with the contribution count,
  * the lowest and highest tag, the parameters and the callback, combined by a user op that
- * skips empty entries. With TESS_REDUCE=auto and the host backend, the allreduce goes through
- * shared memory among the processes of a node and by MPI_Iallreduce among node leaders only
- * (reduce_shm.c); otherwise (TESS_REDUCE=mpi, or no shared segments) it is one MPI_Iallreduce
- * over all processes. Every process gets the round back and hands it up (round_fn); the layer
- * above delivers a complete round to its own elements and sends its partial of an incomplete
- * one to process 0 (tess_core_reduce_submit_direct).
+ * skips empty entries. With TESS_REDUCE=auto the allreduce goes through shared memory among
+ * the processes of a node and by MPI_Iallreduce among node leaders only (reduce_shm.c);
+ * otherwise (TESS_REDUCE=mpi, or no shared segments) it is one MPI_Iallreduce over all
+ * processes. Every process gets the round back and hands it up (round_fn), on PE 0, from the
+ * pass that sees it; the layer above runs a complete round on its own elements there and then
+ * (their contributions may join the next round from inside round_fn) and sends its partial of
+ * an incomplete one to process 0 (tess_core_reduce_submit_direct).
+ *
+ * Speed: PE 0 looks at shared-memory rounds on every pass, busy or idle, before and without
+ * any MPI call (tess_agent_progress); while a round with a partial waits on shared memory only,
+ * it polls MPI as when busy, and where PEs outnumber cores it yields its core on every idle
+ * pass (pe.c). A join from PE 0 allocates nothing.
  *
  * Rounds are matched by order alone: every process joins round r of a key exactly once, after
  * round r - 1 completed there (the caller's rule), with a partial or empty. A process may join
@@ -17,7 +23,9 @@
  * differ), and nothing in it is lost because every process that put a partial in keeps it until
  * the round is back. Rounds that come back with no contributions at all (every process joined
  * empty, e.g. after the array's last reduction) make the next empty join wait, 20 µs doubling
- * to 1 ms, so that an idle array does not spin MPI. At the array's end every process joins the
+ * to 1 ms, so that an idle array does not spin MPI; such a join is posted at once when a local
+ * partial waits behind it (tess_core_reduce_hurry) or another process of the node group posted
+ * that round (tess_reduce_shm_peek). At the array's end every process joins the
  * same number of rounds (empty), so no collective is left pending.
  *
  * Threads: tess_core_reduce_join and _hold from any PE; everything else on PE 0 (the agent) or

@@ -5,8 +5,9 @@
  * arrive or leave by migration adjust those counts, so reductions stay right across moves.
  *
  * The fast path (TESS_REDUCE=auto, broadcast callbacks, results of at most 32 bytes): partials
- * join rounds of one MPI_Iallreduce per array (core/reduce_fast.c) instead of the tree, and
- * every process delivers a complete round to its own elements. Rules, per array and process:
+ * join rounds of one allreduce per array (core/reduce_fast.c: shared memory within a node) instead
+ * of the tree, and every process runs a complete round on its own elements at once
+ * (tess_obj_broadcast_local). Rules, per array and process:
  *   1. One round open at a time: round r + 1 is joined only after round r came back here.
  *   2. A round is joined with the lowest-tag local partial waiting (fast_ready) whose tag is
  *      above thr, the highest tag of any round back so far; or empty, when no local element
