@@ -132,6 +132,7 @@ unsigned tess_agent_progress(tess_pe_t *pe0, int idle)
      * while one with a partial is on its way, PE 0 is about to be busy: MPI is polled as then,
      * so that the pass that sees the round come back is not spent in MPI. */
     unsigned work = tess_reduce_fast_progress(pe0, 0);
+    int      quiet = idle && !work; /* for the phase: nothing ran */
     if (work || (idle && tess_reduce_fast_shm_only()))
         idle = 0;
     uint64_t now = tess_time_ns();
@@ -144,7 +145,7 @@ unsigned tess_agent_progress(tess_pe_t *pe0, int idle)
     work += tess_reduce_progress(pe0);
     if (tess_unlikely(tr_t0) && work)
         tess_trace_span("mpi", "mpi progress", tr_t0, work, 0);
-    work += tess_phase_progress(pe0, idle && work == 0);
+    work += tess_phase_progress(pe0, quiet && work == 0);
     return work;
 }
 

@@ -222,6 +222,9 @@ void          tess_reduce_fast_fini(void);
 /** Rounds that came back (their round functions run here); without mpi, no MPI call (every
  *  pass of PE 0), with it (when PE 0 polls MPI) the rest. */
 unsigned      tess_reduce_fast_progress(tess_pe_t *pe0, int mpi);
+/** Partials this process holds for a round or has in one (what the fast path adds to sent -
+ *  processed; any thread, a snapshot). */
+uint64_t      tess_reduce_fast_pending(void);
 /** Nonzero when a round with a partial is in flight and every round in flight waits on shared
  *  memory only (PE 0 then polls MPI as when busy: the rounds need no MPI call). */
 int           tess_reduce_fast_shm_only(void);

@@ -496,6 +496,11 @@ static int stuck_local(stuck_red_t *out)
         pthread_mutex_lock(&a->lock);
         for (obj_red_slot_t *sl = a->red; sl && n < STUCK_MAX; sl = sl->next)
             out[n++] = (stuck_red_t){k, sl->tag};
+        /* The fast path's partials: waiting for a round, or in the open one. */
+        for (obj_red_slot_t *sl = a->fast_ready; sl && n < STUCK_MAX; sl = sl->next)
+            out[n++] = (stuck_red_t){k, sl->tag};
+        if (a->fast_mine && n < STUCK_MAX)
+            out[n++] = (stuck_red_t){k, a->fast_mine->tag};
         pthread_mutex_unlock(&a->lock);
     }
     return n;
@@ -518,6 +523,11 @@ static void stuck_count(const stuck_red_t *r, stuck_count_t *c)
     for (obj_red_slot_t *sl = a->red; sl; sl = sl->next)
         if (sl->tag == r->tag)
             c->contrib += sl->ncontrib;
+    for (obj_red_slot_t *sl = a->fast_ready; sl; sl = sl->next)
+        if (sl->tag == r->tag)
+            c->contrib += sl->ncontrib;
+    if (a->fast_mine && a->fast_mine->tag == r->tag)
+        c->contrib += a->fast_mine->ncontrib;
     for (int l = 0; l < tess_rt.ppn; l++)
         for (size_t k = 0; k < a->pe_elems[l].count; k++) {
             tess_ctx_h e = a->pe_elems[l].items[k];
