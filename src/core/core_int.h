@@ -67,6 +67,8 @@ struct tess_pe {
     /* Quiescence counters, written by this PE only. */
     TESS_ALIGNED _Atomic uint64_t sent;
     _Atomic uint64_t              processed;
+    /* Of those, the fast path's reduction partials held for or in a round (reduce_fast.c). */
+    _Atomic uint64_t              red_held, red_released;
 
     /* Buffers of this PE's pools freed by other PEs come back here (a Treiber stack of
      * chains: pushed by any PE, taken whole by this one). */
@@ -178,6 +180,13 @@ static inline void tess_count_sent(tess_pe_t *pe, uint64_t n)
                           memory_order_release);
 }
 
+/* A counter only its PE writes (others read): no read-modify-write. */
+static inline void tess_count_add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_release);
+}
+
 static inline void tess_count_processed(tess_pe_t *pe, uint64_t n)
 {
     atomic_store_explicit(&pe->processed,
@@ -223,7 +232,7 @@ void          tess_reduce_fast_fini(void);
  *  pass of PE 0), with it (when PE 0 polls MPI) the rest. */
 unsigned      tess_reduce_fast_progress(tess_pe_t *pe0, int mpi);
 /** Partials this process holds for a round or has in one (what the fast path adds to sent -
- *  processed; any thread, a snapshot). */
+ *  processed; PE 0, a snapshot of every PE's counters). */
 uint64_t      tess_reduce_fast_pending(void);
 /** Nonzero when a round with a partial is in flight and every round in flight waits on shared
  *  memory only (PE 0 then polls MPI as when busy: the rounds need no MPI call). */

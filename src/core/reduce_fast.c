@@ -83,9 +83,6 @@ static struct {
     rf_key_t              *keys;
     int                    on, shm, active;
     _Atomic int            hurry; /* a partial waits behind a deferred empty join */
-    /* Of this process's sent - processed counts, the part that is partials held for a round or
-     * in one (tess_core_reduce_hold, counted joins): the phase's hang check. */
-    _Atomic int64_t        pending;
     MPI_Datatype           type;
     MPI_Op                 op;
     tess_reduce_round_fn_t round_fn;
@@ -206,7 +203,7 @@ static void rf_join(uint32_t key, const rf_val_t *v)
     }
     if (k->counted) {
         tess_count_sent(tess_core.pes[0], 1);
-        atomic_fetch_add_explicit(&rf.pending, 1, memory_order_relaxed);
+        tess_count_add(&tess_core.pes[0]->red_held, 1);
     }
     if (k->send.n == 0 && k->backoff_ns) {
         k->deferred = 1;
@@ -269,19 +266,25 @@ void tess_core_reduce_hurry(void)
 
 uint64_t tess_reduce_fast_pending(void)
 {
-    int64_t n = atomic_load_explicit(&rf.pending, memory_order_relaxed);
-    return n > 0 ? (uint64_t)n : 0;
+    uint64_t held = 0, released = 0;
+    for (int i = 0; i < tess_core.npes; i++) {
+        released += atomic_load_explicit(&tess_core.pes[i]->red_released, memory_order_acquire);
+        held     += atomic_load_explicit(&tess_core.pes[i]->red_held, memory_order_acquire);
+    }
+    return held > released ? held - released : 0;
 }
 
 void tess_core_reduce_hold(int delta)
 {
-    atomic_fetch_add_explicit(&rf.pending, delta, memory_order_relaxed);
     tess_pe_t *self = tess_core_pe_self();
     tess_pe_t *pe   = self ? self : tess_core.pes[0];
-    if (delta > 0)
+    if (delta > 0) {
         tess_count_sent(pe, (uint64_t)delta);
-    else
+        tess_count_add(&pe->red_held, (uint64_t)delta);
+    } else {
         tess_count_processed(pe, (uint64_t)-delta);
+        tess_count_add(&pe->red_released, (uint64_t)-delta);
+    }
 }
 
 static void rf_done(tess_pe_t *pe0, rf_key_t *k)
@@ -296,7 +299,7 @@ static void rf_done(tess_pe_t *pe0, rf_key_t *k)
     }
     if (k->counted) {
         tess_count_processed(pe0, 1);
-        atomic_fetch_sub_explicit(&rf.pending, 1, memory_order_relaxed);
+        tess_count_add(&pe0->red_released, 1);
     }
     k->counted = 0;
     /* A copy: the round function may join the next round, which reuses k->recv. */
@@ -468,7 +471,6 @@ void tess_core_reduce_set_round_fn(tess_reduce_round_fn_t fn)
 tess_status_t tess_reduce_fast_init(void)
 {
     rf.keys   = NULL;
-    atomic_store(&rf.pending, 0);
     rf.active = 0;
     rf.on     = !strcmp(tess_cfg.reduce, "auto") || !strcmp(tess_cfg.reduce, "mpi");
     rf.shm    = !strcmp(tess_cfg.reduce, "auto");
