@@ -194,7 +194,8 @@ enum tess_array_field {
     TESS_ARRAY_FIELD_DTOR      = 1u << 1,
     TESS_ARRAY_FIELD_MAP       = 1u << 2,
     TESS_ARRAY_FIELD_PUP       = 1u << 3,
-    TESS_ARRAY_FIELD_RESUME    = 1u << 4
+    TESS_ARRAY_FIELD_RESUME    = 1u << 4,
+    TESS_ARRAY_FIELD_REDUCE    = 1u << 5
 };
 
 typedef struct tess_array_params {
@@ -211,6 +212,12 @@ typedef struct tess_array_params {
     void          *map_arg;
     tess_pup_fn_t  pup;        /**< needed to migrate elements (load balancing) */
     tess_entry_t   resume;     /**< entry run on every element after a load-balancing step */
+    /** How reductions of this array whose callback is a broadcast cross processes (the same
+     *  on every process): 0 = as TESS_REDUCE says (auto: one allreduce per round when the
+     *  result fits 32 bytes, through shared memory among the processes of a node and
+     *  MPI_Iallreduce among nodes, every process delivering it to its own elements; tree: up
+     *  the spanning tree to process 0 and back down), 1 = always by the tree. */
+    int            reduce_tree;
 } tess_array_params_t;
 
 /**
@@ -355,7 +362,10 @@ static inline tess_callback_t tess_cb_return(void)
  * Every element of the array contributes exactly once per tag, with the same count, type, op and
  * callback; an element's tags must increase (an iteration number works). Reductions with
  * different tags may be in flight at the same time. The values are combined within the process,
- * then across processes by MPI on PE 0; the result (count values) goes to the callback.
+ * then across processes (see tess_array_params_t.reduce_tree); the result (count values) goes
+ * to the callback. With tess_cb_broadcast, the result's entry may run on a PE as soon as the
+ * result reaches it, before messages other PEs or processes sent earlier, never before a
+ * message already waiting for that PE.
  * A second contribution to one tag, or a mismatch, aborts with a message.
  */
 #define tess_contribute(ctx, tag, data, count, type, op, cb) \

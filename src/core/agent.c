@@ -128,17 +128,24 @@ static unsigned agent_test_requests(void)
 
 unsigned tess_agent_progress(tess_pe_t *pe0, int idle)
 {
+    /* Reduction rounds through shared memory need no MPI: seen on every pass, busy or not; and
+     * while one with a partial is on its way, PE 0 is about to be busy: MPI is polled as then,
+     * so that the pass that sees the round come back is not spent in MPI. */
+    unsigned work = tess_reduce_fast_progress(pe0, 0);
+    int      quiet = idle && !work; /* for the phase: nothing ran */
+    if (work || (idle && tess_reduce_fast_shm_only()))
+        idle = 0;
     uint64_t now = tess_time_ns();
     if (!idle && now - ag.last_poll_ns < AGENT_BUSY_POLL_NS)
-        return 0;
+        return work;
     ag.last_poll_ns = now;
     tess_core_peers_check();
     uint64_t tr_t0 = TESS_TRACE_NOW();
-    unsigned work  = agent_test_requests();
+    work += agent_test_requests();
     work += tess_reduce_progress(pe0);
     if (tess_unlikely(tr_t0) && work)
         tess_trace_span("mpi", "mpi progress", tr_t0, work, 0);
-    work += tess_phase_progress(pe0, idle && work == 0);
+    work += tess_phase_progress(pe0, quiet && work == 0);
     return work;
 }
 

@@ -155,6 +155,17 @@ static const opt_t opts[] = {
       "children of a process in the spanning tree that carries broadcasts and reduction "
       "partials between processes (2 to 1024)"},
      OPT_INT, CFG(tree_arity), 2, 1024, NULL, 0},
+    {{"reduce", "TESS_REDUCE", "+tess-reduce", "auto",
+      "reductions whose callback is a broadcast to the array: auto (one allreduce per round, "
+      "through shared memory among the processes of a node (of a virtual node with "
+      "TESS_VNODE_SIZE) and MPI_Iallreduce among node leaders, every process delivering the "
+      "result to its own elements), mpi (the same with one MPI_Iallreduce over all processes) "
+      "or tree (up the spanning tree to process 0, broadcast back down)"},
+     OPT_STR, CFG(reduce), 0, 0, "auto|mpi|tree", 0},
+    {{"reduce_times", "TESS_REDUCE_TIMES", NULL, "0",
+      "print, at the end, where the fast path's reduction rounds spent their time (in "
+      "the allreduce, and in the process between rounds); 2: every round too"},
+     OPT_INT, CFG(reduce_times), 0, 2, NULL, 0},
 };
 
 static const opt_t *opt_by_name(const char *name)

@@ -62,6 +62,8 @@ typedef struct tess_config {
     int    trace_events;     /* trace events buffered per thread */
     int    trace_copies;     /* trace: device-message copies timed on the device */
     int    tree_arity;       /* children per process in broadcast and reduction trees */
+    char   reduce[8];        /* auto|mpi|tree: reductions with broadcast callbacks (reduce_fast.c) */
+    int    reduce_times;     /* print the fast path's time split at the end (2: every round) */
 } tess_config_t;
 
 extern tess_config_t tess_cfg;
@@ -171,6 +173,9 @@ int  tess_core_pe_local(const tess_pe_t *pe);
 void **tess_core_pe_slot(tess_pe_t *pe, int layer);
 enum { TESS_SLOT_OBJECTS = 0, TESS_SLOT_DEVCOMM = 1, TESS_SLOT_LB = 2, TESS_SLOT_MAX = 4 };
 tess_pe_t *tess_core_pe_by_local(int local);
+/** Nothing waits in the queue of `pe`, this thread's PE: a message handled now passes none
+ *  sent to it earlier. */
+int        tess_core_pe_queue_empty(tess_pe_t *pe);
 
 /** This PE's work generation: it changes after every message handler, and after every stage
  *  of a scheduler pass (continuations, layers, agent) or sleep that did any work, so an
@@ -302,6 +307,51 @@ tess_status_t tess_core_reduce_submit(uint32_t key, uint64_t tag, int64_t ncontr
                                       int64_t global_expected, const void *data, int count,
                                       tess_dtype_t type, tess_op_t op, const void *cb,
                                       size_t cb_len);
+/** Like tess_core_reduce_submit, but straight to process 0, past the tree (any PE): partials of
+ *  reductions on the fast path that missed their round (late after a migration, or of a round
+ *  that came back incomplete); process 0 completes the reduction by count as for the tree. */
+tess_status_t tess_core_reduce_submit_direct(uint32_t key, uint64_t tag, int64_t ncontrib,
+                                             int64_t global_expected, const void *data,
+                                             int count, tess_dtype_t type, tess_op_t op,
+                                             const void *cb, size_t cb_len);
+
+/* ---- the fast path (reduce_fast.c, TESS_REDUCE=auto) ---------------------------------------
+ * Rounds of one MPI_Iallreduce per key (array) on a communicator of its own, joined by every
+ * process exactly once each, in order: with a partial (ncontrib > 0) or empty (ncontrib == 0,
+ * data NULL). The caller joins round r + 1 only after round r's function ran here (one round
+ * per key at a time). Every process gets the same round back; what to do with it (deliver, or
+ * send its own partial to process 0 if the round is not complete) is the caller's. */
+
+/** Nonzero when TESS_REDUCE=auto and `count` values of `type` with a cb_len-byte callback fit
+ *  a round (at most 32 bytes each). Any thread. */
+int           tess_core_reduce_fast_fits(int count, tess_dtype_t type, size_t cb_len);
+/** Join the next round of `key` (any PE; the data is copied). A round with a partial counts as
+ *  work in flight until it completes. */
+tess_status_t tess_core_reduce_join(uint32_t key, uint64_t tag, int64_t ncontrib,
+                                    int64_t global_expected, const void *data, int count,
+                                    tess_dtype_t type, tess_op_t op, const void *cb,
+                                    size_t cb_len);
+/** A completed round, the same on every process. complete: the contributions of every element
+ *  to one tag, all with the same count, type, op and callback (data is then the result). */
+typedef struct tess_reduce_round {
+    int64_t      ncontrib, expected;
+    uint64_t     tag, tag_max; /* the lowest and highest tag of its partials (ncontrib > 0) */
+    int          complete;
+    int          count;
+    tess_dtype_t type;
+    tess_op_t    op;
+    const void  *data, *cb;
+    size_t       size, cb_len;
+} tess_reduce_round_t;
+/** Runs on PE 0 of every process when a round of `key` completes there. */
+typedef void (*tess_reduce_round_fn_t)(uint32_t key, const tess_reduce_round_t *round);
+void          tess_core_reduce_set_round_fn(tess_reduce_round_fn_t fn);
+/** A partial waits for a round while this process's last join was empty: post that join now
+ *  instead of after its wait (any PE). */
+void          tess_core_reduce_hurry(void);
+/** Work in flight that quiescence must wait for (any PE; +1, then -1 when done). */
+void          tess_core_reduce_hold(int delta);
+
 /** TESS_OK when count, type and op make a valid reduction (error detail otherwise). */
 tess_status_t tess_reduce_check(int count, tess_dtype_t type, tess_op_t op);
 

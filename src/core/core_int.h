@@ -67,6 +67,8 @@ struct tess_pe {
     /* Quiescence counters, written by this PE only. */
     TESS_ALIGNED _Atomic uint64_t sent;
     _Atomic uint64_t              processed;
+    /* Of those, the fast path's reduction partials held for or in a round (reduce_fast.c). */
+    _Atomic uint64_t              red_held, red_released;
 
     /* Buffers of this PE's pools freed by other PEs come back here (a Treiber stack of
      * chains: pushed by any PE, taken whole by this one). */
@@ -181,6 +183,13 @@ static inline void tess_count_sent(tess_pe_t *pe, uint64_t n)
                           memory_order_release);
 }
 
+/* A counter only its PE writes (others read): no read-modify-write. */
+static inline void tess_count_add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_release);
+}
+
 static inline void tess_count_processed(tess_pe_t *pe, uint64_t n)
 {
     atomic_store_explicit(&pe->processed,
@@ -215,6 +224,58 @@ int           tess_agent_pending(void);
 tess_status_t tess_reduce_init(void);
 void          tess_reduce_fini(void);
 unsigned      tess_reduce_progress(tess_pe_t *pe0);
+
+/** More PEs on the node than cores, or on this process than the cores it may run on (pe.c). */
+int           tess_pe_oversubscribed(void);
+
+/* reduce_fast.c */
+tess_status_t tess_reduce_fast_init(void);
+void          tess_reduce_fast_fini(void);
+/** Rounds that came back (their round functions run here); without mpi, no MPI call (every
+ *  pass of PE 0), with it (when PE 0 polls MPI) the rest. */
+unsigned      tess_reduce_fast_progress(tess_pe_t *pe0, int mpi);
+/** Partials this process holds for a round or has in one (what the fast path adds to sent -
+ *  processed; PE 0, a snapshot of every PE's counters). */
+uint64_t      tess_reduce_fast_pending(void);
+/** Nonzero when a round with a partial is in flight and every round in flight waits on shared
+ *  memory only (PE 0 then polls MPI as when busy: the rounds need no MPI call). */
+int           tess_reduce_fast_shm_only(void);
+/** How long idle PE 0 may sleep for the rounds in flight (-1: none in flight). */
+int64_t       tess_reduce_fast_poll_ns(void);
+/** Main thread, between phases, collectively: the key's communicator (members), or the end of
+ *  its rounds (forget: every process joins up to the same round, then the communicator goes). */
+void          tess_reduce_fast_members(uint32_t key);
+void          tess_reduce_fast_forget(uint32_t key);
+
+/* reduce_shm.c: one allreduce per round through shared memory among the processes of a node
+ * (and one MPI_Iallreduce among node leaders), for reduce_fast.c. */
+#define TESS_REDUCE_SHM_MAX 256 /* bytes of a round's value */
+typedef struct tess_reduce_shm_params {
+    size_t       val_size;
+    void       (*combine)(const void *in, void *inout); /* commutative and associative */
+    MPI_Datatype type;                                  /* the same for the leaders' MPI */
+    MPI_Op       op;
+} tess_reduce_shm_params_t;
+typedef struct tess_reduce_shm tess_reduce_shm_t;
+/** Collective over comm. *s_p NULL (and TESS_OK) when shared memory is not to be had here. */
+tess_status_t tess_reduce_shm_create(MPI_Comm comm, const tess_reduce_shm_params_t *p,
+                                     tess_reduce_shm_t **s_p);
+/** Node groups of the key's communicator. */
+int           tess_reduce_shm_groups(const tess_reduce_shm_t *s);
+/** Whether the round in flight (if any) waits on shared memory only, not on MPI. */
+int           tess_reduce_shm_local(const tess_reduce_shm_t *s);
+/** Whether another process of this one's node group has posted `round` (a hint: no order). */
+int           tess_reduce_shm_peek(const tess_reduce_shm_t *s, int64_t round);
+/** Post this process's value for `round` (rounds 1, 2, ... in order, one at a time). */
+void          tess_reduce_shm_post(tess_reduce_shm_t *s, int64_t round, const void *val);
+/** 1 when the posted round is complete (the result, the same bits everywhere, is in out).
+ *  Without mpi it makes no MPI call: a node leader of several groups then stops at the
+ *  leaders' MPI_Iallreduce, to go on at a later call with mpi. */
+int           tess_reduce_shm_test(tess_reduce_shm_t *s, void *out, int mpi);
+/** Until the posted round (if any) completes. */
+void          tess_reduce_shm_wait(tess_reduce_shm_t *s, void *out);
+/** With no round in flight (the others may still be reading: their mappings stay valid). */
+void          tess_reduce_shm_destroy(tess_reduce_shm_t *s);
 
 /* gpuq.c */
 /* Decide (once, before the PEs exist) whether continuations wait on stream signals or events. */

@@ -21,6 +21,11 @@ int    tess_core_pe_global(const tess_pe_t *pe) { return pe->global; }
 int    tess_core_pe_local(const tess_pe_t *pe) { return pe->local; }
 void **tess_core_pe_slot(tess_pe_t *pe, int layer) { return &pe->slot[layer]; }
 
+int tess_core_pe_queue_empty(tess_pe_t *pe)
+{
+    return tess_mpsc_empty(&pe->queue);
+}
+
 tess_pe_t *tess_core_pe_by_local(int local)
 {
     return (local >= 0 && local < tess_core.npes) ? tess_core.pes[local] : NULL;
@@ -99,6 +104,11 @@ static void pe_sleep(tess_pe_t *pe, int *handover_p)
             goto out_gpu;
         timeout_ns = 10 * 1000 * 1000;
     }
+    if (pe->local == 0) {
+        int64_t rounds = tess_reduce_fast_poll_ns();
+        if (rounds >= 0)
+            timeout_ns = timeout_ns < 0 ? rounds : TESS_MIN(timeout_ns, rounds);
+    }
     if (pe->local == 0 && tess_agent_pending())
         timeout_ns = timeout_ns < 0 ? (int64_t)tess_cfg.mpi_poll_us * 1000
                                     : TESS_MIN(timeout_ns, (int64_t)tess_cfg.mpi_poll_us * 1000);
@@ -172,15 +182,23 @@ out_gpu:
  * to end otherwise), so by default only where the node's PEs are at least its cores, or a
  * process's PEs more than the cores it may run on. */
 static uint64_t pe_yield_ns = UINT64_MAX;
+/* More PEs on the node than cores (or on this process than the cores it may use). */
+static int      pe_oversubscribed;
+
+int tess_pe_oversubscribed(void)
+{
+    return pe_oversubscribed;
+}
 
 static void pe_yield_setup(void)
 {
-    int us = tess_cfg.spin_yield_us;
+    int       us = tess_cfg.spin_yield_us;
+    cpu_set_t set;
+    int       mine  = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    long      cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long      pes   = (long)tess_rt.node_size * tess_cfg.ppn;
+    pe_oversubscribed = mine <= 0 || cores <= 0 || pes > cores || tess_cfg.ppn > mine;
     if (us < 0) {
-        cpu_set_t set;
-        int       mine  = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-        long      cores = sysconf(_SC_NPROCESSORS_ONLN);
-        long      pes   = (long)tess_rt.node_size * tess_cfg.ppn;
         int shared = mine <= 0 || cores <= 0 || pes >= cores || tess_cfg.ppn > mine;
         us = shared ? 2 : -1;
         tess_info("idle PEs %s (%ld PEs on the node of %ld cores, %d PEs on this process's %d)",
@@ -334,7 +352,11 @@ void tess_pe_loop(tess_pe_t *pe)
              * processes outnumber cores, a peer woken by this PE's own message would otherwise
              * wait for the spin to end (the scheduler does not preempt for it), which made a
              * 64 KiB ping-pong between two processes sleep-bound on a loaded 2-core machine. */
-            if (now - idle_from >= yield_ns)
+            /* A reduction round through shared memory waits for other processes: where they
+             * outnumber the cores, one of them may need this one to get there (as MPI
+             * libraries yield on every poll when oversubscribed). */
+            if (now - idle_from >= yield_ns ||
+                (pe_oversubscribed && pe->local == 0 && tess_reduce_fast_shm_only()))
                 sched_yield();
             else
                 tess_cpu_relax();

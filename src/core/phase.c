@@ -40,8 +40,9 @@ static struct {
     /* Waves (PE 0). */
     int         wave_active;
     MPI_Request wave_req;
-    /* sent, processed, work in flight, processes that saw an exit */
-    uint64_t    wave_local[4], wave_global[4], wave_prev[4];
+    /* sent, processed, work in flight, processes that saw an exit, and of sent - processed the
+     * part that is the fast path's reductions (partials waiting for or in a round) */
+    uint64_t    wave_local[5], wave_global[5], wave_prev[5];
     int         have_prev;
     uint64_t    wave_end_ns;
     uint64_t    wave_trace_t0; /* tracing: when the wave in flight started */
@@ -178,6 +179,12 @@ unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
         tess_trace("wave %llu: sent %llu, processed %llu, busy %llu, exits %llu",
                    (unsigned long long)ph.waves, (unsigned long long)g[0],
                    (unsigned long long)g[1], (unsigned long long)g[2], (unsigned long long)g[3]);
+        /* A phase waiting for tess_exit with nothing in flight but reduction rounds that did
+         * not move between two waves (200 ms apart): they wait for contributions that no
+         * message can bring any more, as a tree reduction open at its root would. */
+        if (tess_core.mode == TESS_RUN_UNTIL_EXIT && g[3] == 0 && g[2] == 0 && g[4] > 0 &&
+            g[0] - g[1] == g[4] && ph.have_prev && !memcmp(g, ph.wave_prev, sizeof(ph.wave_prev)))
+            phase_report_hang(g[1]);
         if (g[0] == g[1] && g[2] == 0 && ph.have_prev &&
             !memcmp(g, ph.wave_prev, sizeof(ph.wave_prev))) {
             /* Exit messages are counted: at quiescence every process has seen them all, so g[3]
@@ -216,8 +223,9 @@ unsigned tess_phase_progress(tess_pe_t *pe0, int idle)
     ph.wave_local[1] = processed;
     ph.wave_local[2] = tess_net_outstanding() + layers_busy();
     ph.wave_local[3] = ph.exit_seen != 0;
+    ph.wave_local[4] = tess_reduce_fast_pending();
     ph.wave_trace_t0 = TESS_TRACE_NOW();
-    TESS_MPI_CHECK(MPI_Iallreduce(ph.wave_local, ph.wave_global, 4, MPI_UINT64_T, MPI_SUM,
+    TESS_MPI_CHECK(MPI_Iallreduce(ph.wave_local, ph.wave_global, 5, MPI_UINT64_T, MPI_SUM,
                                   tess_core.wave_comm, &ph.wave_req));
     ph.wave_active = 1;
     return 0;

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #define RED_TAG_PARTIAL 7
+#define RED_TAG_DIRECT  8 /* a partial to process 0 past the tree (the fast path's) */
 #define RED_BUCKETS     256
 #define RED_CB_MAX      64
 /* A slot waits RED_WAIT_NS x (1 + the height of this process in the tree) before its silent
@@ -211,8 +212,8 @@ static void red_partial_sent(void *arg, MPI_Status *status)
 }
 
 /* Send a partial to the parent (agent). */
-static void red_send_up(uint32_t key, uint64_t tag, int64_t ncontrib, int64_t global_expected,
-                        const red_params_t *p, const void *data)
+static void red_send_to(int dest, int mpi_tag, uint32_t key, uint64_t tag, int64_t ncontrib,
+                        int64_t global_expected, const red_params_t *p, const void *data)
 {
     size_t      dsize = (size_t)p->count * tess_dtype_size(p->type);
     red_wire_t *w     = tess_malloc(sizeof(*w) + dsize, "a reduction partial");
@@ -222,11 +223,17 @@ static void red_send_up(uint32_t key, uint64_t tag, int64_t ncontrib, int64_t gl
                       .global_expected = global_expected, .p = *p};
     memcpy(w + 1, data, dsize);
     MPI_Request req;
-    TESS_MPI_CHECK(MPI_Isend(w, (int)(sizeof(*w) + dsize), MPI_BYTE, rd.parent, RED_TAG_PARTIAL,
+    TESS_MPI_CHECK(MPI_Isend(w, (int)(sizeof(*w) + dsize), MPI_BYTE, dest, mpi_tag,
                              tess_core.agent_comm, &req));
     tess_count_sent(tess_core.pes[0], 1);
     if (tess_core_agent_watch(req, red_partial_sent, w) != TESS_OK)
         tess_fatal("cannot watch a reduction send");
+}
+
+static void red_send_up(uint32_t key, uint64_t tag, int64_t ncontrib, int64_t global_expected,
+                        const red_params_t *p, const void *data)
+{
+    red_send_to(rd.parent, RED_TAG_PARTIAL, key, tag, ncontrib, global_expected, p, data);
 }
 
 /* Forward slot *pp (unlinked here) to the parent. */
@@ -320,16 +327,15 @@ static void red_expire(void)
     }
 }
 
-unsigned tess_reduce_progress(tess_pe_t *pe0)
+/* Partials from children (RED_TAG_PARTIAL) or, at process 0, from anywhere (RED_TAG_DIRECT). */
+static unsigned red_receive(tess_pe_t *pe0, int mpi_tag)
 {
     unsigned n = 0;
-    if (rd.nchild == 0 && !rd.waiting)
-        return 0;
     for (;;) {
         int         flag = 0;
         MPI_Message msg;
         MPI_Status  status;
-        TESS_MPI_CHECK(MPI_Improbe(MPI_ANY_SOURCE, RED_TAG_PARTIAL, tess_core.agent_comm, &flag,
+        TESS_MPI_CHECK(MPI_Improbe(MPI_ANY_SOURCE, mpi_tag, tess_core.agent_comm, &flag,
                                    &msg, &status));
         if (!flag)
             break;
@@ -340,18 +346,33 @@ unsigned tess_reduce_progress(tess_pe_t *pe0)
             tess_fatal("out of memory receiving a %d-byte reduction partial", len);
         TESS_MPI_CHECK(MPI_Mrecv(w, len, MPI_BYTE, &msg, MPI_STATUS_IGNORE));
         size_t esz    = (size_t)len >= sizeof(*w) ? tess_dtype_size(w->p.type) : 0;
-        int    member = status.MPI_SOURCE - rd.child0 + 1;
+        int    member = mpi_tag == RED_TAG_DIRECT ? 0 : status.MPI_SOURCE - rd.child0 + 1;
         if ((size_t)len < sizeof(*w) || esz == 0 || w->p.count < 1 || w->p.cb_len > RED_CB_MAX ||
-            (size_t)len != sizeof(*w) + (size_t)w->p.count * esz || member < 1 ||
-            member > rd.nchild)
+            (size_t)len != sizeof(*w) + (size_t)w->p.count * esz ||
+            (mpi_tag == RED_TAG_PARTIAL && (member < 1 || member > rd.nchild)))
             tess_fatal("corrupt reduction partial (%d bytes) from process %d", len,
                        status.MPI_SOURCE);
         tess_count_processed(pe0, 1);
-        red_arrive(w->key, w->tag, w->ncontrib, w->global_expected, &w->p, w + 1,
-                   status.MPI_SOURCE, member);
+        if (mpi_tag == RED_TAG_DIRECT)
+            red_root_combine(w->key, w->tag, w->ncontrib, w->global_expected, &w->p, w + 1,
+                             status.MPI_SOURCE, 0);
+        else
+            red_arrive(w->key, w->tag, w->ncontrib, w->global_expected, &w->p, w + 1,
+                       status.MPI_SOURCE, member);
         free(w);
         n++;
     }
+    return n;
+}
+
+unsigned tess_reduce_progress(tess_pe_t *pe0)
+{
+    unsigned n = tess_reduce_fast_progress(pe0, 1);
+    if (tess_rt.rank == 0 && tess_rt.size > 1)
+        n += red_receive(pe0, RED_TAG_DIRECT);
+    if (rd.nchild == 0 && !rd.waiting)
+        return n;
+    n += red_receive(pe0, RED_TAG_PARTIAL);
     if (rd.waiting)
         red_expire();
     return n;
@@ -388,6 +409,38 @@ tess_status_t tess_core_reduce_submit(uint32_t key, uint64_t tag, int64_t ncontr
     return st;
 }
 
+/* Agent function (PE 0): a partial straight to process 0. */
+static void red_flush_direct(void *arg)
+{
+    red_slot_t *s = arg;
+    if (tess_rt.rank == 0)
+        red_root_combine(s->key, s->tag, s->ncontrib, s->global_expected, &s->p, s->data, 0, 0);
+    else
+        red_send_to(0, RED_TAG_DIRECT, s->key, s->tag, s->ncontrib, s->global_expected, &s->p,
+                    s->data);
+    red_slot_free(s);
+}
+
+tess_status_t tess_core_reduce_submit_direct(uint32_t key, uint64_t tag, int64_t ncontrib,
+                                             int64_t global_expected, const void *data,
+                                             int count, tess_dtype_t type, tess_op_t op,
+                                             const void *cb, size_t cb_len)
+{
+    if (cb_len > RED_CB_MAX)
+        return tess_error(TESS_ERR_INVALID, "reduction callback of %zu bytes (at most %d)",
+                          cb_len, RED_CB_MAX);
+    red_params_t p = {.count = count, .type = type, .op = op, .cb_len = (uint32_t)cb_len};
+    memcpy(p.cb, cb, cb_len);
+    red_slot_t *s = red_slot_new(key, tag, global_expected, &p, data);
+    if (!s)
+        return TESS_ERR_NO_MEMORY;
+    s->ncontrib      = ncontrib;
+    tess_status_t st = tess_core_agent_post(red_flush_direct, s);
+    if (st != TESS_OK)
+        red_slot_free(s);
+    return st;
+}
+
 tess_status_t tess_reduce_check(int count, tess_dtype_t type, tess_op_t op)
 {
     if (tess_dtype_size(type) == 0)
@@ -415,6 +468,7 @@ tess_status_t tess_core_reduce_set_result_fn(tess_reduce_result_fn_t fn)
 void tess_core_reduce_members(uint32_t key, const uint8_t *has)
 {
     tess_core_reduce_forget(key);
+    tess_reduce_fast_members(key);
     red_key_t *k = red_key_get(key);
     int64_t    np = tess_rt.size, kk = tess_cfg.tree_arity;
     k->active[0]  = has[tess_rt.rank] != 0;
@@ -431,6 +485,7 @@ void tess_core_reduce_members(uint32_t key, const uint8_t *has)
 
 void tess_core_reduce_forget(uint32_t key)
 {
+    tess_reduce_fast_forget(key);
     for (red_key_t **pp = &rd.keys; *pp; pp = &(*pp)->next)
         if ((*pp)->key == key) {
             red_key_t *k = *pp;
@@ -470,7 +525,7 @@ tess_status_t tess_reduce_init(void)
         height++;
     rd.wait_ns   = RED_WAIT_NS * (uint64_t)(1 + height);
     rd.fanin_max = rd.late = rd.combined = 0;
-    return TESS_OK;
+    return tess_reduce_fast_init();
 }
 
 tess_status_t tess_tree_get_stats(tess_tree_stats_t *stats_p)
@@ -496,6 +551,7 @@ static void red_table_free(red_slot_t **table)
 
 void tess_reduce_fini(void)
 {
+    tess_reduce_fast_fini();
     red_table_free(rd.root);
     while (rd.keys) {
         red_key_t *k = rd.keys;

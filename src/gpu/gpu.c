@@ -83,6 +83,7 @@ tess_status_t tess_gpu_init(const char *want, const tess_gpu_init_params_t *para
     st = tess_gpu->set_device(gpu_device);
     if (st != TESS_OK)
         goto err_fini;
+    tess_gpu_shm_setup(params);
 
     if (nstreams < 1)
         nstreams = 1;
@@ -104,6 +105,7 @@ err_free_streams:
     free(gpu_pool);
     gpu_pool = NULL;
 err_fini:
+    tess_gpu_shm_fini();
     tess_gpu->fini();
     tess_gpu = NULL;
     return st;
@@ -120,6 +122,7 @@ void tess_gpu_fini(void)
     free(gpu_pool);
     gpu_pool      = NULL;
     gpu_pool_size = 0;
+    tess_gpu_shm_fini();
     tess_gpu->fini();
     tess_gpu   = NULL;
     gpu_device       = -1;

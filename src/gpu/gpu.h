@@ -178,6 +178,31 @@ extern const tess_gpu_ops_t tess_gpu_hip_ops;
 /** The active backend (NULL before tess_gpu_init). */
 extern const tess_gpu_ops_t *tess_gpu;
 
+/* ---- plain shared segments (host memory shared by the processes of a node) ----------------
+ * Made, named and cleaned up as the host backend's own segments are (host/arena.c: the name
+ * /tessera-u<uid>-j<job>-p<pid>-s<n>, mode 0600, unlinked as soon as it is mapped, the reaper
+ * and the next run's reclaim for a process that was killed), and opened by peers through the
+ * creator's descriptor (host/ipc.c), so the creator must outlive the peers' opens. They are
+ * plain host memory, so every backend has them: under CUDA or HIP the host backend's segment
+ * service (names, reaper, cleanups) starts with the first one. TESS_ERR_UNSUPPORTED before
+ * tess_gpu_init. Any thread; a handle from another process is checked as untrusted input. */
+typedef struct tess_gpu_host_shm *tess_gpu_shm_h;
+/** Nonzero when shared segments can be made (a backend is initialised). Logs nothing. */
+int           tess_gpu_shm_available(void);
+/** Create and map size bytes (zeroed); *h_p is what peers pass to tess_gpu_shm_open. */
+tess_status_t tess_gpu_shm_create(size_t size, tess_gpu_shm_h *shm_p, void **base_p,
+                                  tess_gpu_ipc_handle_t *h_p);
+/** Unmap and free a segment made here (peers' mappings stay valid until they close them). */
+void          tess_gpu_shm_destroy(tess_gpu_shm_h shm);
+/** Map another process's segment (a new mapping per call); *size_p: its size. */
+tess_status_t tess_gpu_shm_open(const tess_gpu_ipc_handle_t *h, void **base_p, size_t *size_p);
+/** Unmap what tess_gpu_shm_open mapped. */
+void          tess_gpu_shm_close(void *base, size_t size);
+/** tess_gpu_init and tess_gpu_fini: the job's parameters for the names, and the end of the
+ *  segment service where another backend started it (every segment destroyed). */
+void          tess_gpu_shm_setup(const tess_gpu_init_params_t *params);
+void          tess_gpu_shm_fini(void);
+
 /**
  * Choose and initialise a backend. `want` is "auto" (CUDA or HIP when built and a device is
  * visible, else host), "host", "cuda" or "hip"; asking for one that is not built or has no

@@ -216,6 +216,7 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
     a->dtor      = (p->field_mask & TESS_ARRAY_FIELD_DTOR) ? p->dtor : NULL;
     a->pup       = (p->field_mask & TESS_ARRAY_FIELD_PUP) ? p->pup : NULL;
     a->has_resume = (p->field_mask & TESS_ARRAY_FIELD_RESUME) != 0;
+    a->reduce_tree = (p->field_mask & TESS_ARRAY_FIELD_REDUCE) && p->reduce_tree;
     a->resume    = a->has_resume ? p->resume : -1;
     if ((p->field_mask & TESS_ARRAY_FIELD_NAME) && p->name)
         snprintf(a->name, sizeof(a->name), "%s", p->name);
@@ -274,6 +275,7 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
         goto err_free_elems;
     }
     tess_obj_arrays[tess_obj_narrays++] = a;
+    tess_obj_red_start(a);
     /* Constructors run once the array is complete, so they may look it up. */
     for (int l = 0; l < tess_rt.ppn; l++) {
         tess_vec_t *v = &a->pe_elems[l];

@@ -2,7 +2,32 @@
  * combined here, per array and tag; a partial goes to core (and on to process 0) once no local
  * element can still contribute to that tag: for every open tag the array counts the local
  * elements that are "behind" it (have not contributed to it or to a later tag). Elements that
- * arrive or leave by migration adjust those counts, so reductions stay right across moves. */
+ * arrive or leave by migration adjust those counts, so reductions stay right across moves.
+ *
+ * The fast path (TESS_REDUCE=auto, broadcast callbacks, results of at most 32 bytes): partials
+ * join rounds of one allreduce per array (core/reduce_fast.c: shared memory within a node) instead
+ * of the tree, and every process runs a complete round on its own elements at once
+ * (tess_obj_broadcast_local). Rules, per array and process:
+ *   1. One round open at a time: round r + 1 is joined only after round r came back here.
+ *   2. A round is joined with the lowest-tag local partial waiting (fast_ready) whose tag is
+ *      above thr, the highest tag of any round back so far; or empty, when no local element
+ *      and no open local partial can still contribute to a tag above thr (so that a process
+ *      without elements, or whose elements contributed elsewhere, does not hold a round up).
+ *   3. A partial whose tag is not above thr goes straight to process 0 (late: its element
+ *      contributed after its round); so does this process's partial of a round that came back
+ *      incomplete (fewer contributions than elements, or partials of different tags).
+ *   4. A round that came back complete is delivered by every process to its own elements.
+ * Why no tag is lost or delivered twice: every contribution is in exactly one partial, and
+ * every partial is either in one round or sent to process 0 (rules 2-3). thr is the same on
+ * every process when it joins round r (the same rounds came back everywhere), so no partial
+ * with a tag <= thr can be in a later round. A complete round holds all `size` contributions
+ * of its one tag, so no partial of that tag exists anywhere else: it is delivered once, by the
+ * processes (4), and process 0 never completes it. A tag with a contribution outside complete
+ * rounds has every contribution either sent direct or in incomplete rounds, whose partials
+ * are then sent direct too (3): process 0 sees them all, completes it by count as for the
+ * tree, and broadcasts it down the tree. Progress: a process with elements behind a tag above
+ * thr joins once they contributed (or left), one without joins empty (2), so every round
+ * that holds a partial completes. */
 #include "objects.h"
 
 #include <stdio.h>
@@ -26,6 +51,9 @@ struct obj_red_slot {
     tess_dtype_t    type;
     tess_op_t       op;
     red_cb_t        cb;
+    int             direct; /* to process 0 past the tree (the fast path's late partials) */
+    int             fits;   /* a broadcast callback and a size that fit the fast path's rounds */
+    size_t          cap;    /* bytes at data */
     void           *data;
 };
 
@@ -40,20 +68,125 @@ static void slot_free(obj_red_slot_t *s)
     free(s);
 }
 
-/* Unlink the slots nobody here can contribute to any more (array lock held). */
+/* A slot done with (array lock held): kept for the next tag if none is (chained rounds allocate
+ * nothing). */
+static void slot_recycle(tess_array_t *a, obj_red_slot_t *s)
+{
+    if (a->red_spare)
+        slot_free(s);
+    else
+        a->red_spare = s;
+}
+
+/* A slot for `bytes` of data (array lock held), fields zeroed but cap and data. */
+static obj_red_slot_t *slot_get(tess_array_t *a, size_t bytes)
+{
+    obj_red_slot_t *s = a->red_spare;
+    if (s && s->cap >= bytes) {
+        a->red_spare = NULL;
+    } else {
+        s = tess_calloc(1, sizeof(*s), "a reduction");
+        if (s && !(s->data = tess_malloc(TESS_MAX(bytes, 32), "reduction data"))) {
+            free(s);
+            return NULL;
+        }
+        if (s)
+            s->cap = TESS_MAX(bytes, 32);
+    }
+    return s;
+}
+
+static int slot_fast(const tess_array_t *a, const obj_red_slot_t *s)
+{
+    return a->fast && s->fits;
+}
+
+static int fast_above_thr(const tess_array_t *a, uint64_t tag)
+{
+    return !a->fast_has_thr || tag > a->fast_thr;
+}
+
+/* Rule 2's empty join: nothing here can still contribute to a tag above thr (lock held). */
+static int fast_nothing_behind(const tess_array_t *a)
+{
+    for (const obj_red_slot_t *s = a->red; s; s = s->next)
+        if (slot_fast(a, s) && fast_above_thr(a, s->tag))
+            return 0;
+    for (int l = 0; l < tess_rt.ppn; l++)
+        for (size_t k = 0; k < a->pe_elems[l].count; k++) {
+            tess_ctx_h e = a->pe_elems[l].items[k];
+            if (!a->fast_has_thr || !e->contributed || e->last_tag <= a->fast_thr)
+                return 0;
+        }
+    return 1;
+}
+
+/* Join the next round if rules 1-3 allow (lock held); partials for process 0 go on *direct_p. */
+static void fast_try_join(tess_array_t *a, obj_red_slot_t **direct_p)
+{
+    if (!a->fast)
+        return;
+    if (a->fast_joined > a->fast_done) {
+        /* A partial waits behind an empty join, which may still be waiting to be posted. */
+        if (a->fast_ready && !a->fast_mine)
+            tess_core_reduce_hurry();
+        return;
+    }
+    while (a->fast_ready && !fast_above_thr(a, a->fast_ready->tag)) {
+        obj_red_slot_t *s = a->fast_ready;
+        a->fast_ready     = s->next;
+        s->direct         = 1;
+        s->next           = *direct_p;
+        *direct_p         = s;
+        tess_core_reduce_hold(-1);
+    }
+    tess_status_t st;
+    if (a->fast_ready) {
+        obj_red_slot_t *s = a->fast_ready;
+        a->fast_ready     = s->next;
+        s->next           = NULL;
+        a->fast_mine      = s;
+        a->fast_joined++;
+        st = tess_core_reduce_join(a->id, s->tag, s->ncontrib, a->size, s->data, s->count,
+                                   s->type, s->op, &s->cb, sizeof(s->cb));
+        tess_core_reduce_hold(-1);
+    } else if (fast_nothing_behind(a)) {
+        a->fast_joined++;
+        st = tess_core_reduce_join(a->id, 0, 0, a->size, NULL, 1, TESS_INT32, TESS_SUM, NULL, 0);
+    } else {
+        return;
+    }
+    if (st != TESS_OK)
+        tess_fatal("array '%s': cannot join reduction round %lld: %s", a->name,
+                   (long long)a->fast_joined - 1, tess_error_detail());
+}
+
+/* Unlink the slots nobody here can contribute to any more (array lock held): those of the
+ * fast path wait for a round in fast_ready; the rest are returned, to be sent on. */
 static obj_red_slot_t *slots_take_done(tess_array_t *a)
 {
     obj_red_slot_t *done = NULL;
     for (obj_red_slot_t **pp = &a->red; *pp;) {
         obj_red_slot_t *s = *pp;
-        if (s->behind == 0) {
-            *pp     = s->next;
-            s->next = done;
-            done    = s;
-        } else {
+        if (s->behind != 0) {
             pp = &s->next;
+            continue;
         }
+        *pp = s->next;
+        if (slot_fast(a, s) && fast_above_thr(a, s->tag)) {
+            obj_red_slot_t **rp = &a->fast_ready;
+            while (*rp && (*rp)->tag < s->tag)
+                rp = &(*rp)->next;
+            s->next = *rp;
+            *rp     = s;
+            tess_core_reduce_hold(1);
+            continue;
+        }
+        s->direct = slot_fast(a, s);
+        s->next   = done;
+        done      = s;
     }
+    fast_try_join(a, &done);
     return done;
 }
 
@@ -72,9 +205,12 @@ static void slots_submit(tess_array_t *a, obj_red_slot_t *done)
         TESS_TRACE(tess_trace_record(tess_trace_self_track(), TESS_TEV_RED_IN, NULL, a->name, NULL,
                                      tess_time_ns(), 0, obj_red_flow(a->id, s->tag, tess_rt.rank),
                                      (uint64_t)s->ncontrib));
-        tess_status_t st  = tess_core_reduce_submit(a->id, s->tag, s->ncontrib, a->size, s->data,
-                                                    s->count, s->type, s->op, &s->cb,
-                                                    sizeof(s->cb));
+        tess_status_t st =
+            s->direct ? tess_core_reduce_submit_direct(a->id, s->tag, s->ncontrib, a->size,
+                                                       s->data, s->count, s->type, s->op, &s->cb,
+                                                       sizeof(s->cb))
+                      : tess_core_reduce_submit(a->id, s->tag, s->ncontrib, a->size, s->data,
+                                                s->count, s->type, s->op, &s->cb, sizeof(s->cb));
         if (st != TESS_OK)
             tess_fatal("reduction tag %llu of array '%s' cannot be sent on: %s",
                        (unsigned long long)s->tag, a->name, tess_error_detail());
@@ -98,9 +234,28 @@ void tess_obj_red_leave(tess_array_t *a, tess_ctx_h e)
     pthread_mutex_lock(&a->lock);
 }
 
+void tess_obj_red_start(tess_array_t *a)
+{
+    obj_red_slot_t *direct = NULL;
+    pthread_mutex_lock(&a->lock);
+    a->fast = a->size > 0 && !a->reduce_tree && tess_core_reduce_fast_fits(1, TESS_INT32, 0);
+    fast_try_join(a, &direct);
+    pthread_mutex_unlock(&a->lock);
+}
+
 void tess_obj_red_fini(tess_array_t *a)
 {
+    a->fast = 0; /* its rounds end here: elements freed after this join none */
     tess_core_reduce_forget(a->id);
+    for (obj_red_slot_t **lists[2] = {&a->fast_ready, &a->fast_mine}, ***l = lists;
+         l < lists + 2; l++)
+        while (**l) {
+            obj_red_slot_t *s = **l;
+            **l               = s->next;
+            tess_warn("array '%s': reduction tag %llu never completed (its round did not come "
+                      "back)", a->name, (unsigned long long)s->tag);
+            slot_free(s);
+        }
     while (a->red) {
         obj_red_slot_t *s = a->red;
         a->red            = s->next;
@@ -108,6 +263,10 @@ void tess_obj_red_fini(tess_array_t *a)
                   "contributions arrived)", a->name, (unsigned long long)s->tag,
                   (long long)s->ncontrib);
         slot_free(s);
+    }
+    if (a->red_spare) {
+        slot_free(a->red_spare);
+        a->red_spare = NULL;
     }
 }
 
@@ -148,6 +307,43 @@ static void obj_reduce_result(uint32_t key, uint64_t tag, const void *cb, size_t
     }
 }
 
+/* A round of the fast path came back (PE 0; the same round on every process). */
+static void obj_reduce_round(uint32_t key, const tess_reduce_round_t *r)
+{
+    tess_array_t *a = tess_obj_arrays[key];
+    if (!a)
+        tess_fatal("internal: reduction round of array %u, which is gone", key);
+    obj_red_slot_t *direct = NULL;
+    pthread_mutex_lock(&a->lock);
+    a->fast_done++;
+    if (r->ncontrib > 0) {
+        a->fast_thr     = a->fast_has_thr ? TESS_MAX(a->fast_thr, r->tag_max) : r->tag_max;
+        a->fast_has_thr = 1;
+    }
+    obj_red_slot_t *mine = a->fast_mine;
+    a->fast_mine         = NULL;
+    if (mine && !r->complete) {
+        mine->direct = 1;
+        mine->next   = direct;
+        direct       = mine;
+    } else if (mine) {
+        slot_recycle(a, mine);
+    }
+    fast_try_join(a, &direct);
+    pthread_mutex_unlock(&a->lock);
+    if (r->complete) {
+        red_cb_t c;
+        if (r->cb_len != sizeof(c))
+            tess_fatal("internal: reduction round with a %zu-byte callback", r->cb_len);
+        memcpy(&c, r->cb, sizeof(c));
+        if (c.kind != TESS_CB_BROADCAST || c.aid >= tess_obj_narrays || !tess_obj_arrays[c.aid])
+            tess_fatal("internal: reduction round of array '%s' with callback kind %d", a->name,
+                       c.kind);
+        tess_obj_broadcast_local(tess_obj_arrays[c.aid], c.entry, r->data, r->size);
+    }
+    slots_submit(a, direct);
+}
+
 static red_cb_t contribute_callback(tess_callback_t cb, const char *file, int line)
 {
     char     idx[48];
@@ -155,7 +351,9 @@ static red_cb_t contribute_callback(tess_callback_t cb, const char *file, int li
     switch (cb.kind) {
     case TESS_CB_ELEMENT:
     case TESS_CB_BROADCAST:
-        tess_obj_check_send(cb.array, "a reduction callback", file, line);
+        /* tess_contribute checked the rest of tess_obj_check_send (initialised, in a phase). */
+        if (tess_unlikely(!cb.array || cb.array->destroyed))
+            tess_obj_check_send(cb.array, "a reduction callback", file, line);
         c.aid = cb.array->id;
         if (tess_unlikely(cb.entry < 0 || cb.entry >= tess_obj_nentries ||
                           tess_obj_entries[cb.entry].post))
@@ -187,8 +385,11 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
     char      idx[48];
     if (tess_unlikely(!opp || !tess_core_in_phase()))
         tess_obj_misuse(file, line, "tess_contribute outside a phase");
-    if (tess_unlikely(!ctx || ctx->pe != tess_pe() ||
-                      tess_hmap_get(&opp->elems, tess_obj_key(ctx->array->id, ctx->linear)) != ctx))
+    /* The element whose entry runs here is one of this PE's: no lookup for it. */
+    if (tess_unlikely(!ctx || (ctx != opp->current &&
+                               (ctx->pe != tess_pe() ||
+                                tess_hmap_get(&opp->elems, tess_obj_key(ctx->array->id,
+                                                                        ctx->linear)) != ctx))))
         tess_obj_misuse(file, line, "tess_contribute with a ctx that is not an element of this "
                         "PE (pass the ctx your entry method received)");
     tess_array_t *a = ctx->array;
@@ -218,17 +419,23 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
     while (s && s->tag != tag)
         s = s->next;
     if (!s) {
-        s = tess_calloc(1, sizeof(*s), "a reduction");
-        if (s && !(s->data = tess_malloc(bytes, "reduction data"))) {
-            free(s);
-            s = NULL;
-        }
+        s = slot_get(a, bytes);
         if (!s) {
             pthread_mutex_unlock(&a->lock);
             return TESS_ERR_NO_MEMORY;
         }
-        *s = (obj_red_slot_t){.next = a->red, .tag = tag, .count = count, .type = type,
-                              .op = op, .cb = c, .data = s->data};
+        /* Field by field: a compound literal zeroes the whole slot first. */
+        s->next     = a->red;
+        s->tag      = tag;
+        s->behind   = 0;
+        s->ncontrib = 0;
+        s->count    = count;
+        s->type     = type;
+        s->op       = op;
+        s->cb       = c;
+        s->direct   = 0;
+        s->fits     = c.kind == TESS_CB_BROADCAST &&
+                      tess_core_reduce_fast_fits(count, type, sizeof(c));
         memcpy(s->data, data, bytes);
         for (int l = 0; l < tess_rt.ppn; l++)
             for (size_t k = 0; k < a->pe_elems[l].count; k++)
@@ -289,6 +496,11 @@ static int stuck_local(stuck_red_t *out)
         pthread_mutex_lock(&a->lock);
         for (obj_red_slot_t *sl = a->red; sl && n < STUCK_MAX; sl = sl->next)
             out[n++] = (stuck_red_t){k, sl->tag};
+        /* The fast path's partials: waiting for a round, or in the open one. */
+        for (obj_red_slot_t *sl = a->fast_ready; sl && n < STUCK_MAX; sl = sl->next)
+            out[n++] = (stuck_red_t){k, sl->tag};
+        if (a->fast_mine && n < STUCK_MAX)
+            out[n++] = (stuck_red_t){k, a->fast_mine->tag};
         pthread_mutex_unlock(&a->lock);
     }
     return n;
@@ -311,6 +523,11 @@ static void stuck_count(const stuck_red_t *r, stuck_count_t *c)
     for (obj_red_slot_t *sl = a->red; sl; sl = sl->next)
         if (sl->tag == r->tag)
             c->contrib += sl->ncontrib;
+    for (obj_red_slot_t *sl = a->fast_ready; sl; sl = sl->next)
+        if (sl->tag == r->tag)
+            c->contrib += sl->ncontrib;
+    if (a->fast_mine && a->fast_mine->tag == r->tag)
+        c->contrib += a->fast_mine->ncontrib;
     for (int l = 0; l < tess_rt.ppn; l++)
         for (size_t k = 0; k < a->pe_elems[l].count; k++) {
             tess_ctx_h e = a->pe_elems[l].items[k];
@@ -393,5 +610,6 @@ static const char *obj_reduce_name(uint32_t key)
 tess_status_t tess_obj_reduce_init(void)
 {
     tess_core_reduce_set_name_fn(obj_reduce_name);
+    tess_core_reduce_set_round_fn(obj_reduce_round);
     return tess_core_reduce_set_result_fn(obj_reduce_result);
 }

@@ -71,6 +71,16 @@ struct tess_array {
     pthread_mutex_t   lock;
     obj_red_slot_t   *red;
     MPI_Comm          comm;     /* for the array's collectives (load-balancing steps) */
+    /* The fast path of broadcast-callback reductions (contribute.c; under lock). */
+    int               fast;            /* TESS_REDUCE=auto and the array has elements */
+    int               reduce_tree;     /* the array asked for the tree (params) */
+    int64_t           fast_joined;     /* rounds this process joined */
+    int64_t           fast_done;       /* rounds that came back here */
+    int               fast_has_thr;
+    uint64_t          fast_thr;        /* highest tag of any round back so far */
+    obj_red_slot_t   *fast_ready;      /* local partials waiting for a round, by tag */
+    obj_red_slot_t   *fast_mine;       /* this process's partial in the open round, or NULL */
+    obj_red_slot_t   *red_spare;       /* a slot to reuse (one round's, kept for the next) */
 };
 
 typedef struct tess_entry_info {
@@ -131,6 +141,11 @@ void          tess_obj_send_linear(tess_array_t *a, int64_t linear, tess_entry_t
 /** Broadcast bytes to every element of `a` (PE thread). */
 void          tess_obj_broadcast(tess_array_t *a, tess_entry_t entry, const void *data,
                                  size_t size);
+/** Deliver bytes to `entry` of every element of `a` on this process (any PE, outside entries):
+ *  a reduction result every process got. A message to every other PE; this PE's elements run
+ *  here and now when its queue is empty (by message otherwise, to keep the order). */
+void          tess_obj_broadcast_local(tess_array_t *a, tess_entry_t entry, const void *data,
+                                       size_t size);
 /** Messages parked for an element that just arrived on this PE: deliver them. */
 void          tess_obj_unpark(obj_pe_t *op, tess_ctx_h e);
 
@@ -159,6 +174,9 @@ void          tess_obj_report_stuck(char *buf, size_t len);
 void          tess_obj_red_arrive(tess_array_t *a, tess_ctx_h e);
 void          tess_obj_red_leave(tess_array_t *a, tess_ctx_h e);
 void          tess_obj_red_fini(tess_array_t *a);
+/** A new array: its fast-path state, and its first round if this process has no elements
+ *  (main thread, between phases, array lock not held). */
+void          tess_obj_red_start(tess_array_t *a);
 
 /* devmsg.c */
 void          tess_obj_devmsg_init(void);

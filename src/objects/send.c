@@ -148,17 +148,22 @@ static int64_t obj_check_target(tess_array_h a, const tess_index_t *index, tess_
 
 /* ---- delivery ---------------------------------------------------------------------------- */
 
-void tess_obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const void *msg,
-                        size_t size)
+/* Run an entry; t0: the ticks at its start when the caller has them (0: read them here).
+ * Returns the ticks at its end, which may start the next entry of a run, or 0 when more than
+ * the entry ran since (hooks, tracing, a migration). */
+static uint64_t obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const void *msg,
+                              size_t size, uint64_t t0)
 {
     op->current       = e;
     op->current_entry = entry;
     if (tess_obj_entry_pre)
         tess_obj_entry_pre(e);
     uint64_t tr_t0 = TESS_TRACE_NOW();
-    uint64_t t0    = tess_ticks();
+    if (!t0 || tess_obj_entry_pre || tr_t0)
+        t0 = tess_ticks();
     tess_obj_entries[entry].fn(e, e->state, msg, size);
-    e->load_ticks += tess_ticks() - t0;
+    uint64_t t1 = tess_ticks();
+    e->load_ticks += t1 - t0;
     if (tess_unlikely(tr_t0))
         tess_trace_record(tess_trace_self_track(), TESS_TEV_ENTRY, NULL,
                           tess_obj_entries[entry].name, e->array->name, tr_t0,
@@ -171,7 +176,15 @@ void tess_obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const vo
         int dest      = e->migrate_to;
         e->migrate_to = -1;
         tess_obj_migrate_now(op, e, dest);
+        return 0;
     }
+    return tr_t0 || tess_obj_entry_post ? 0 : t1;
+}
+
+void tess_obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, const void *msg,
+                        size_t size)
+{
+    (void)obj_run_entry(op, e, entry, msg, size, 0);
 }
 
 void tess_obj_send_linear(tess_array_t *a, int64_t linear, tess_entry_t entry, tess_msg_t *m)
@@ -287,23 +300,51 @@ static bool obj_bcast_proc_handler(tess_msg_t *m)
     return true;
 }
 
-static bool obj_bcast_pe_handler(tess_msg_t *m)
+/* Run `entry` of every element of `a` on this PE. */
+static void obj_bcast_run(tess_array_t *a, tess_entry_t entry, const void *data, size_t size)
 {
-    obj_pe_t     *op   = tess_obj_pe();
-    bcast_hdr_t  *b    = tess_msg_payload(m);
-    size_t        size = m->hdr.size - sizeof(*b);
-    tess_array_t *a    = tess_obj_arrays[b->aid];
-    tess_vec_t   *v    = &a->pe_elems[tess_core_pe_local(tess_core_pe_self())];
+    obj_pe_t   *op = tess_obj_pe();
+    tess_vec_t *v  = &a->pe_elems[tess_core_pe_local(tess_core_pe_self())];
     /* Entries may migrate their element, which edits the list: walk a copy. */
-    size_t      n     = v->count;
-    tess_ctx_h *elems = n ? tess_malloc(n * sizeof(*elems), "a broadcast") : NULL;
-    if (n && !elems)
+    size_t      n = v->count;
+    tess_ctx_h  few[16];
+    tess_ctx_h *elems = n <= 16 ? few : tess_malloc(n * sizeof(*elems), "a broadcast");
+    if (!elems)
         tess_fatal("out of memory delivering a broadcast to %zu elements", n);
     if (n)
         memcpy(elems, v->items, n * sizeof(*elems));
+    /* Back to back: one entry's end is the next one's start (one clock read each). */
+    uint64_t t = 0;
     for (size_t i = 0; i < n; i++)
-        tess_obj_run_entry(op, elems[i], b->entry, b + 1, size);
-    free(elems);
+        t = obj_run_entry(op, elems[i], entry, data, size, t);
+    if (elems != few)
+        free(elems);
+}
+
+void tess_obj_broadcast_local(tess_array_t *a, tess_entry_t entry, const void *data, size_t size)
+{
+    tess_pe_t *self = tess_core_pe_self();
+    int        mine = -1;
+    /* This PE's elements at once when nothing waits in its queue (the message would be
+     * handled next), after the messages to the others, which may run meanwhile. */
+    if (self && tess_core_pe_queue_empty(self))
+        mine = tess_core_pe_local(self);
+    for (int l = 0; l < tess_rt.ppn; l++) {
+        if (l == mine)
+            continue;
+        tess_msg_t *c  = obj_bcast_msg(a->id, entry, tess_rt.rank, data, size);
+        c->hdr.handler = tess_obj_h_bcast_pe;
+        c->hdr.dst_pe  = tess_rt.rank * tess_rt.ppn + l;
+        tess_core_send(c);
+    }
+    if (mine >= 0)
+        obj_bcast_run(a, entry, data, size);
+}
+
+static bool obj_bcast_pe_handler(tess_msg_t *m)
+{
+    bcast_hdr_t *b = tess_msg_payload(m);
+    obj_bcast_run(tess_obj_arrays[b->aid], b->entry, b + 1, m->hdr.size - sizeof(*b));
     tess_core_msg_free(m);
     return true;
 }

@@ -24,6 +24,7 @@
  *   index3d    tess_send to index (1,1,3) of a 2-D array
  *   noexit     a TESS_RUN_UNTIL_EXIT phase that goes quiescent without tess_exit
  *   noreduce   the same, with element 1 never contributing to a TESS_CB_RETURN reduction
+ *   noreducebc the same with a broadcast callback (the fast path's rounds, TESS_REDUCE=auto)
  *   skiprun    process 1 skips the second tess_run and calls tess_finalize
  *   skipdestroy process 0 destroys an array between the phases, process 1 does not
  *   missdestroy process 0 destroys an array between the phases, process 1 waits in an
@@ -50,7 +51,7 @@ static const char  *mode;
 static const char *const modes[] = {
     "index", "entry", "destroyed", "outside", "twice", "notmsg", "devmany", "arraynull",
     "paramsnull", "sendmax", "bcastover", "devnull", "devhdr", "count0", "contribnull",
-    "lowertag", "mismatch", "beforeinit", "finalizein", "index3d", "noexit", "noreduce", "spin",
+    "lowertag", "mismatch", "beforeinit", "finalizein", "index3d", "noexit", "noreduce", "noreducebc", "spin",
     "skiprun", "skipdestroy", "missdestroy", "missrun"};
 
 static void misuse_index(void);
@@ -104,9 +105,11 @@ static void kick(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     }
     if (!strcmp(mode, "mismatch") && tess_ctx_linear(ctx) <= 1)
         misuse_mismatch(ctx);
-    if (!strcmp(mode, "noreduce") && tess_ctx_linear(ctx) != 1) {
-        int32_t v = 1;
-        CHECK_OK(tess_contribute(ctx, 7, &v, 1, TESS_INT32, TESS_SUM, tess_cb_return()));
+    if (!strncmp(mode, "noreduce", 8) && tess_ctx_linear(ctx) != 1) {
+        int32_t         v  = 1;
+        tess_callback_t cb = strcmp(mode, "noreducebc") ? tess_cb_return()
+                                                        : tess_cb_broadcast(arr, E_NOOP);
+        CHECK_OK(tess_contribute(ctx, 7, &v, 1, TESS_INT32, TESS_SUM, cb));
     }
     if (tess_ctx_linear(ctx) != 1)
         return;
@@ -214,7 +217,7 @@ int main(int argc, char **argv)
         printf("test_misuse spin: process %d is pid %ld\n", tess_process(), (long)getpid());
         fflush(stdout);
     }
-    int until_exit = !strcmp(mode, "noexit") || !strcmp(mode, "noreduce") ||
+    int until_exit = !strcmp(mode, "noexit") || !strncmp(mode, "noreduce", 8) ||
                      !strcmp(mode, "spin");
     CHECK_OK(tess_run(until_exit ? TESS_RUN_UNTIL_EXIT : TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
     /* Only reached if the misuse was not caught. */

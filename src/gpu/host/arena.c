@@ -24,7 +24,7 @@
 
 static _Atomic(tess_gpu_host_shm_t *) shm_registry;
 /* Never reset, not even by fini: a name is never used twice by one process. */
-static _Atomic uint64_t shm_counter[2];
+static _Atomic uint64_t shm_counter[3]; /* kinds 'm', 'e', 's' */
 
 static void shm_registry_push(tess_gpu_host_shm_t *shm)
 {
@@ -40,7 +40,7 @@ tess_status_t tess_gpu_host_shm_create(char kind, size_t size, tess_gpu_host_shm
     tess_gpu_host_shm_t *shm = tess_calloc(1, sizeof(*shm), "a shared-memory segment record");
     if (!shm)
         return TESS_ERR_NO_MEMORY;
-    uint64_t n = atomic_fetch_add(&shm_counter[kind == 'e'], 1);
+    uint64_t n = atomic_fetch_add(&shm_counter[kind == 'e' ? 1 : kind == 's' ? 2 : 0], 1);
     snprintf(shm->name, sizeof(shm->name), "/tessera-u%u-j%016" PRIx64 "-p%ld-%c%" PRIu64,
              (unsigned)tess_gpu_host.uid, tess_gpu_host.params.job_id,
              (long)tess_gpu_host.pid, kind, n);
@@ -135,7 +135,7 @@ void tess_gpu_host_shm_fini(void)
     }
 }
 
-/* The pid in "j<16 hex>-p<pid>-<m|e><n>" (what follows "tessera-u<uid>-"), or -1 when the name
+/* The pid in "j<16 hex>-p<pid>-<m|e|s><n>" (what follows "tessera-u<uid>-"), or -1 when the name
  * does not have exactly that form: anything else is not ours to remove. */
 static long shm_parse_pid(const char *s)
 {
@@ -152,7 +152,7 @@ static long shm_parse_pid(const char *s)
         if (pid > INT32_MAX)
             return -1;
     }
-    if (*s++ != '-' || (*s != 'm' && *s != 'e'))
+    if (*s++ != '-' || (*s != 'm' && *s != 'e' && *s != 's'))
         return -1;
     s++;
     if (*s < '0' || *s > '9')

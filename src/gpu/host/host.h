@@ -57,7 +57,8 @@ typedef struct tess_gpu_host_shm {
     char                      name[TESS_GPU_HOST_NAME_MAX];
 } tess_gpu_host_shm_t;
 
-/** Create, size and map `/tessera-u<uid>-j<job>-p<pid>-<kind><n>` (kind 'm' or 'e'), mode 0600,
+/** Create, size and map `/tessera-u<uid>-j<job>-p<pid>-<kind><n>` (kind 'm' memory, 'e' events,
+ *  's' plain shared segments of the layers above: tess_gpu_shm_create), mode 0600,
  *  then unlink the name at once: peers open the segment through this process's descriptor
  *  (ipc.c), so that a process killed by a signal leaves nothing in /dev/shm. The name exists
  *  only during the call (the reaper covers that moment). */
@@ -70,6 +71,12 @@ void          tess_gpu_host_shm_unlink_all(void);
 void          tess_gpu_host_shm_reclaim(void);
 /** Free the registry (fini, after every segment was destroyed). */
 void          tess_gpu_host_shm_fini(void);
+/** What segments need, with or without the rest of the backend: uid, pid and job id for their
+ *  names, the reclaim of what crashed processes left, the exit and abort cleanups, the reaper
+ *  (host_init, or the first plain segment under another backend: ipc.c). */
+tess_status_t tess_gpu_host_shm_start(const tess_gpu_init_params_t *params);
+/** Undo tess_gpu_host_shm_start (every segment destroyed). */
+void          tess_gpu_host_shm_stop(void);
 
 /* ---- the reaper (reaper.c) ------------------------------------------------------------------ */
 
@@ -205,6 +212,7 @@ typedef struct tess_gpu_host_ipc_handle {
 
 #define TESS_GPU_HOST_IPC_MEM     0x4d485354u /* "TSHM" */
 #define TESS_GPU_HOST_IPC_EVENT   0x45485354u /* "TSHE" */
+#define TESS_GPU_HOST_IPC_SHM     0x53485354u /* "TSHS": a whole segment (tess_gpu_shm_open) */
 #define TESS_GPU_HOST_IPC_VERSION 2
 
 _Static_assert(sizeof(tess_gpu_host_ipc_handle_t) <= TESS_GPU_IPC_HANDLE_SIZE,

@@ -11,6 +11,10 @@
  * A handle comes from another process and is checked as untrusted input: magic, version, a
  * name of our form, the opened descriptor's link naming that segment, and offset + size inside
  * the segment as fstat reports it, before any byte of the mapping is read.
+ *
+ * Also the plain shared segments that the layers above share between processes of a node
+ * (tess_gpu_shm_*, gpu.h): made by the same helper as the arena's, opened the same way, but
+ * mapped per call, outside the open table (they are not device memory).
  */
 #include "host.h"
 
@@ -80,7 +84,8 @@ static tess_status_t ipc_handle_parse(const tess_gpu_ipc_handle_t *h_in, uint32_
     memcpy(h, h_in->bytes, sizeof(*h));
     if (h->magic != magic)
         return tess_error(TESS_ERR_CORRUPT, "%s: not a host-backend %s handle (magic %#" PRIx32
-                          ")", fn, magic == TESS_GPU_HOST_IPC_MEM ? "memory" : "event",
+                          ")", fn, magic == TESS_GPU_HOST_IPC_MEM ? "memory" :
+                          magic == TESS_GPU_HOST_IPC_EVENT ? "event" : "segment",
                           h->magic);
     if (h->version != TESS_GPU_HOST_IPC_VERSION)
         return tess_error(TESS_ERR_CORRUPT, "%s: handle version %u, expected %u", fn,
@@ -488,4 +493,126 @@ void tess_gpu_host_ipc_fini(void)
     if (nmem || nev)
         tess_warn("host backend fini: %zu opened allocations and %zu opened events were not "
                   "closed", nmem, nev);
+}
+
+/* ---- plain shared segments (gpu.h) --------------------------------------------------------- */
+
+/* Under another backend (CUDA, HIP) the segments are still plain host memory made here: the
+ * host backend's segment service starts with the first of them and stops at tess_gpu_fini. */
+static struct {
+    pthread_mutex_t        lock;
+    int                    setup, started;
+    tess_gpu_init_params_t params;
+} shm_svc = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void tess_gpu_shm_setup(const tess_gpu_init_params_t *params)
+{
+    pthread_mutex_lock(&shm_svc.lock);
+    shm_svc.params = *params;
+    shm_svc.setup  = 1;
+    pthread_mutex_unlock(&shm_svc.lock);
+}
+
+void tess_gpu_shm_fini(void)
+{
+    pthread_mutex_lock(&shm_svc.lock);
+    if (shm_svc.started && !tess_gpu_host.initialised)
+        tess_gpu_host_shm_stop();
+    shm_svc.started = shm_svc.setup = 0;
+    pthread_mutex_unlock(&shm_svc.lock);
+}
+
+int tess_gpu_shm_available(void)
+{
+    pthread_mutex_lock(&shm_svc.lock);
+    int up = tess_gpu_host.initialised || shm_svc.setup;
+    pthread_mutex_unlock(&shm_svc.lock);
+    return up;
+}
+
+static tess_status_t shm_usable(const char *fn)
+{
+    tess_status_t st = TESS_OK;
+    pthread_mutex_lock(&shm_svc.lock);
+    if (!tess_gpu_host.initialised && !shm_svc.setup)
+        st = tess_error(TESS_ERR_UNSUPPORTED, "%s: no GPU backend is initialised", fn);
+    else if (!tess_gpu_host.initialised && !shm_svc.started &&
+             (st = tess_gpu_host_shm_start(&shm_svc.params)) == TESS_OK)
+        shm_svc.started = 1;
+    pthread_mutex_unlock(&shm_svc.lock);
+    return st;
+}
+
+tess_status_t tess_gpu_shm_create(size_t size, tess_gpu_shm_h *shm_p, void **base_p,
+                                  tess_gpu_ipc_handle_t *h_p)
+{
+    tess_status_t st = shm_usable("tess_gpu_shm_create");
+    if (st != TESS_OK)
+        return st;
+    if (!shm_p || !base_p || !h_p || size == 0)
+        return tess_error(TESS_ERR_INVALID, "tess_gpu_shm_create: %zu bytes, shm_p %p, base_p "
+                          "%p, h_p %p", size, (void *)shm_p, (void *)base_p, (void *)h_p);
+    tess_gpu_host_shm_t *shm;
+    if ((st = tess_gpu_host_shm_create('s', size, &shm)) != TESS_OK)
+        return st;
+    ipc_handle_fill(h_p, TESS_GPU_HOST_IPC_SHM, shm, 0, size, 0);
+    *shm_p  = shm;
+    *base_p = shm->base;
+    return TESS_OK;
+}
+
+void tess_gpu_shm_destroy(tess_gpu_shm_h shm)
+{
+    if (shm)
+        tess_gpu_host_shm_destroy(shm);
+}
+
+tess_status_t tess_gpu_shm_open(const tess_gpu_ipc_handle_t *h_in, void **base_p,
+                                size_t *size_p)
+{
+    static const char fn[] = "tess_gpu_shm_open";
+    tess_gpu_host_ipc_handle_t h;
+    tess_status_t st = shm_usable(fn);
+    if (st != TESS_OK)
+        return st;
+    if (!base_p || !size_p)
+        return tess_error(TESS_ERR_INVALID, "%s: base_p or size_p is NULL", fn);
+    if ((st = ipc_handle_parse(h_in, TESS_GPU_HOST_IPC_SHM, fn, &h)) != TESS_OK)
+        return st;
+    if (h.offset != 0 || h.size == 0)
+        return tess_error(TESS_ERR_CORRUPT, "%s: the handle names %" PRIu64 " bytes at %" PRIu64
+                          " of %s, not a whole segment", fn, h.size, h.offset, h.name);
+    int fd = ipc_segment_open(&h, fn, &st);
+    if (fd < 0)
+        return st;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = tess_error(TESS_ERR_SYSTEM, "%s: fstat of %s: %s", fn, h.name, strerror(errno));
+        goto err_close;
+    }
+    if ((uint64_t)sb.st_size != h.size) {
+        st = tess_error(TESS_ERR_CORRUPT, "%s: shared memory %s has %lld bytes, the handle says "
+                        "%" PRIu64, fn, h.name, (long long)sb.st_size, h.size);
+        goto err_close;
+    }
+    void *base = mmap(NULL, (size_t)h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        st = tess_error(TESS_ERR_NO_MEMORY, "%s: cannot map %" PRIu64 " bytes of %s: %s", fn,
+                        h.size, h.name, strerror(errno));
+        goto err_close;
+    }
+    close(fd);
+    *base_p = base;
+    *size_p = (size_t)h.size;
+    return TESS_OK;
+
+err_close:
+    close(fd);
+    return st;
+}
+
+void tess_gpu_shm_close(void *base, size_t size)
+{
+    if (base)
+        munmap(base, size);
 }

@@ -39,10 +39,33 @@ static void host_exit_cleanup(void)
     tess_gpu_host_shm_unlink_all();
 }
 
-static tess_status_t host_init(const tess_gpu_init_params_t *params)
+tess_status_t tess_gpu_host_shm_start(const tess_gpu_init_params_t *params)
 {
     static _Atomic int atexit_done;
-    tess_status_t      st;
+    tess_gpu_host.uid           = getuid();
+    tess_gpu_host.pid           = getpid();
+    tess_gpu_host.params.job_id = params->job_id;
+    /* Before creating anything: what crashed processes left must not pile up. */
+    tess_gpu_host_shm_reclaim();
+    if (!atomic_exchange(&atexit_done, 1) && atexit(host_exit_cleanup) != 0)
+        tess_warn("host backend: cannot register an exit handler; shared memory may be left "
+                  "behind by an exit without fini");
+    tess_add_abort_cleanup(tess_gpu_host_shm_unlink_all);
+    tess_gpu_host_reaper_start();
+    return TESS_OK;
+}
+
+void tess_gpu_host_shm_stop(void)
+{
+    tess_remove_abort_cleanup(tess_gpu_host_shm_unlink_all);
+    tess_gpu_host_shm_unlink_all();
+    tess_gpu_host_shm_fini();
+    tess_gpu_host_reaper_stop();
+}
+
+static tess_status_t host_init(const tess_gpu_init_params_t *params)
+{
+    tess_status_t st;
     if (tess_gpu_host.initialised)
         return tess_error(TESS_ERR_STATE, "host backend: already initialised");
     if (!params)
@@ -65,18 +88,10 @@ static tess_status_t host_init(const tess_gpu_init_params_t *params)
         p->host_threads = 1;
     if (p->host_devices == 0)
         p->host_devices = 1;
-    tess_gpu_host.uid       = getuid();
-    tess_gpu_host.pid       = getpid();
     tess_gpu_host.page_size = (size_t)sysconf(_SC_PAGESIZE);
     tess_gpu_host.device    = 0;
-
-    /* Before creating anything: what crashed processes left must not pile up. */
-    tess_gpu_host_shm_reclaim();
-    if (!atomic_exchange(&atexit_done, 1) && atexit(host_exit_cleanup) != 0)
-        tess_warn("host backend: cannot register an exit handler; shared memory may be left "
-                  "behind by an exit without fini");
-    tess_add_abort_cleanup(tess_gpu_host_shm_unlink_all);
-    tess_gpu_host_reaper_start();
+    if ((st = tess_gpu_host_shm_start(params)) != TESS_OK)
+        return st;
 
     if ((st = tess_gpu_host_arena_init()) != TESS_OK)
         goto err_fini_shm;
@@ -90,10 +105,7 @@ static tess_status_t host_init(const tess_gpu_init_params_t *params)
 err_fini_arena:
     tess_gpu_host_arena_fini();
 err_fini_shm:
-    tess_remove_abort_cleanup(tess_gpu_host_shm_unlink_all);
-    tess_gpu_host_shm_unlink_all();
-    tess_gpu_host_shm_fini();
-    tess_gpu_host_reaper_stop();
+    tess_gpu_host_shm_stop();
     return st;
 }
 
@@ -105,9 +117,7 @@ static void host_fini(void)
     tess_gpu_host_events_fini();
     tess_gpu_host_ipc_fini();
     tess_gpu_host_arena_fini();
-    tess_remove_abort_cleanup(tess_gpu_host_shm_unlink_all);
-    tess_gpu_host_shm_fini();
-    tess_gpu_host_reaper_stop();
+    tess_gpu_host_shm_stop();
     tess_gpu_host.initialised = 0;
 }
 

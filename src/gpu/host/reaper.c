@@ -49,7 +49,7 @@ void tess_gpu_host_reaper_start(void)
     char script[320];
     snprintf(script, sizeof(script),
              "trap '' INT TERM HUP PIPE; while read -r _; do :; done; "
-             "exec rm -f -- /dev/shm/tessera-u%u-j%016" PRIx64 "-p%ld-[me]*",
+             "exec rm -f -- /dev/shm/tessera-u%u-j%016" PRIx64 "-p%ld-[mes]*",
              (unsigned)tess_gpu_host.uid, tess_gpu_host.params.job_id,
              (long)tess_gpu_host.pid);
     char *argv[] = {"sh", "-c", script, NULL};
