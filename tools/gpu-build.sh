@@ -22,7 +22,7 @@ if [ -f config.status ]; then
 fi
 [ -x configure ] || ./autogen.sh
 
-ucx=${TESS_UCX-$(cat build-cuda/.ucx-choice 2>/dev/null)}
+ucx=${TESS_UCX-$(cat build-cuda/.ucx-choice 2>/dev/null || true)}
 if [ "$ucx" = build ]; then
     tools/build-ucx.sh "$root/build-cuda/ucx"
     ucx=$root/build-cuda/ucx
