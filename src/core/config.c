@@ -156,12 +156,13 @@ static const opt_t opts[] = {
       "partials between processes (2 to 1024)"},
      OPT_INT, CFG(tree_arity), 2, 1024, NULL, 0},
     {{"reduce", "TESS_REDUCE", "+tess-reduce", "auto",
-      "reductions whose callback is a broadcast to the array: auto (one allreduce per round, "
+      "reductions whose callback is a broadcast to the array: shm (one allreduce per round, "
       "through shared memory among the processes of a node (of a virtual node with "
       "TESS_VNODE_SIZE) and MPI_Iallreduce among node leaders, every process delivering the "
-      "result to its own elements), mpi (the same with one MPI_Iallreduce over all processes) "
-      "or tree (up the spanning tree to process 0, broadcast back down)"},
-     OPT_STR, CFG(reduce), 0, 0, "auto|mpi|tree", 0},
+      "result to its own elements), mpi (the same with one MPI_Iallreduce over all processes), "
+      "tree (up the spanning tree to process 0, broadcast back down), auto (shm on the host "
+      "backend, tree under CUDA and HIP until shm has run on a GPU machine)"},
+     OPT_STR, CFG(reduce), 0, 0, "auto|shm|mpi|tree", 0},
     {{"reduce_times", "TESS_REDUCE_TIMES", NULL, "0",
       "print, at the end, where the fast path's reduction rounds spent their time (in "
       "the allreduce, and in the process between rounds); 2: every round too"},

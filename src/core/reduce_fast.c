@@ -472,8 +472,12 @@ tess_status_t tess_reduce_fast_init(void)
 {
     rf.keys   = NULL;
     rf.active = 0;
-    rf.on     = !strcmp(tess_cfg.reduce, "auto") || !strcmp(tess_cfg.reduce, "mpi");
-    rf.shm    = !strcmp(tess_cfg.reduce, "auto");
+    /* auto: the fast path through shared memory on the host backend; under a device backend
+     * the tree, until the fast path's rounds have run on a GPU machine (shm asks for them
+     * under any backend). */
+    int auto_fast = !strcmp(tess_cfg.reduce, "auto") && !strcmp(tess_gpu->name, "host");
+    rf.on     = auto_fast || !strcmp(tess_cfg.reduce, "shm") || !strcmp(tess_cfg.reduce, "mpi");
+    rf.shm    = auto_fast || !strcmp(tess_cfg.reduce, "shm");
     rf.times  = tess_cfg.reduce_times;
     rf.mpi_ns = rf.local_ns = rf.rounds = rf.tests = 0;
     if (!rf.on)
