@@ -386,14 +386,11 @@ static void red_flush(void *arg)
     red_slot_free(s);
 }
 
-tess_status_t tess_core_reduce_submit(uint32_t key, uint64_t tag, int64_t ncontrib,
-                                      int64_t global_expected, const void *data, int count,
-                                      tess_dtype_t type, tess_op_t op, const void *cb,
-                                      size_t cb_len)
+/* A partial handed to the agent: fn (PE 0) takes it from there. */
+static tess_status_t red_post(void (*fn)(void *), uint32_t key, uint64_t tag, int64_t ncontrib,
+                              int64_t global_expected, const void *data, int count,
+                              tess_dtype_t type, tess_op_t op, const void *cb, size_t cb_len)
 {
-    tess_status_t st = tess_reduce_check(count, type, op);
-    if (st != TESS_OK)
-        return st;
     if (cb_len > RED_CB_MAX)
         return tess_error(TESS_ERR_INVALID, "reduction callback of %zu bytes (at most %d)",
                           cb_len, RED_CB_MAX);
@@ -402,11 +399,23 @@ tess_status_t tess_core_reduce_submit(uint32_t key, uint64_t tag, int64_t ncontr
     red_slot_t *s = red_slot_new(key, tag, global_expected, &p, data);
     if (!s)
         return TESS_ERR_NO_MEMORY;
-    s->ncontrib = ncontrib;
-    st = tess_core_agent_post(red_flush, s);
+    s->ncontrib      = ncontrib;
+    tess_status_t st = tess_core_agent_post(fn, s);
     if (st != TESS_OK)
         red_slot_free(s);
     return st;
+}
+
+tess_status_t tess_core_reduce_submit(uint32_t key, uint64_t tag, int64_t ncontrib,
+                                      int64_t global_expected, const void *data, int count,
+                                      tess_dtype_t type, tess_op_t op, const void *cb,
+                                      size_t cb_len)
+{
+    tess_status_t st = tess_reduce_check(count, type, op);
+    if (st != TESS_OK)
+        return st;
+    return red_post(red_flush, key, tag, ncontrib, global_expected, data, count, type, op, cb,
+                    cb_len);
 }
 
 /* Agent function (PE 0): a partial straight to process 0. */
@@ -426,19 +435,8 @@ tess_status_t tess_core_reduce_submit_direct(uint32_t key, uint64_t tag, int64_t
                                              int count, tess_dtype_t type, tess_op_t op,
                                              const void *cb, size_t cb_len)
 {
-    if (cb_len > RED_CB_MAX)
-        return tess_error(TESS_ERR_INVALID, "reduction callback of %zu bytes (at most %d)",
-                          cb_len, RED_CB_MAX);
-    red_params_t p = {.count = count, .type = type, .op = op, .cb_len = (uint32_t)cb_len};
-    memcpy(p.cb, cb, cb_len);
-    red_slot_t *s = red_slot_new(key, tag, global_expected, &p, data);
-    if (!s)
-        return TESS_ERR_NO_MEMORY;
-    s->ncontrib      = ncontrib;
-    tess_status_t st = tess_core_agent_post(red_flush_direct, s);
-    if (st != TESS_OK)
-        red_slot_free(s);
-    return st;
+    return red_post(red_flush_direct, key, tag, ncontrib, global_expected, data, count, type,
+                    op, cb, cb_len);
 }
 
 tess_status_t tess_reduce_check(int count, tess_dtype_t type, tess_op_t op)
