@@ -664,7 +664,7 @@ static _Thread_local struct {
 
 static bool dc_quiet_known_idle(tess_gpu_stream_h s)
 {
-    if (!dc_quiet.checked || dc_quiet.gen != tess_core_work_gen())
+    if (tess_rt.ppn != 1 || !dc_quiet.checked || dc_quiet.gen != tess_core_work_gen())
         return false;
     for (int i = 0; i < dc_quiet.n; i++)
         if (dc_quiet.s[i] == s)
@@ -675,6 +675,8 @@ static bool dc_quiet_known_idle(tess_gpu_stream_h s)
 /* A direct receive asked the device about stream s: list it for the next idle passes. */
 static void dc_quiet_note(tess_gpu_stream_h s)
 {
+    if (tess_rt.ppn != 1)
+        return;
     for (int i = 0; i < dc_quiet.n; i++)
         if (dc_quiet.s[i] == s)
             return;
@@ -733,13 +735,12 @@ static void recv_direct(tess_msg_t *m)
      * reached this point — now, if nothing is left to run on it. */
     tess_status_t q = TESS_INPROGRESS;
     if (!atomic_load(&rdma_waiting_recvs)) {
-        if (tess_rt.ppn == 1 && dc_quiet_known_idle(rr->r->stream)) {
+        if (dc_quiet_known_idle(rr->r->stream)) {
             atomic_fetch_add_explicit(&dc.rdma_quiet_recvs, 1, memory_order_relaxed);
             q = TESS_OK;
         } else {
             q = tess_gpu->stream_query(rr->r->stream);
-            if (tess_rt.ppn == 1)
-                dc_quiet_note(rr->r->stream);
+            dc_quiet_note(rr->r->stream);
         }
     }
     if (q == TESS_OK) {
