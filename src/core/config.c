@@ -140,6 +140,10 @@ static const opt_t opts[] = {
       "coalesce small messages even when the network is not backed up (for tests: a message "
       "then waits for the end of the scheduler pass)"},
      OPT_BOOL, CFG(coalesce_force), 0, 1, NULL, 0},
+    {{"coalesce_burst", "TESS_COALESCE_BURST", NULL, "1",
+      "coalesce the small messages that one handler sends to a process after its first; they "
+      "leave as one batch when the handler returns (0: only when the network is backed up)"},
+     OPT_BOOL, CFG(coalesce_burst), 0, 1, NULL, 0},
     {{"trace", "TESS_TRACE", "+tess-trace", "",
       "write a timeline trace of the job to this file at finalize (Chrome trace-event JSON, "
       "for Perfetto, chrome://tracing and tools/tess-trace; empty: off)"},
@@ -160,8 +164,7 @@ static const opt_t opts[] = {
       "through shared memory among the processes of a node (of a virtual node with "
       "TESS_VNODE_SIZE) and MPI_Iallreduce among node leaders, every process delivering the "
       "result to its own elements), mpi (the same with one MPI_Iallreduce over all processes), "
-      "tree (up the spanning tree to process 0, broadcast back down), auto (shm on the host "
-      "backend, tree under CUDA and HIP until shm has run on a GPU machine)"},
+      "tree (up the spanning tree to process 0, broadcast back down), auto (shm)"},
      OPT_STR, CFG(reduce), 0, 0, "auto|shm|mpi|tree", 0},
     {{"reduce_times", "TESS_REDUCE_TIMES", NULL, "0",
       "print, at the end, where the fast path's reduction rounds spent their time (in "

@@ -58,6 +58,7 @@ typedef struct tess_config {
     int    net_lanes;        /* 1: one UCX worker per process; 0: one per PE */
     size_t coalesce;         /* bytes of a batch of small messages to one process; 0: off */
     int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */
+    int    coalesce_burst;   /* coalesce a handler's later messages to a process it sent to */
     char   trace[256];       /* timeline trace file ("": off) */
     int    trace_events;     /* trace events buffered per thread */
     int    trace_copies;     /* trace: device-message copies timed on the device */
@@ -184,6 +185,10 @@ int        tess_core_pe_queue_empty(tess_pe_t *pe);
  *  progress does not move it: its callbacks only queue messages and note completed gets, and
  *  must stay so. PE thread only. */
 uint64_t tess_core_work_gen(void);
+
+/** Coalescing on this process since init: batches sent and the messages they carried (main,
+ *  between phases). */
+void tess_core_coalesce_stats(uint64_t *batches_p, uint64_t *records_p);
 
 /** Account time spent in user code on this PE (LB idle/busy statistics). */
 typedef struct tess_pe_stats {

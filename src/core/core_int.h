@@ -88,6 +88,13 @@ struct tess_pe {
     int         *batch_list;   /* [size] */
     uint8_t     *batch_listed; /* [size] */
     int          nbatch;
+    /* Bursts: the process of this PE's last message sent alone, and the work_gen it was sent
+     * under; a later message to it under the same work_gen (the same handler) is coalesced,
+     * and burst_flush has the handler's batches sent when it returns. */
+    int          burst_proc;
+    uint64_t     burst_gen;
+    int          burst_flush;
+    uint64_t     batches_sent, records_batched; /* tess_core_coalesce_stats */
 
     /* GPU continuations (gpuq.c): fifos[0] holds those of unknown streams, fifos[1..nfifos)
      * one stream each that has some waiting; slots up to fifos_cap keep their buffers. */

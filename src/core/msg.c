@@ -166,6 +166,17 @@ void tess_msg_pool_fini(tess_pe_t *pe)
     pe->batch_listed = NULL;
 }
 
+void tess_core_coalesce_stats(uint64_t *batches_p, uint64_t *records_p)
+{
+    uint64_t b = 0, r = 0;
+    for (int i = 0; i < tess_core.npes; i++) {
+        b += tess_core.pes[i]->batches_sent;
+        r += tess_core.pes[i]->records_batched;
+    }
+    *batches_p = b;
+    *records_p = r;
+}
+
 void tess_msg_deliver_local(tess_msg_t *m)
 {
     tess_pe_t *pe = tess_core.pes[m->hdr.dst_pe - tess_rt.rank * tess_rt.ppn];
@@ -200,12 +211,16 @@ static void msg_net_send(int proc, unsigned am, tess_msg_t *m)
  * message that is not coalesced goes to the same process, and at the end of the scheduler
  * pass. Each message of a batch is a record: its core header, then its payload padded to 8
  * bytes. Order per (PE, process) is kept, and nothing waits longer than it would have waited in
- * UCX's queue, which also moves only when this PE progresses the network. */
+ * UCX's queue, which also moves only when this PE progresses the network.
+ * Bursts: a small message that a handler sends to a process it has already sent one to alone is
+ * coalesced too (TESS_COALESCE_BURST), and the batch leaves when the handler returns: a handler
+ * streaming messages to a process pays one active message, not one each. */
 
 static void msg_batch_send(tess_pe_t *pe, int proc)
 {
     tess_msg_t *b    = pe->batch[proc];
     pe->batch[proc] = NULL;
+    pe->batches_sent++;
     msg_net_send(proc, TESS_AM_BATCH, b);
 }
 
@@ -250,6 +265,7 @@ static void msg_coalesce(tess_pe_t *pe, int proc, tess_msg_t *m)
     memcpy(p + sizeof(m->hdr), tess_msg_payload(m), m->hdr.size);
     b->hdr.size += rec;
     b->hdr.a0++; /* records, checked on arrival */
+    pe->records_batched++;
     tess_core_msg_free(m);
 }
 
@@ -282,6 +298,14 @@ tess_status_t tess_core_send(tess_msg_t *m)
             msg_coalesce(self, proc, m);
             return TESS_OK;
         }
+        if (proc == self->burst_proc && self->work_gen == self->burst_gen &&
+            tess_cfg.coalesce_burst) {
+            msg_coalesce(self, proc, m);
+            self->burst_flush = 1;
+            return TESS_OK;
+        }
+        self->burst_proc = proc;
+        self->burst_gen  = self->work_gen;
     } else if (self->batch[proc]) {
         msg_batch_send(self, proc); /* before this one, to keep the order */
     }
@@ -427,6 +451,10 @@ unsigned tess_msg_dispatch(tess_pe_t *pe, unsigned max)
         if (h->fn(m))
             tess_count_processed(pe, 1);
         pe->work_gen++;
+        if (pe->burst_flush) { /* the rest of a burst goes when its handler returns */
+            pe->burst_flush = 0;
+            tess_msg_flush(pe);
+        }
         if (tess_unlikely(tr_t0))
             tess_trace_record((uint32_t)pe->local, TESS_TEV_MSG, NULL, h->name, NULL, tr_t0,
                               tess_time_ns() - tr_t0, tr_flow, tr_size);

@@ -429,6 +429,7 @@ static tess_status_t pe_alloc(int local, tess_pe_t **pe_p)
     memset(pe, 0, sizeof(*pe));
     pe->local  = local;
     pe->global = tess_rt.rank * tess_rt.ppn + local;
+    pe->burst_proc = -1;
     tess_mpsc_init(&pe->queue);
     pe->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (pe->wake_fd < 0) {

@@ -472,10 +472,9 @@ tess_status_t tess_reduce_fast_init(void)
 {
     rf.keys   = NULL;
     rf.active = 0;
-    /* auto: the fast path through shared memory on the host backend; under a device backend
-     * the tree, until the fast path's rounds have run on a GPU machine (shm asks for them
-     * under any backend). */
-    int auto_fast = !strcmp(tess_cfg.reduce, "auto") && !strcmp(tess_gpu->name, "host");
+    /* auto: the fast path through shared memory, under every backend (the rounds touch host
+     * memory only; run under CUDA on the H200 with the gpu, minimd and lulesh lists). */
+    int auto_fast = !strcmp(tess_cfg.reduce, "auto");
     rf.on     = auto_fast || !strcmp(tess_cfg.reduce, "shm") || !strcmp(tess_cfg.reduce, "mpi");
     rf.shm    = auto_fast || !strcmp(tess_cfg.reduce, "shm");
     rf.times  = tess_cfg.reduce_times;
