@@ -132,6 +132,10 @@ static const opt_t opts[] = {
       "UCX workers per process: 0 (one per PE: messages are ordered per sending PE, not across "
       "a process's PEs) or 1 (every PE sends through one, behind its lock: the rate of one PE)"},
      OPT_INT, CFG(net_lanes), 0, 1, NULL, 0},
+    {{"net_serve_us", "TESS_NET_SERVE_US", NULL, "20",
+      "an idle PE progresses the UCX workers of other PEs (which may be busy in long entries) "
+      "once it has been idle this long; 0: on every pass that found nothing on its own"},
+     OPT_INT, CFG(net_serve_us), 0, 1000000, NULL, 0},
     {{"coalesce", "TESS_COALESCE", "+tess-coalesce", "8k",
       "bytes of one batch of small messages (<= 1 KiB) to a process whose network is backed "
       "up; 0 turns coalescing off (512 to 64k)"},

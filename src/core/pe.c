@@ -284,7 +284,9 @@ void tess_pe_loop(tess_pe_t *pe)
         tess_core_trace_phase_begin();
     const uint64_t spin_ns   = (uint64_t)tess_cfg.spin_us * 1000;
     const uint64_t yield_ns  = pe_yield_ns;
+    const uint64_t serve_ns  = (uint64_t)tess_cfg.net_serve_us * 1000;
     uint64_t       idle_from = 0;
+    int            serve     = serve_ns == 0; /* progress other PEs' lanes too */
     unsigned       pass      = 0;
     int            handover  = 0;
     pe->work_gen++; /* work was enqueued before the phase (by the caller of tess_run) */
@@ -307,7 +309,7 @@ void tess_pe_loop(tess_pe_t *pe)
          * layers finish them): it runs no user code and enqueues no device work, so it does
          * not move work_gen (a message's arrival alone does not make a stream busy). */
         if (work == 0 || (++pass & 7) == 0)
-            work += tess_net_progress();
+            work += tess_net_progress(serve);
         LP_MARK(pe, LP_NET);
         done = work;
         for (unsigned i = 0; i < tess_core.nlayers; i++)
@@ -333,6 +335,7 @@ void tess_pe_loop(tess_pe_t *pe)
             if (tess_unlikely(tr.from))
                 pe_trace_idle_end(pe, &tr, tr.pass);
             idle_from = 0;
+            serve     = serve_ns == 0;
             continue;
         }
         if (tess_unlikely(tess_trace_on))
@@ -342,6 +345,11 @@ void tess_pe_loop(tess_pe_t *pe)
             idle_from = now;
             continue;
         }
+        /* Other PEs' lanes are served once this PE has been idle TESS_NET_SERVE_US: a PE
+         * between two bursts of its own work then does not spend its passes in UCX workers
+         * that their own PEs progress anyway, and a lane whose PE is busy in a long entry
+         * still moves. */
+        serve = now - idle_from >= serve_ns;
         /* Waiting for a device that notifies completions, or while a device that shares the
          * cores has work (the host backend, whose executors need them): block at once instead
          * of spinning. */

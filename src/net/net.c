@@ -5,8 +5,9 @@
  *
  * Lanes: one UCX worker per process (every PE sends through it, behind its lock), or one per PE
  * (TESS_NET_LANES=0): lane l of every process talks only to lane l of the others, a PE sends on
- * its own lane, progresses its own lane first and, when that had nothing, the others (trylock),
- * so that a PE busy in a long entry does not hold up its lane's traffic. Every field of a lane
+ * its own lane, progresses its own lane first and, when that had nothing and the caller asks
+ * (a PE idle for TESS_NET_SERVE_US), the others (trylock), so that a PE busy in a long entry
+ * does not hold up its lane's traffic. Every field of a lane
  * is guarded by its lock, except its send queue: a PE that finds its lane locked queues the send
  * (lock-free) and goes on, and whoever holds the lock posts the queue, in order, as it unlocks;
  * no PE sleeps on a lane's lock to send (they did, and the message rate fell 16 x past one PE per
@@ -580,12 +581,12 @@ static unsigned net_progress_try(net_lane_t *l)
     return n;
 }
 
-unsigned tess_net_progress(void)
+unsigned tess_net_progress(int others)
 {
     net_lane_t *own = net_lane_self();
     unsigned    n   = net_progress_try(own);
     /* Nothing on this PE's own lane: serve the others (their PEs may be busy in entries). */
-    for (int i = 1; n == 0 && i < net.nlanes; i++)
+    for (int i = 1; others && n == 0 && i < net.nlanes; i++)
         n += net_progress_try(&net.lanes[(own->index + i) % net.nlanes]);
     return n;
 }

@@ -75,9 +75,10 @@ tess_status_t tess_net_am_send(int dest, unsigned id, tess_net_hdr_t *hdr, size_
 tess_status_t tess_net_am_recv_into(void *desc, void *buf, size_t len, tess_net_done_fn_t done,
                                     void *arg);
 
-/** Progress this thread's lane if no other thread is doing so and, when it had nothing, the
- *  other lanes that no thread is progressing; returns the number of events seen. */
-unsigned tess_net_progress(void);
+/** Progress this thread's lane if no other thread is doing so and, when it had nothing and
+ *  `others` is nonzero, the other lanes that no thread is progressing; returns the number of
+ *  events seen. */
+unsigned tess_net_progress(int others);
 /** Progress every lane, waiting for their locks. */
 unsigned tess_net_progress_wait(void);
 /** Sends to process `dest` on this thread's lane that UCX has queued and not yet completed: a
