@@ -52,6 +52,7 @@ typedef struct tess_opts {
     int64_t n;          /* global edge elements */
     int     cx, cy, cz; /* -d CXxCYxCZ (0: from -odf) */
     int     lb_period;  /* -lb K */
+    int     stats;      /* -stats: per-process CPU figures and the placement's messages */
 } tess_opts_t;
 
 typedef struct chare {
@@ -150,6 +151,7 @@ static void tess_pinned_release(void *p)
  * (TESS_LB_GPU_TIME=1). Kernels are enqueued by entry methods, so the chare is the one whose
  * entry runs on the launching thread. */
 static _Thread_local _Atomic int64_t *kernel_load;
+static _Atomic int64_t kernel_ns_proc; /* -stats: every timed kernel of this process */
 
 typedef struct timed_args {
     lul_host_fn_t    fn;
@@ -170,7 +172,9 @@ static void timed_kernel(void *p)
     timed_args_t *a  = p;
     int64_t       t0 = thread_ns();
     a->fn(a->args);
-    atomic_fetch_add_explicit(a->load, thread_ns() - t0, memory_order_relaxed);
+    int64_t ns = thread_ns() - t0;
+    atomic_fetch_add_explicit(a->load, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&kernel_ns_proc, ns, memory_order_relaxed);
 }
 
 static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t size)
@@ -370,7 +374,9 @@ static void advance(tess_ctx_h ctx, chare_t *c);
 /* Kernels launched from now on count towards this chare's load (see kernel_load). */
 static void count_kernels(chare_t *c)
 {
-    kernel_load = topt.lb_period && tess_gpu_backend() == TESS_GPU_HOST ? &c->kernel_ns : NULL;
+    kernel_load = (topt.lb_period || topt.stats) && tess_gpu_backend() == TESS_GPU_HOST
+                      ? &c->kernel_ns
+                      : NULL;
 }
 
 /* The array index of the chare at c[] = (x, y, z) of the grid is (z, y, x): its row-major
@@ -560,6 +566,40 @@ static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     contribute(ctx, e);
 }
 
+/* -stats: this process's wall time, CPU time (every thread), CPU time of PE 0 (the thread that
+ * runs the entries with +ppn 1) and the timed kernels' time at two cycles, the first of its
+ * chares to reach each taking them: the second half of the run, after balancing has settled. */
+typedef struct prof_snap {
+    double wall, cpu, pe, kernel;
+} prof_snap_t;
+static prof_snap_t prof[2];
+static _Atomic int prof_taken[2];
+static int         prof_cycle[2];
+#define PROF_CYCLES 4096
+static _Atomic int prof_seen[PROF_CYCLES]; /* the first chare here to start cycle k notes when */
+static double      prof_start[PROF_CYCLES];
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void prof_take(int cycle)
+{
+    if (topt.stats && cycle >= 0 && cycle < PROF_CYCLES && !atomic_exchange(&prof_seen[cycle], 1))
+        prof_start[cycle] = clock_s(CLOCK_MONOTONIC);
+    for (int k = 0; k < 2; k++) {
+        if (!topt.stats || cycle != prof_cycle[k] || atomic_exchange(&prof_taken[k], 1))
+            continue;
+        int pe0  = tess_pe() % tess_ppn() == 0; /* PEs are numbered process by process */
+        prof[k] = (prof_snap_t){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID),
+                                pe0 ? clock_s(CLOCK_THREAD_CPUTIME_ID) : 0,
+                                1e-9 * (double)atomic_load(&kernel_ns_proc)};
+    }
+}
+
 /* The global minima of the last cycle's constraints: the next cycle starts (or the run ends,
  * everywhere at once: every chare has the same time and cycle). */
 static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -568,6 +608,7 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     chare_t      *c = e;
     const double *m = msg;
     count_kernels(c);
+    prof_take(c->d.time < c->d.stoptime && c->d.cycle < opt.its ? c->d.cycle : -2);
     if (!(c->d.time < c->d.stoptime && c->d.cycle < opt.its))
         return; /* the end: every chare stops here, and the phase ends when all is quiet */
     lul_time_increment(&c->d, m[0], m[1]);
@@ -589,7 +630,7 @@ static void start_phase(void *arg)
 
 /* ---- options and the chare grid -------------------------------------------------------------- */
 
-/* Take -d and -lb out of argv (the rest is common.h's). */
+/* Take -d, -lb and -stats out of argv (the rest is common.h's). */
 static void parse_tess(int *argc, char **argv, int rank)
 {
     int k = 1;
@@ -611,9 +652,13 @@ static void parse_tess(int *argc, char **argv, int rank)
                 exit(2);
             }
             i++;
+        } else if (!strcmp(a, "-stats")) {
+            topt.stats = 1;
         } else if (!strcmp(a, "-h") && rank == 0) {
             fprintf(stderr, "lulesh_tess also takes -d CXxCYxCZ (the chare grid, instead of "
-                            "-odf) and -lb K (a load-balancing step every K cycles)\n");
+                            "-odf), -lb K (a load-balancing step every K cycles) and -stats "
+                            "(where the chares ended, messages within and between processes, "
+                            "CPU time per process over the second half of a -i run)\n");
             argv[k++] = argv[i];
         } else {
             argv[k++] = argv[i];
@@ -655,6 +700,8 @@ static void factor3(int parts, int64_t n, int g[3])
 typedef struct gather {
     double *plane; /* n × n energies of the global plane z = 0 */
     int     cycles;
+    int    *owner; /* -stats: [chare] this process's rank where it is local, else -1 */
+    int     rank;
 } gather_t;
 
 static void collect(tess_ctx_h ctx, void *e, void *arg)
@@ -663,6 +710,8 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
     gather_t *g = arg;
     tess_gpu_stream_sync(tess_ctx_stream(ctx));
     g->cycles = c->d.cycle;
+    if (g->owner)
+        g->owner[(c->c[2] * grid3[1] + c->c[1]) * grid3[0] + c->c[0]] = g->rank;
     if (c->box.oz != 0)
         return;
     size_t  nplane = (size_t)(c->box.ex * c->box.ey);
@@ -672,6 +721,69 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
         for (int64_t i = 0; i < c->box.ex; i++)
             g->plane[(c->box.oy + j) * topt.n + c->box.ox + i] = tmp[j * c->box.ex + i];
     free(tmp);
+}
+
+/* -stats: where the chares ended (every process: owner[] is the maximum over the ranks), the
+ * messages and bytes a cycle sends within and between processes with that placement, and each
+ * process's CPU figures per cycle over the second half of the run (see prof_take). */
+static void print_stats(int *owner, int rank, int nprocs, int cycles)
+{
+    int nch = grid3[0] * grid3[1] * grid3[2];
+    MPI_Allreduce(MPI_IN_PLACE, owner, nch, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    double pr[6] = {prof[1].wall - prof[0].wall, prof[1].cpu - prof[0].cpu,
+                    prof[1].pe - prof[0].pe, prof[1].kernel - prof[0].kernel, 0, 0};
+    for (int i = 0; i < nch; i++)
+        pr[4] += owner[i] == rank;
+    pr[5] = atomic_load(&prof_taken[0]) && atomic_load(&prof_taken[1]) ? prof_cycle[0] : -1;
+    double *all = rank == 0 ? malloc(sizeof(pr) * (size_t)nprocs) : NULL;
+    MPI_Gather(pr, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank != 0)
+        return;
+    /* Messages of one cycle: forces to every neighbour, positions and velocities to those
+     * before (lul_xch_sync_sends), gradients to the face neighbours. */
+    int64_t msgs[2] = {0, 0}, bytes[2] = {0, 0}, faces = 0;
+    for (int i = 0; i < nch; i++) {
+        int cc[3] = {i % grid3[0], i / grid3[0] % grid3[1], i / grid3[0] / grid3[1]};
+        lul_box_t b = lul_box_of(topt.n, grid3, cc);
+        for (int d = 0; d < 27; d++) {
+            int nc[3];
+            if (!lul_dir_neighbor(grid3, cc, d, nc))
+                continue;
+            int j = (nc[2] * grid3[1] + nc[1]) * grid3[0] + nc[0], x = owner[j] != owner[i];
+            int64_t nn = lul_node_count(b.ex, b.ey, b.ez, d), m = 1, by = nn * 3;
+            if (lul_xch_sync_sends(d))
+                m++, by += nn * 6;
+            for (int f = 0; f < 6; f++)
+                if (lul_face_dir(f) == d) {
+                    m++, by += lul_face_count(b.ex, b.ey, b.ez, f) * 3;
+                    faces += x;
+                }
+            msgs[x] += m;
+            bytes[x] += by * (int64_t)sizeof(double);
+        }
+    }
+    printf("STATS placement:");
+    for (int i = 0; i < nch; i++)
+        printf("%s%d", i % (grid3[0] * grid3[1]) ? "" : " ", owner[i]);
+    printf(" (x fastest, z-layers apart)\n");
+    printf("STATS messages per cycle: %lld in-process (%.1f KiB), %lld between processes "
+           "(%.1f KiB), %lld chare faces between processes\n", (long long)msgs[0],
+           (double)bytes[0] / 1024, (long long)msgs[1], (double)bytes[1] / 1024,
+           (long long)faces / 2);
+    for (int p = 0; p < nprocs && all[5] >= 0 && cycles > (int)all[5] + 1; p++) {
+        const double *q = all + 6 * p;
+        int           n = cycles - (int)q[5];
+        printf("STATS rank %d: %g chares; cycles %d-%d: per cycle wall %.2f ms, CPU %.2f ms "
+               "(%.0f%% of wall), PE 0 %.2f ms, kernels %.2f ms, rest %.2f ms\n", p, q[4],
+               (int)q[5], cycles, 1e3 * q[0] / n, 1e3 * q[1] / n, 100 * q[1] / q[0],
+               1e3 * q[2] / n, 1e3 * q[3] / n, 1e3 * (q[1] - q[2] - q[3]) / n);
+    }
+    /* Time of each cycle on process 0 (from its first chare starting it to the next). */
+    printf("STATS rank 0 ms per cycle:");
+    for (int k = 1; k + 1 < PROF_CYCLES && k + 1 < cycles; k++)
+        printf(" %.1f", 1e3 * (prof_start[k + 1] - prof_start[k]));
+    printf("\n");
+    free(all);
 }
 
 int main(int argc, char **argv)
@@ -715,6 +827,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int nchares = grid3[0] * grid3[1] * grid3[2];
+    prof_cycle[0] = opt.its / 2, prof_cycle[1] = -2;
     if (rank == 0)
         lul_print_banner(&opt, topt.n, nchares, topt.n);
 
@@ -751,7 +864,11 @@ int main(int argc, char **argv)
     /* The report: the global plane z = 0 (every chare touching it adds its part) and the
      * origin, gathered in plain MPI. */
     int64_t  n = topt.n;
-    gather_t g = {.plane = calloc((size_t)(n * n), sizeof(double))};
+    int      nch = grid3[0] * grid3[1] * grid3[2];
+    gather_t g   = {.plane = calloc((size_t)(n * n), sizeof(double)), .rank = rank,
+                    .owner = topt.stats ? malloc((size_t)nch * sizeof(int)) : NULL};
+    for (int i = 0; g.owner && i < nch; i++)
+        g.owner[i] = -1;
     tess_array_foreach(chares, collect, &g);
     double *plane = rank == 0 ? calloc((size_t)(n * n), sizeof(double)) : NULL;
     MPI_Reduce(g.plane, plane, (int)(n * n), MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -777,6 +894,10 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (g.owner) {
+        print_stats(g.owner, rank, nprocs, cycles);
+        free(g.owner);
+    }
     free(plane);
     free(g.plane);
     tess_array_destroy(chares);
