@@ -22,16 +22,19 @@
  *   mpirun -np P lulesh_tess [+ppn T] -g N [-odf K | -d CXxCYxCZ] [-i ITS] [-r R] [-b B] [-c C]
  *                            [-lb K] [-rotate P] [-verify CASE] (common.h has the rest)
  */
+#define _GNU_SOURCE /* sched_getcpu (-stats) */
 #include "common.h"
 #include "exchange.h"
 #include "lulesh.h"
 
 #include <mpi.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <tessera.h>
 #include <tessera/gpu.h>
 
@@ -571,6 +574,7 @@ static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
  * chares to reach each taking them: the second half of the run, after balancing has settled. */
 typedef struct prof_snap {
     double wall, cpu, pe, kernel;
+    double core_busy, core_idle; /* the core this thread runs on (/proc/stat), when bound */
 } prof_snap_t;
 static prof_snap_t prof[2];
 static _Atomic int prof_taken[2];
@@ -586,6 +590,30 @@ static double clock_s(clockid_t id)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Busy and idle seconds of the core the caller runs on, from /proc/stat (0 where unreadable).
+ * With the process bound to one core (bench-lb's taskset), idle is the time nothing was ready
+ * to run there, busy - the process's CPU time is what other processes took. */
+static void core_times(double *busy_p, double *idle_p)
+{
+    char  name[16], line[512];
+    int   cpu = sched_getcpu();
+    FILE *f   = fopen("/proc/stat", "r");
+    *busy_p = *idle_p = 0;
+    snprintf(name, sizeof(name), "cpu%d ", cpu);
+    while (f && cpu >= 0 && fgets(line, sizeof(line), f)) {
+        unsigned long long v[8] = {0};
+        if (strncmp(line, name, strlen(name)) != 0 ||
+            sscanf(line + strlen(name), "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+                   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+            continue;
+        double tck = (double)sysconf(_SC_CLK_TCK);
+        *busy_p    = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / tck;
+        *idle_p    = (double)(v[3] + v[4]) / tck;
+    }
+    if (f)
+        fclose(f);
+}
+
 static void prof_take(int cycle)
 {
     if (topt.stats && cycle >= 0 && cycle < PROF_CYCLES && !atomic_exchange(&prof_seen[cycle], 1))
@@ -596,7 +624,8 @@ static void prof_take(int cycle)
         int pe0  = tess_pe() % tess_ppn() == 0; /* PEs are numbered process by process */
         prof[k] = (prof_snap_t){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID),
                                 pe0 ? clock_s(CLOCK_THREAD_CPUTIME_ID) : 0,
-                                1e-9 * (double)atomic_load(&kernel_ns_proc)};
+                                1e-9 * (double)atomic_load(&kernel_ns_proc), 0, 0};
+        core_times(&prof[k].core_busy, &prof[k].core_idle);
     }
 }
 
@@ -730,13 +759,16 @@ static void print_stats(int *owner, int rank, int nprocs, int cycles)
 {
     int nch = grid3[0] * grid3[1] * grid3[2];
     MPI_Allreduce(MPI_IN_PLACE, owner, nch, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    double pr[6] = {prof[1].wall - prof[0].wall, prof[1].cpu - prof[0].cpu,
-                    prof[1].pe - prof[0].pe, prof[1].kernel - prof[0].kernel, 0, 0};
+    enum { NPR = 8 };
+    double pr[NPR] = {prof[1].wall - prof[0].wall, prof[1].cpu - prof[0].cpu,
+                      prof[1].pe - prof[0].pe, prof[1].kernel - prof[0].kernel, 0, 0,
+                      prof[1].core_busy - prof[0].core_busy,
+                      prof[1].core_idle - prof[0].core_idle};
     for (int i = 0; i < nch; i++)
         pr[4] += owner[i] == rank;
     pr[5] = atomic_load(&prof_taken[0]) && atomic_load(&prof_taken[1]) ? prof_cycle[0] : -1;
     double *all = rank == 0 ? malloc(sizeof(pr) * (size_t)nprocs) : NULL;
-    MPI_Gather(pr, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(pr, NPR, MPI_DOUBLE, all, NPR, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank != 0)
         return;
     /* Messages of one cycle: forces to every neighbour, positions and velocities to those
@@ -771,12 +803,14 @@ static void print_stats(int *owner, int rank, int nprocs, int cycles)
            (double)bytes[0] / 1024, (long long)msgs[1], (double)bytes[1] / 1024,
            (long long)faces / 2);
     for (int p = 0; p < nprocs && all[5] >= 0 && cycles > (int)all[5] + 1; p++) {
-        const double *q = all + 6 * p;
+        const double *q = all + NPR * p;
         int           n = cycles - (int)q[5];
         printf("STATS rank %d: %g chares; cycles %d-%d: per cycle wall %.2f ms, CPU %.2f ms "
-               "(%.0f%% of wall), PE 0 %.2f ms, kernels %.2f ms, rest %.2f ms\n", p, q[4],
-               (int)q[5], cycles, 1e3 * q[0] / n, 1e3 * q[1] / n, 100 * q[1] / q[0],
-               1e3 * q[2] / n, 1e3 * q[3] / n, 1e3 * (q[1] - q[2] - q[3]) / n);
+               "(%.0f%% of wall), PE 0 %.2f ms, kernels %.2f ms, rest %.2f ms; its core idle "
+               "%.2f ms, other processes there %.2f ms\n", p, q[4], (int)q[5], cycles,
+               1e3 * q[0] / n, 1e3 * q[1] / n, 100 * q[1] / q[0], 1e3 * q[2] / n,
+               1e3 * q[3] / n, 1e3 * (q[1] - q[2] - q[3]) / n, 1e3 * q[7] / n,
+               1e3 * (q[6] - q[1]) / n);
     }
     /* Time of each cycle on process 0 (from its first chare starting it to the next). */
     printf("STATS rank 0 ms per cycle:");
