@@ -55,6 +55,7 @@ typedef struct tess_opts {
     int64_t n;          /* global edge elements */
     int     cx, cy, cz; /* -d CXxCYxCZ (0: from -odf) */
     int     lb_period;  /* -lb K */
+    int     lb_first;   /* -lbfirst F: the first step after cycle F (0: after cycle K) */
     int     stats;      /* -stats: per-process CPU figures and the placement's messages */
 } tess_opts_t;
 
@@ -155,10 +156,17 @@ static void tess_pinned_release(void *p)
  * entry runs on the launching thread. */
 static _Thread_local _Atomic int64_t *kernel_load;
 static _Atomic int64_t kernel_ns_proc; /* -stats: every timed kernel of this process */
+/* -stats: the same by part of the cycle (the stage and the exchange that follows it): forces,
+ * nodes, gradients, EOS and constraints, other (set-up); kernel_part tags what is launched. */
+enum { KP_FORCE, KP_NODES, KP_GRAD, KP_EOS, KP_OTHER, NKP };
+static _Atomic int64_t     kernel_ns_part[NKP];
+static _Thread_local int   kernel_part;
+static const char *const   kp_name[NKP] = {"forces", "nodes", "gradients", "EOS", "other"};
 
 typedef struct timed_args {
     lul_host_fn_t    fn;
     _Atomic int64_t *load;
+    int              part;
     _Alignas(16) unsigned char args[200];
 } timed_args_t;
 
@@ -178,13 +186,14 @@ static void timed_kernel(void *p)
     int64_t ns = thread_ns() - t0;
     atomic_fetch_add_explicit(a->load, ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&kernel_ns_proc, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&kernel_ns_part[a->part], ns, memory_order_relaxed);
 }
 
 static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t size)
 {
     tess_status_t st;
     if (kernel_load && size <= sizeof(((timed_args_t *)0)->args)) {
-        timed_args_t a = {fn, kernel_load, {0}};
+        timed_args_t a = {fn, kernel_load, kernel_part, {0}};
         memcpy(a.args, args, size);
         st = tess_gpu_launch_host(stream, timed_kernel,
                                   &a, offsetof(timed_args_t, args) + size);
@@ -374,6 +383,14 @@ static int set_of(int phase)
 
 static void advance(tess_ctx_h ctx, chare_t *c);
 
+/* The part of the cycle (-stats) an exchange phase's pack and unpack kernels belong to. */
+static int part_of(int phase)
+{
+    return phase == PH_FORCE ? KP_FORCE : phase == PH_POSVEL ? KP_NODES
+                                        : phase == PH_MONOQ  ? KP_GRAD
+                                                             : KP_OTHER;
+}
+
 /* Kernels launched from now on count towards this chare's load (see kernel_load). */
 static void count_kernels(chare_t *c)
 {
@@ -408,6 +425,7 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
     int any = 0;
     for (int d = 0; d < 27; d++)
         any |= plan.off[d] >= 0;
+    kernel_part = part_of(phase);
     if (any && phase == PH_MONOQ)
         lul_xch_pack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
     else if (any)
@@ -443,6 +461,7 @@ static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
         return;
     fields_of(c, phase, &fl);
     memcpy(plan.off, c->off[set][par][1], sizeof(plan.off));
+    kernel_part = part_of(phase);
     if (phase == PH_MONOQ)
         lul_xch_unpack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
     else
@@ -455,6 +474,7 @@ static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
 static void enqueue_next_force(tess_ctx_h ctx, chare_t *c)
 {
     if (c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
+        kernel_part = KP_FORCE;
         lul_stage_force(tess_ctx_stream(ctx), &c->d);
         c->force_ready = 1;
     }
@@ -479,14 +499,17 @@ static void advance(tess_ctx_h ctx, chare_t *c)
                             tess_cb_broadcast(chares, E_DT));
             return;
         case PH_FORCE:
+            kernel_part = KP_NODES;
             lul_stage_nodes(s, &c->d);
             exchange(ctx, c, PH_POSVEL);
             return;
         case PH_POSVEL:
+            kernel_part = KP_GRAD;
             lul_stage_gradients(s, &c->d);
             exchange(ctx, c, PH_MONOQ);
             return;
         case PH_MONOQ:
+            kernel_part = KP_EOS;
             lul_stage_eos(s, &c->d);
             lul_stage_constraints(s, &c->d);
             tess_gpu_then(ctx, E_DTREADY, NULL, 0);
@@ -549,8 +572,12 @@ static void on_dtready(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     }
     c->dtmin[0] = c->d.out->dtcourant;
     c->dtmin[1] = c->d.out->dthydro;
-    if (topt.lb_period && c->cycle % topt.lb_period == 0 &&
-        c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
+    int step = topt.lb_period && (topt.lb_first ? c->cycle == topt.lb_first ||
+                                                       (c->cycle > topt.lb_first &&
+                                                        (c->cycle - topt.lb_first) %
+                                                                topt.lb_period == 0)
+                                                 : c->cycle % topt.lb_period == 0);
+    if (step && c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
         if (tess_gpu_backend() == TESS_GPU_HOST) {
             int64_t ns = atomic_load_explicit(&c->kernel_ns, memory_order_relaxed);
             tess_set_load(ctx, 1e-9 * (double)(ns - c->kernel_ns_step));
@@ -573,7 +600,7 @@ static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
  * runs the entries with +ppn 1) and the timed kernels' time at two cycles, the first of its
  * chares to reach each taking them: the second half of the run, after balancing has settled. */
 typedef struct prof_snap {
-    double wall, cpu, pe, kernel;
+    double wall, cpu, pe, kernel, part[NKP];
     double core_busy, core_idle; /* the core this thread runs on (/proc/stat), when bound */
 } prof_snap_t;
 static prof_snap_t prof[2];
@@ -624,7 +651,9 @@ static void prof_take(int cycle)
         int pe0  = tess_pe() % tess_ppn() == 0; /* PEs are numbered process by process */
         prof[k] = (prof_snap_t){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID),
                                 pe0 ? clock_s(CLOCK_THREAD_CPUTIME_ID) : 0,
-                                1e-9 * (double)atomic_load(&kernel_ns_proc), 0, 0};
+                                1e-9 * (double)atomic_load(&kernel_ns_proc), {0}, 0, 0};
+        for (int q = 0; q < NKP; q++)
+            prof[k].part[q] = 1e-9 * (double)atomic_load(&kernel_ns_part[q]);
         core_times(&prof[k].core_busy, &prof[k].core_idle);
     }
 }
@@ -644,6 +673,7 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     c->cycle = c->d.cycle;
     if (c->c[0] == 0 && c->c[1] == 0 && c->c[2] == 0)
         lul_print_progress(&opt, c->d.cycle, c->d.time, c->d.deltatime);
+    kernel_part = KP_FORCE;
     if (!c->force_ready)
         lul_stage_force(tess_ctx_stream(ctx), &c->d);
     c->force_ready = 0;
@@ -659,7 +689,7 @@ static void start_phase(void *arg)
 
 /* ---- options and the chare grid -------------------------------------------------------------- */
 
-/* Take -d, -lb and -stats out of argv (the rest is common.h's). */
+/* Take -d, -lb, -lbfirst and -stats out of argv (the rest is common.h's). */
 static void parse_tess(int *argc, char **argv, int rank)
 {
     int k = 1;
@@ -681,11 +711,20 @@ static void parse_tess(int *argc, char **argv, int rank)
                 exit(2);
             }
             i++;
+        } else if (!strcmp(a, "-lbfirst") && v) {
+            topt.lb_first = atoi(v);
+            if (topt.lb_first < 1) {
+                if (rank == 0)
+                    fprintf(stderr, "bad first load-balancing cycle '%s'\n", v);
+                exit(2);
+            }
+            i++;
         } else if (!strcmp(a, "-stats")) {
             topt.stats = 1;
         } else if (!strcmp(a, "-h") && rank == 0) {
             fprintf(stderr, "lulesh_tess also takes -d CXxCYxCZ (the chare grid, instead of "
-                            "-odf), -lb K (a load-balancing step every K cycles) and -stats "
+                            "-odf), -lb K (a load-balancing step every K cycles), -lbfirst F "
+                            "(with -lb: the first step after cycle F, then every K) and -stats "
                             "(where the chares ended, messages within and between processes, "
                             "CPU time per process over the second half of a -i run)\n");
             argv[k++] = argv[i];
@@ -759,11 +798,13 @@ static void print_stats(int *owner, int rank, int nprocs, int cycles)
 {
     int nch = grid3[0] * grid3[1] * grid3[2];
     MPI_Allreduce(MPI_IN_PLACE, owner, nch, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    enum { NPR = 8 };
+    enum { NPR = 8 + NKP };
     double pr[NPR] = {prof[1].wall - prof[0].wall, prof[1].cpu - prof[0].cpu,
                       prof[1].pe - prof[0].pe, prof[1].kernel - prof[0].kernel, 0, 0,
                       prof[1].core_busy - prof[0].core_busy,
                       prof[1].core_idle - prof[0].core_idle};
+    for (int q = 0; q < NKP; q++)
+        pr[8 + q] = prof[1].part[q] - prof[0].part[q];
     for (int i = 0; i < nch; i++)
         pr[4] += owner[i] == rank;
     pr[5] = atomic_load(&prof_taken[0]) && atomic_load(&prof_taken[1]) ? prof_cycle[0] : -1;
@@ -811,6 +852,10 @@ static void print_stats(int *owner, int rank, int nprocs, int cycles)
                1e3 * q[0] / n, 1e3 * q[1] / n, 100 * q[1] / q[0], 1e3 * q[2] / n,
                1e3 * q[3] / n, 1e3 * (q[1] - q[2] - q[3]) / n, 1e3 * q[7] / n,
                1e3 * (q[6] - q[1]) / n);
+        printf("STATS rank %d kernels per cycle by part:", p);
+        for (int k = 0; k < NKP; k++)
+            printf(" %s %.2f ms", kp_name[k], 1e3 * q[8 + k] / n);
+        printf("\n");
     }
     /* Time of each cycle on process 0 (from its first chare starting it to the next). */
     printf("STATS rank 0 ms per cycle:");
