@@ -582,7 +582,7 @@ static double lb_even_best(const tess_lb_input_t *in, const int *head, const int
  * of objects whose difference comes nearest half their gap, or one object where the counts
  * allow. Each exchange lowers the sum of squared bin loads, so it ends (and a bound on rounds
  * guards against round-off); it starts from where objects are, so it moves few. Deterministic.
- * Cost: O(n + nbins) per round plus the two bins' objects squared.
+ * Cost per move: O(log nbins) heap updates plus the two bins' objects squared.
  */
 void tess_lb_evencount(const tess_lb_input_t *in, int *new_bin, void *arg)
 {
@@ -592,87 +592,104 @@ void tess_lb_evencount(const tess_lb_input_t *in, int *new_bin, void *arg)
         return;
     }
     lb_no_moves(in, new_bin);
-    int     nb = in->nbins, n = in->nobjs, floor_n = n / nb, ceil_n = (n + nb - 1) / nb;
-    double *load  = tess_malloc((size_t)nb * sizeof(*load), "lb bin loads");
-    int    *count = tess_calloc((size_t)nb, sizeof(*count), "lb bin counts");
-    int    *head  = tess_malloc((size_t)nb * sizeof(*head), "lb bin objects");
-    int    *next  = tess_malloc((size_t)(n ? n : 1) * sizeof(*next), "lb bin objects");
+    int       nb = in->nbins, n = in->nobjs, floor_n = n / nb, ceil_n = (n + nb - 1) / nb;
+    double   *load  = tess_malloc((size_t)nb * sizeof(*load), "lb bin loads");
+    int      *count = tess_calloc((size_t)nb, sizeof(*count), "lb bin counts");
+    int      *head  = tess_malloc((size_t)nb * sizeof(*head), "lb bin objects");
+    int      *next  = tess_malloc((size_t)(n ? n : 1) * sizeof(*next), "lb bin objects");
+    lb_heap_t heavy = {0}, light = {0};
+    int       tried[LB_EVEN_TRIES];
     if (!load || !count || !head || !next)
         goto out_free;
+    if (lb_heap_init(&heavy, nb, load, true) != TESS_OK)
+        goto out_free;
+    if (lb_heap_init(&light, nb, load, false) != TESS_OK)
+        goto out_free_heavy;
     lb_bin_loads(in, true, load);
-    double total = 0;
+    double total = 0, max = 0;
+    bool   even = true;
     for (int b = 0; b < nb; b++)
-        total += load[b], head[b] = -1;
+        total += load[b], max = TESS_MAX(max, load[b]), head[b] = -1;
     for (int i = n - 1; i >= 0; i--) { /* lists in input order: ties go to the lower position */
         int b = new_bin[i];
         next[i] = head[b], head[b] = i, count[b]++;
     }
-    double avg = total / nb, tol = lb_tolerance(in);
-    bool   even = true;
     for (int b = 0; b < nb; b++)
         even &= count[b] >= floor_n && count[b] <= ceil_n;
-    double max = 0;
-    for (int b = 0; b < nb; b++)
-        max = TESS_MAX(max, load[b]);
+    double avg = total / nb, tol = lb_tolerance(in);
     if (even && max <= avg * (1 + tol))
-        goto out_free;
+        goto out_free_light;
 
-    /* Even the counts, lightest objects first. */
-    for (int round = 0; round < n; round++) {
-        int from = -1, to = -1;
-        for (int b = 0; b < nb; b++)
-            if (count[b] > ceil_n && (from < 0 || load[b] > load[from]))
-                from = b;
-        if (from >= 0) {
-            for (int b = 0; b < nb; b++)
-                if (count[b] < ceil_n && (to < 0 || load[b] < load[to]))
-                    to = b;
-        } else {
-            for (int b = 0; b < nb; b++)
-                if (count[b] < floor_n && (to < 0 || load[b] < load[to]))
-                    to = b;
-            for (int b = 0; to >= 0 && b < nb; b++)
-                if (count[b] > floor_n && (from < 0 || load[b] > load[from]))
-                    from = b;
+    /* Even the counts, lightest objects first: bins over ceil(n / nbins), in index order, give
+     * to the least loaded bin under it (light); then bins under floor(n / nbins) take from the
+     * most loaded bin over it (heavy). */
+    for (int b = 0; b < nb; b++)
+        if (count[b] < ceil_n)
+            lb_heap_push(&light, b);
+    for (int b = 0; b < nb; b++) {
+        while (count[b] > ceil_n && light.count > 0) {
+            int to = light.bins[0], pick = head[b];
+            for (int i = head[b]; i >= 0; i = next[i])
+                if (in->objs[i].load < in->objs[pick].load)
+                    pick = i;
+            load[b] -= in->objs[pick].load, load[to] += in->objs[pick].load;
+            count[b]--, count[to]++;
+            lb_list_move(head, next, new_bin, pick, to);
+            if (count[to] == ceil_n)
+                lb_heap_pop(&light);
+            else
+                lb_heap_update(&light, to);
         }
-        if (from < 0 || to < 0)
-            break;
-        int pick = head[from];
-        for (int i = head[from]; i >= 0; i = next[i])
-            if (in->objs[i].load < in->objs[pick].load)
-                pick = i;
-        load[from] -= in->objs[pick].load, load[to] += in->objs[pick].load;
-        count[from]--, count[to]++;
-        lb_list_move(head, next, new_bin, pick, to);
     }
+    while (light.count > 0)
+        lb_heap_pop(&light);
+    for (int b = 0; b < nb; b++)
+        if (count[b] > floor_n)
+            lb_heap_push(&heavy, b);
+    for (int b = 0; b < nb; b++) {
+        while (count[b] < floor_n && heavy.count > 0) {
+            int from = heavy.bins[0], pick = head[from];
+            for (int i = head[from]; i >= 0; i = next[i])
+                if (in->objs[i].load < in->objs[pick].load)
+                    pick = i;
+            load[from] -= in->objs[pick].load, load[b] += in->objs[pick].load;
+            count[from]--, count[b]++;
+            lb_list_move(head, next, new_bin, pick, b);
+            if (count[from] == floor_n)
+                lb_heap_pop(&heavy);
+            else
+                lb_heap_update(&heavy, from);
+        }
+    }
+    while (heavy.count > 0)
+        lb_heap_pop(&heavy);
 
-    /* Exchanges from the most loaded bin while it is above the slack. */
+    /* Exchanges from the most loaded bin while it is above the slack: with the least loaded
+     * bins in turn (light's top LB_EVEN_TRIES, taken off and put back). */
+    for (int b = 0; b < nb; b++) {
+        lb_heap_push(&heavy, b);
+        lb_heap_push(&light, b);
+    }
     for (int round = 0; round < 4 * n + nb; round++) {
-        int hi = 0;
-        for (int b = 1; b < nb; b++)
-            if (load[b] > load[hi])
-                hi = b;
+        int hi = heavy.bins[0];
         if (load[hi] <= avg * (1 + LB_HYBRID_SLACK * tol))
             break;
-        int    a = -1, bobj = -1, lo = -1;
-        double prev = -INFINITY; /* the tries go up in load from the least loaded bin */
-        int    prev_bin = -1;
-        for (int t = 0; t < LB_EVEN_TRIES && a < 0; t++) {
-            int cand = -1;
-            for (int b = 0; b < nb; b++) {
-                if (b == hi || load[b] < prev || (load[b] == prev && b <= prev_bin))
-                    continue;
-                if (cand < 0 || load[b] < load[cand])
-                    cand = b;
-            }
-            if (cand < 0 || load[cand] >= load[hi])
+        int a = -1, bobj = -1, lo = -1, ntried = 0;
+        while (a < 0 && ntried < LB_EVEN_TRIES && light.count > 0) {
+            int cand = light.bins[0];
+            lb_heap_pop(&light);
+            tried[ntried++] = cand;
+            if (cand == hi)
+                continue;
+            if (load[cand] >= load[hi])
                 break;
-            prev = load[cand], prev_bin = cand;
             int ta = -1, tb = -1;
             if (lb_even_best(in, head, next, count, load, hi, cand, floor_n, ceil_n, &ta, &tb) <
                 INFINITY)
                 a = ta, bobj = tb, lo = cand;
         }
+        for (int t = 0; t < ntried; t++)
+            lb_heap_push(&light, tried[t]);
         if (a < 0)
             break;
         double d = in->objs[a].load - (bobj >= 0 ? in->objs[bobj].load : 0);
@@ -682,7 +699,13 @@ void tess_lb_evencount(const tess_lb_input_t *in, int *new_bin, void *arg)
             lb_list_move(head, next, new_bin, bobj, hi);
         else
             count[hi]--, count[lo]++;
+        lb_heap_update(&heavy, hi), lb_heap_update(&heavy, lo);
+        lb_heap_update(&light, hi), lb_heap_update(&light, lo);
     }
+out_free_light:
+    lb_heap_fini(&light);
+out_free_heavy:
+    lb_heap_fini(&heavy);
 out_free:
     free(next);
     free(head);
