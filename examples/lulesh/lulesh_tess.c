@@ -22,19 +22,17 @@
  *   mpirun -np P lulesh_tess [+ppn T] -g N [-odf K | -d CXxCYxCZ] [-i ITS] [-r R] [-b B] [-c C]
  *                            [-lb K] [-rotate P] [-verify CASE] (common.h has the rest)
  */
-#define _GNU_SOURCE /* sched_getcpu (-stats) */
 #include "common.h"
 #include "exchange.h"
 #include "lulesh.h"
+#include "stats_tess.h"
 
 #include <mpi.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 #include <tessera.h>
 #include <tessera/gpu.h>
 
@@ -155,13 +153,7 @@ static void tess_pinned_release(void *p)
  * (TESS_LB_GPU_TIME=1). Kernels are enqueued by entry methods, so the chare is the one whose
  * entry runs on the launching thread. */
 static _Thread_local _Atomic int64_t *kernel_load;
-static _Atomic int64_t kernel_ns_proc; /* -stats: every timed kernel of this process */
-/* -stats: the same by part of the cycle (the stage and the exchange that follows it): forces,
- * nodes, gradients, EOS and constraints, other (set-up); kernel_part tags what is launched. */
-enum { KP_FORCE, KP_NODES, KP_GRAD, KP_EOS, KP_OTHER, NKP };
-static _Atomic int64_t     kernel_ns_part[NKP];
-static _Thread_local int   kernel_part;
-static const char *const   kp_name[NKP] = {"forces", "nodes", "gradients", "EOS", "other"};
+static _Thread_local int               kernel_part; /* -stats: the part of the cycle launching */
 
 typedef struct timed_args {
     lul_host_fn_t    fn;
@@ -185,8 +177,7 @@ static void timed_kernel(void *p)
     a->fn(a->args);
     int64_t ns = thread_ns() - t0;
     atomic_fetch_add_explicit(a->load, ns, memory_order_relaxed);
-    atomic_fetch_add_explicit(&kernel_ns_proc, ns, memory_order_relaxed);
-    atomic_fetch_add_explicit(&kernel_ns_part[a->part], ns, memory_order_relaxed);
+    lul_stats_kernel(a->part, ns);
 }
 
 static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t size)
@@ -596,68 +587,6 @@ static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     contribute(ctx, e);
 }
 
-/* -stats: this process's wall time, CPU time (every thread), CPU time of PE 0 (the thread that
- * runs the entries with +ppn 1) and the timed kernels' time at two cycles, the first of its
- * chares to reach each taking them: the second half of the run, after balancing has settled. */
-typedef struct prof_snap {
-    double wall, cpu, pe, kernel, part[NKP];
-    double core_busy, core_idle; /* the core this thread runs on (/proc/stat), when bound */
-} prof_snap_t;
-static prof_snap_t prof[2];
-static _Atomic int prof_taken[2];
-static int         prof_cycle[2];
-#define PROF_CYCLES 4096
-static _Atomic int prof_seen[PROF_CYCLES]; /* the first chare here to start cycle k notes when */
-static double      prof_start[PROF_CYCLES];
-
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Busy and idle seconds of the core the caller runs on, from /proc/stat (0 where unreadable).
- * With the process bound to one core (bench-lb's taskset), idle is the time nothing was ready
- * to run there, busy - the process's CPU time is what other processes took. */
-static void core_times(double *busy_p, double *idle_p)
-{
-    char  name[16], line[512];
-    int   cpu = sched_getcpu();
-    FILE *f   = fopen("/proc/stat", "r");
-    *busy_p = *idle_p = 0;
-    snprintf(name, sizeof(name), "cpu%d ", cpu);
-    while (f && cpu >= 0 && fgets(line, sizeof(line), f)) {
-        unsigned long long v[8] = {0};
-        if (strncmp(line, name, strlen(name)) != 0 ||
-            sscanf(line + strlen(name), "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
-                   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
-            continue;
-        double tck = (double)sysconf(_SC_CLK_TCK);
-        *busy_p    = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / tck;
-        *idle_p    = (double)(v[3] + v[4]) / tck;
-    }
-    if (f)
-        fclose(f);
-}
-
-static void prof_take(int cycle)
-{
-    if (topt.stats && cycle >= 0 && cycle < PROF_CYCLES && !atomic_exchange(&prof_seen[cycle], 1))
-        prof_start[cycle] = clock_s(CLOCK_MONOTONIC);
-    for (int k = 0; k < 2; k++) {
-        if (!topt.stats || cycle != prof_cycle[k] || atomic_exchange(&prof_taken[k], 1))
-            continue;
-        int pe0  = tess_pe() % tess_ppn() == 0; /* PEs are numbered process by process */
-        prof[k] = (prof_snap_t){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID),
-                                pe0 ? clock_s(CLOCK_THREAD_CPUTIME_ID) : 0,
-                                1e-9 * (double)atomic_load(&kernel_ns_proc), {0}, 0, 0};
-        for (int q = 0; q < NKP; q++)
-            prof[k].part[q] = 1e-9 * (double)atomic_load(&kernel_ns_part[q]);
-        core_times(&prof[k].core_busy, &prof[k].core_idle);
-    }
-}
-
 /* The global minima of the last cycle's constraints: the next cycle starts (or the run ends,
  * everywhere at once: every chare has the same time and cycle). */
 static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -666,7 +595,8 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     chare_t      *c = e;
     const double *m = msg;
     count_kernels(c);
-    prof_take(c->d.time < c->d.stoptime && c->d.cycle < opt.its ? c->d.cycle : -2);
+    if (topt.stats)
+        lul_stats_cycle(c->d.time < c->d.stoptime && c->d.cycle < opt.its ? c->d.cycle : -1);
     if (!(c->d.time < c->d.stoptime && c->d.cycle < opt.its))
         return; /* the end: every chare stops here, and the phase ends when all is quiet */
     lul_time_increment(&c->d, m[0], m[1]);
@@ -791,80 +721,6 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
     free(tmp);
 }
 
-/* -stats: where the chares ended (every process: owner[] is the maximum over the ranks), the
- * messages and bytes a cycle sends within and between processes with that placement, and each
- * process's CPU figures per cycle over the second half of the run (see prof_take). */
-static void print_stats(int *owner, int rank, int nprocs, int cycles)
-{
-    int nch = grid3[0] * grid3[1] * grid3[2];
-    MPI_Allreduce(MPI_IN_PLACE, owner, nch, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    enum { NPR = 8 + NKP };
-    double pr[NPR] = {prof[1].wall - prof[0].wall, prof[1].cpu - prof[0].cpu,
-                      prof[1].pe - prof[0].pe, prof[1].kernel - prof[0].kernel, 0, 0,
-                      prof[1].core_busy - prof[0].core_busy,
-                      prof[1].core_idle - prof[0].core_idle};
-    for (int q = 0; q < NKP; q++)
-        pr[8 + q] = prof[1].part[q] - prof[0].part[q];
-    for (int i = 0; i < nch; i++)
-        pr[4] += owner[i] == rank;
-    pr[5] = atomic_load(&prof_taken[0]) && atomic_load(&prof_taken[1]) ? prof_cycle[0] : -1;
-    double *all = rank == 0 ? malloc(sizeof(pr) * (size_t)nprocs) : NULL;
-    MPI_Gather(pr, NPR, MPI_DOUBLE, all, NPR, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    if (rank != 0)
-        return;
-    /* Messages of one cycle: forces to every neighbour, positions and velocities to those
-     * before (lul_xch_sync_sends), gradients to the face neighbours. */
-    int64_t msgs[2] = {0, 0}, bytes[2] = {0, 0}, faces = 0;
-    for (int i = 0; i < nch; i++) {
-        int cc[3] = {i % grid3[0], i / grid3[0] % grid3[1], i / grid3[0] / grid3[1]};
-        lul_box_t b = lul_box_of(topt.n, grid3, cc);
-        for (int d = 0; d < 27; d++) {
-            int nc[3];
-            if (!lul_dir_neighbor(grid3, cc, d, nc))
-                continue;
-            int j = (nc[2] * grid3[1] + nc[1]) * grid3[0] + nc[0], x = owner[j] != owner[i];
-            int64_t nn = lul_node_count(b.ex, b.ey, b.ez, d), m = 1, by = nn * 3;
-            if (lul_xch_sync_sends(d))
-                m++, by += nn * 6;
-            for (int f = 0; f < 6; f++)
-                if (lul_face_dir(f) == d) {
-                    m++, by += lul_face_count(b.ex, b.ey, b.ez, f) * 3;
-                    faces += x;
-                }
-            msgs[x] += m;
-            bytes[x] += by * (int64_t)sizeof(double);
-        }
-    }
-    printf("STATS placement:");
-    for (int i = 0; i < nch; i++)
-        printf("%s%d", i % (grid3[0] * grid3[1]) ? "" : " ", owner[i]);
-    printf(" (x fastest, z-layers apart)\n");
-    printf("STATS messages per cycle: %lld in-process (%.1f KiB), %lld between processes "
-           "(%.1f KiB), %lld chare faces between processes\n", (long long)msgs[0],
-           (double)bytes[0] / 1024, (long long)msgs[1], (double)bytes[1] / 1024,
-           (long long)faces / 2);
-    for (int p = 0; p < nprocs && all[5] >= 0 && cycles > (int)all[5] + 1; p++) {
-        const double *q = all + NPR * p;
-        int           n = cycles - (int)q[5];
-        printf("STATS rank %d: %g chares; cycles %d-%d: per cycle wall %.2f ms, CPU %.2f ms "
-               "(%.0f%% of wall), PE 0 %.2f ms, kernels %.2f ms, rest %.2f ms; its core idle "
-               "%.2f ms, other processes there %.2f ms\n", p, q[4], (int)q[5], cycles,
-               1e3 * q[0] / n, 1e3 * q[1] / n, 100 * q[1] / q[0], 1e3 * q[2] / n,
-               1e3 * q[3] / n, 1e3 * (q[1] - q[2] - q[3]) / n, 1e3 * q[7] / n,
-               1e3 * (q[6] - q[1]) / n);
-        printf("STATS rank %d kernels per cycle by part:", p);
-        for (int k = 0; k < NKP; k++)
-            printf(" %s %.2f ms", kp_name[k], 1e3 * q[8 + k] / n);
-        printf("\n");
-    }
-    /* Time of each cycle on process 0 (from its first chare starting it to the next). */
-    printf("STATS rank 0 ms per cycle:");
-    for (int k = 1; k + 1 < PROF_CYCLES && k + 1 < cycles; k++)
-        printf(" %.1f", 1e3 * (prof_start[k + 1] - prof_start[k]));
-    printf("\n");
-    free(all);
-}
-
 int main(int argc, char **argv)
 {
     int provided, rank, nprocs;
@@ -906,7 +762,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int nchares = grid3[0] * grid3[1] * grid3[2];
-    prof_cycle[0] = opt.its / 2, prof_cycle[1] = -2;
+    lul_stats_window(opt.its / 2);
     if (rank == 0)
         lul_print_banner(&opt, topt.n, nchares, topt.n);
 
@@ -974,7 +830,7 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (g.owner) {
-        print_stats(g.owner, rank, nprocs, cycles);
+        lul_stats_print(topt.n, grid3, g.owner, rank, nprocs, cycles);
         free(g.owner);
     }
     free(plane);
