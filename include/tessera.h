@@ -531,10 +531,12 @@ typedef void (*tess_lb_strategy_fn_t)(const tess_lb_input_t *in, int *new_bin, v
 
 /** Add a strategy usable as +tess-lb NAME (main, on every rank, before or after tess_init but
  *  before the first step; it is looked up then). Names of built-ins: greedy, refine,
- *  greedyrefine, hybrid, rotate, none (they cannot be replaced). hybrid moves nothing while
- *  the most loaded bin is within the tolerance of the average; above it, it reaches greedy's
- *  balance (within a quarter of the tolerance) with as few moves as refine or a greedy that
- *  keeps objects in their bins can (README.md, "Load-balancing steps"). */
+ *  greedyrefine, hybrid, evencount, rotate, none (they cannot be replaced). hybrid moves nothing
+ *  while the most loaded bin is within the tolerance of the average; above it, it reaches
+ *  greedy's balance (within a quarter of the tolerance) with as few moves as refine or a greedy
+ *  that keeps objects in their bins can. evencount balances the load while every bin keeps an
+ *  even share of the objects (within one), for objects of about one size (README.md,
+ *  "Load-balancing steps"). */
 tess_status_t tess_lb_register(const char *name, tess_lb_strategy_fn_t fn, void *arg);
 
 #ifdef __cplusplus

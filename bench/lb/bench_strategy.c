@@ -61,7 +61,8 @@ static const struct {
 } strategies[] = {{"greedy", tess_lb_greedy},
                   {"refine", tess_lb_refine},
                   {"greedyrefine", tess_lb_greedy_refine},
-                  {"hybrid", tess_lb_hybrid}};
+                  {"hybrid", tess_lb_hybrid},
+                  {"evencount", tess_lb_evencount}};
 
 static int steps_main(double noise)
 {

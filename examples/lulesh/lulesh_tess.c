@@ -25,6 +25,7 @@
 #include "common.h"
 #include "exchange.h"
 #include "lulesh.h"
+#include "stats_tess.h"
 
 #include <mpi.h>
 #include <stdatomic.h>
@@ -52,6 +53,8 @@ typedef struct tess_opts {
     int64_t n;          /* global edge elements */
     int     cx, cy, cz; /* -d CXxCYxCZ (0: from -odf) */
     int     lb_period;  /* -lb K */
+    int     lb_first;   /* -lbfirst F: the first step after cycle F (0: after cycle K) */
+    int     stats;      /* -stats: per-process CPU figures and the placement's messages */
 } tess_opts_t;
 
 typedef struct chare {
@@ -150,10 +153,12 @@ static void tess_pinned_release(void *p)
  * (TESS_LB_GPU_TIME=1). Kernels are enqueued by entry methods, so the chare is the one whose
  * entry runs on the launching thread. */
 static _Thread_local _Atomic int64_t *kernel_load;
+static _Thread_local int               kernel_part; /* -stats: the part of the cycle launching */
 
 typedef struct timed_args {
     lul_host_fn_t    fn;
     _Atomic int64_t *load;
+    int              part;
     _Alignas(16) unsigned char args[200];
 } timed_args_t;
 
@@ -170,14 +175,16 @@ static void timed_kernel(void *p)
     timed_args_t *a  = p;
     int64_t       t0 = thread_ns();
     a->fn(a->args);
-    atomic_fetch_add_explicit(a->load, thread_ns() - t0, memory_order_relaxed);
+    int64_t ns = thread_ns() - t0;
+    atomic_fetch_add_explicit(a->load, ns, memory_order_relaxed);
+    lul_stats_kernel(a->part, ns);
 }
 
 static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t size)
 {
     tess_status_t st;
     if (kernel_load && size <= sizeof(((timed_args_t *)0)->args)) {
-        timed_args_t a = {fn, kernel_load, {0}};
+        timed_args_t a = {fn, kernel_load, kernel_part, {0}};
         memcpy(a.args, args, size);
         st = tess_gpu_launch_host(stream, timed_kernel,
                                   &a, offsetof(timed_args_t, args) + size);
@@ -367,10 +374,20 @@ static int set_of(int phase)
 
 static void advance(tess_ctx_h ctx, chare_t *c);
 
+/* The part of the cycle (-stats) an exchange phase's pack and unpack kernels belong to. */
+static int part_of(int phase)
+{
+    return phase == PH_FORCE ? KP_FORCE : phase == PH_POSVEL ? KP_NODES
+                                        : phase == PH_MONOQ  ? KP_GRAD
+                                                             : KP_OTHER;
+}
+
 /* Kernels launched from now on count towards this chare's load (see kernel_load). */
 static void count_kernels(chare_t *c)
 {
-    kernel_load = topt.lb_period && tess_gpu_backend() == TESS_GPU_HOST ? &c->kernel_ns : NULL;
+    kernel_load = (topt.lb_period || topt.stats) && tess_gpu_backend() == TESS_GPU_HOST
+                      ? &c->kernel_ns
+                      : NULL;
 }
 
 /* The array index of the chare at c[] = (x, y, z) of the grid is (z, y, x): its row-major
@@ -399,6 +416,7 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
     int any = 0;
     for (int d = 0; d < 27; d++)
         any |= plan.off[d] >= 0;
+    kernel_part = part_of(phase);
     if (any && phase == PH_MONOQ)
         lul_xch_pack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
     else if (any)
@@ -434,6 +452,7 @@ static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
         return;
     fields_of(c, phase, &fl);
     memcpy(plan.off, c->off[set][par][1], sizeof(plan.off));
+    kernel_part = part_of(phase);
     if (phase == PH_MONOQ)
         lul_xch_unpack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
     else
@@ -446,6 +465,7 @@ static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
 static void enqueue_next_force(tess_ctx_h ctx, chare_t *c)
 {
     if (c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
+        kernel_part = KP_FORCE;
         lul_stage_force(tess_ctx_stream(ctx), &c->d);
         c->force_ready = 1;
     }
@@ -470,14 +490,17 @@ static void advance(tess_ctx_h ctx, chare_t *c)
                             tess_cb_broadcast(chares, E_DT));
             return;
         case PH_FORCE:
+            kernel_part = KP_NODES;
             lul_stage_nodes(s, &c->d);
             exchange(ctx, c, PH_POSVEL);
             return;
         case PH_POSVEL:
+            kernel_part = KP_GRAD;
             lul_stage_gradients(s, &c->d);
             exchange(ctx, c, PH_MONOQ);
             return;
         case PH_MONOQ:
+            kernel_part = KP_EOS;
             lul_stage_eos(s, &c->d);
             lul_stage_constraints(s, &c->d);
             tess_gpu_then(ctx, E_DTREADY, NULL, 0);
@@ -540,8 +563,12 @@ static void on_dtready(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     }
     c->dtmin[0] = c->d.out->dtcourant;
     c->dtmin[1] = c->d.out->dthydro;
-    if (topt.lb_period && c->cycle % topt.lb_period == 0 &&
-        c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
+    int step = topt.lb_period && (topt.lb_first ? c->cycle == topt.lb_first ||
+                                                       (c->cycle > topt.lb_first &&
+                                                        (c->cycle - topt.lb_first) %
+                                                                topt.lb_period == 0)
+                                                 : c->cycle % topt.lb_period == 0);
+    if (step && c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
         if (tess_gpu_backend() == TESS_GPU_HOST) {
             int64_t ns = atomic_load_explicit(&c->kernel_ns, memory_order_relaxed);
             tess_set_load(ctx, 1e-9 * (double)(ns - c->kernel_ns_step));
@@ -568,12 +595,15 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     chare_t      *c = e;
     const double *m = msg;
     count_kernels(c);
+    if (topt.stats)
+        lul_stats_cycle(c->d.time < c->d.stoptime && c->d.cycle < opt.its ? c->d.cycle : -1);
     if (!(c->d.time < c->d.stoptime && c->d.cycle < opt.its))
         return; /* the end: every chare stops here, and the phase ends when all is quiet */
     lul_time_increment(&c->d, m[0], m[1]);
     c->cycle = c->d.cycle;
     if (c->c[0] == 0 && c->c[1] == 0 && c->c[2] == 0)
         lul_print_progress(&opt, c->d.cycle, c->d.time, c->d.deltatime);
+    kernel_part = KP_FORCE;
     if (!c->force_ready)
         lul_stage_force(tess_ctx_stream(ctx), &c->d);
     c->force_ready = 0;
@@ -589,7 +619,7 @@ static void start_phase(void *arg)
 
 /* ---- options and the chare grid -------------------------------------------------------------- */
 
-/* Take -d and -lb out of argv (the rest is common.h's). */
+/* Take -d, -lb, -lbfirst and -stats out of argv (the rest is common.h's). */
 static void parse_tess(int *argc, char **argv, int rank)
 {
     int k = 1;
@@ -611,9 +641,22 @@ static void parse_tess(int *argc, char **argv, int rank)
                 exit(2);
             }
             i++;
+        } else if (!strcmp(a, "-lbfirst") && v) {
+            topt.lb_first = atoi(v);
+            if (topt.lb_first < 1) {
+                if (rank == 0)
+                    fprintf(stderr, "bad first load-balancing cycle '%s'\n", v);
+                exit(2);
+            }
+            i++;
+        } else if (!strcmp(a, "-stats")) {
+            topt.stats = 1;
         } else if (!strcmp(a, "-h") && rank == 0) {
             fprintf(stderr, "lulesh_tess also takes -d CXxCYxCZ (the chare grid, instead of "
-                            "-odf) and -lb K (a load-balancing step every K cycles)\n");
+                            "-odf), -lb K (a load-balancing step every K cycles), -lbfirst F "
+                            "(with -lb: the first step after cycle F, then every K) and -stats "
+                            "(where the chares ended, messages within and between processes, "
+                            "CPU time per process over the second half of a -i run)\n");
             argv[k++] = argv[i];
         } else {
             argv[k++] = argv[i];
@@ -655,6 +698,8 @@ static void factor3(int parts, int64_t n, int g[3])
 typedef struct gather {
     double *plane; /* n × n energies of the global plane z = 0 */
     int     cycles;
+    int    *owner; /* -stats: [chare] this process's rank where it is local, else -1 */
+    int     rank;
 } gather_t;
 
 static void collect(tess_ctx_h ctx, void *e, void *arg)
@@ -663,6 +708,8 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
     gather_t *g = arg;
     tess_gpu_stream_sync(tess_ctx_stream(ctx));
     g->cycles = c->d.cycle;
+    if (g->owner)
+        g->owner[(c->c[2] * grid3[1] + c->c[1]) * grid3[0] + c->c[0]] = g->rank;
     if (c->box.oz != 0)
         return;
     size_t  nplane = (size_t)(c->box.ex * c->box.ey);
@@ -715,6 +762,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int nchares = grid3[0] * grid3[1] * grid3[2];
+    lul_stats_window(opt.its / 2);
     if (rank == 0)
         lul_print_banner(&opt, topt.n, nchares, topt.n);
 
@@ -751,7 +799,11 @@ int main(int argc, char **argv)
     /* The report: the global plane z = 0 (every chare touching it adds its part) and the
      * origin, gathered in plain MPI. */
     int64_t  n = topt.n;
-    gather_t g = {.plane = calloc((size_t)(n * n), sizeof(double))};
+    int      nch = grid3[0] * grid3[1] * grid3[2];
+    gather_t g   = {.plane = calloc((size_t)(n * n), sizeof(double)), .rank = rank,
+                    .owner = topt.stats ? malloc((size_t)nch * sizeof(int)) : NULL};
+    for (int i = 0; g.owner && i < nch; i++)
+        g.owner[i] = -1;
     tess_array_foreach(chares, collect, &g);
     double *plane = rank == 0 ? calloc((size_t)(n * n), sizeof(double)) : NULL;
     MPI_Reduce(g.plane, plane, (int)(n * n), MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -777,6 +829,10 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (g.owner) {
+        lul_stats_print(topt.n, grid3, g.owner, rank, nprocs, cycles);
+        free(g.owner);
+    }
     free(plane);
     free(g.plane);
     tess_array_destroy(chares);

@@ -102,7 +102,7 @@ static const opt_t opts[] = {
       "staged RDMA: pinned bounce buffers per process"},
      OPT_INT, CFG(bounce_count), 1, 4096, NULL, 0},
     {{"lb", "TESS_LB", "+tess-lb", "greedyrefine",
-      "load balancer: greedy, refine, greedyrefine, hybrid, rotate, none"},
+      "load balancer: greedy, refine, greedyrefine, hybrid, evencount, rotate, none"},
      OPT_STR, CFG(lb), 0, 0, NULL, 0},
     {{"lb_target", "TESS_LB_TARGET", "+tess-lb-target", "gpu",
       "what the balancer evens out: pe, process, gpu"},

@@ -22,6 +22,7 @@ void tess_lb_greedy(const tess_lb_input_t *in, int *new_bin, void *arg);
 void tess_lb_refine(const tess_lb_input_t *in, int *new_bin, void *arg);
 void tess_lb_greedy_refine(const tess_lb_input_t *in, int *new_bin, void *arg);
 void tess_lb_hybrid(const tess_lb_input_t *in, int *new_bin, void *arg);
+void tess_lb_evencount(const tess_lb_input_t *in, int *new_bin, void *arg);
 void tess_lb_rotate(const tess_lb_input_t *in, int *new_bin, void *arg);
 void tess_lb_none(const tess_lb_input_t *in, int *new_bin, void *arg);
 

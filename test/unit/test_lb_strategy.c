@@ -2,7 +2,8 @@
  * very heavy object, the Jacobi case of 25% heavy objects, m+1 equal objects, random loads with
  * a fixed seed, background loads, 100k objects), checked against bounds derived below and
  * against brute force on tiny cases; refine, greedyrefine and hybrid against greedy's migrations
- * (hybrid also over noisy repeated steps);
+ * (hybrid also over noisy repeated steps); evencount's even counts and balance (LULESH's measured
+ * loads, noisy steps, random and large cases);
  * rotate, none, determinism, bad input, tess_lb_imbalance, and lookup and registration by
  * name. No MPI. */
 #include "lb/lb.h"
@@ -522,6 +523,123 @@ static void test_hybrid(void)
     case_free(&c);
 }
 
+/* ---- evencount ---------------------------------------------------------------------------- */
+
+/* Every bin holds floor(n / nbins) or ceil(n / nbins) objects under c->out. */
+static bool counts_even(const lb_case_t *c)
+{
+    int *cnt = calloc((size_t)c->in.nbins, sizeof(int));
+    int  n = c->in.nobjs, nb = c->in.nbins;
+    bool ok = true;
+    CHECK(cnt);
+    for (int i = 0; i < n; i++)
+        cnt[c->out[i]]++;
+    for (int b = 0; b < nb; b++)
+        ok &= cnt[b] >= n / nb && cnt[b] <= (n + nb - 1) / nb;
+    free(cnt);
+    return ok;
+}
+
+static void test_evencount(void)
+{
+    /* Balanced and even: nothing moves. */
+    lb_case_t c = case_new(2, 16, false);
+    for (int i = 0; i < 16; i++)
+        c.objs[i] = (tess_lb_obj_t){i, i < 8 ? 1.04 : 0.96, i / 8};
+    run(&c, tess_lb_evencount);
+    CHECK(moves(&c) == 0);
+
+    /* LULESH 32^3, 16 chares on two host devices, -b 8 -c 100 -rotate 2: the loads the
+     * balancer measured at its first step (ms per 10 cycles; chares 0-7 on bin 0). greedy and
+     * hybrid balance the sum and leave bin 0 with 5-6 chares; evencount reaches the same balance
+     * with 8 on each. */
+    static const double lulesh[16] = {98.7, 54.3, 17.1, 17.8, 86.1, 46.9, 85.2, 15.4,
+                                      55.5, 14.3, 17.5, 20.6, 13.9, 12.6, 16.3, 24.4};
+    for (int i = 0; i < 16; i++)
+        c.objs[i] = (tess_lb_obj_t){i, lulesh[i], i / 8};
+    double before = tess_lb_imbalance(&c.in, NULL);
+    run(&c, tess_lb_hybrid);
+    double hy_imb = tess_lb_imbalance(&c.in, c.out);
+    int    hy_moves = moves(&c), hy_bin0 = 0;
+    for (int i = 0; i < 16; i++)
+        hy_bin0 += c.out[i] == 0;
+    run(&c, tess_lb_evencount);
+    double ev_imb = tess_lb_imbalance(&c.in, c.out);
+    CHECK(before > 1.4);
+    CHECK(counts_even(&c));
+    CHECK_MSG(ev_imb <= 1 + TOL / 4 + EPS, "evencount %g", ev_imb);
+    CHECK_MSG(moves(&c) <= 6, "evencount %d moves", moves(&c));
+    printf("  %-34s imbalance %.4f -> hybrid %.4f (%d moves, %d/%d chares), evencount %.4f "
+           "(%d moves, 8/8)\n", "LULESH's 16 chares, two devices", before, hy_imb, hy_moves,
+           hy_bin0, 16 - hy_bin0, ev_imb, moves(&c));
+
+    /* The same loads with +-5% noise at each of 20 steps, the answer adopted each time: after
+     * the first step (almost) nothing moves. */
+    int later = 0;
+    for (int step = 0; step < 20; step++) {
+        for (int i = 0; i < 16; i++)
+            c.objs[i].load = lulesh[i] * rnd(0.95, 1.05);
+        run(&c, tess_lb_evencount);
+        CHECK(counts_even(&c));
+        if (step > 0)
+            later += moves(&c);
+        adopt(&c);
+    }
+    for (int i = 0; i < 16; i++)
+        c.objs[i].load = lulesh[i];
+    CHECK_MSG(tess_lb_imbalance(&c.in, NULL) <= 1 + 2 * TOL, "ends at %g",
+              tess_lb_imbalance(&c.in, NULL));
+    CHECK_MSG(later <= 4, "evencount moved %d objects over 19 noisy steps", later);
+    printf("  %-34s moves over 19 more steps: %d\n", "the same with 5% noise", later);
+    case_free(&c);
+
+    /* Uneven counts are evened even when the loads are balanced: 3 bins, 10 equal objects all
+     * but one on bin 0 -> 4/3/3 (or 3/4/3 ...), every object of bin 0's excess moving once. */
+    c = case_new(3, 10, false);
+    for (int i = 0; i < 10; i++)
+        c.objs[i] = (tess_lb_obj_t){i, 1.0, i == 9 ? 1 : 0};
+    run(&c, tess_lb_evencount);
+    CHECK(counts_even(&c));
+    CHECK(moves(&c) == 5);
+    CHECK(tess_lb_imbalance(&c.in, c.out) <= 1.2 + EPS); /* 4 / (10 / 3) */
+    case_free(&c);
+
+    /* Random loads and bins, with background load: the counts even, balanced within the
+     * tolerance, fewer moves than greedy. */
+    for (int rep = 0; rep < 20; rep++) {
+        int nb = 2 + rep % 7, n = nb * (8 + rep % 5) + rep % 3;
+        c = case_new(nb, n, rep % 2);
+        for (int i = 0; i < n; i++)
+            c.objs[i] = (tess_lb_obj_t){i, rnd(0.5, 3.0), (int)(test_rand(&seed) % (uint64_t)nb)};
+        if (c.bg)
+            c.bg[rep % nb] = 2.0;
+        run(&c, tess_lb_greedy);
+        int greedy_moves = moves(&c);
+        run(&c, tess_lb_evencount);
+        CHECK(counts_even(&c));
+        CHECK_MSG(tess_lb_imbalance(&c.in, c.out) <= 1 + TOL + EPS, "rep %d: %d objects, %d bins: "
+                  "%g", rep, n, nb, tess_lb_imbalance(&c.in, c.out));
+        CHECK_MSG(moves(&c) <= greedy_moves, "rep %d: %d moves, greedy %d", rep, moves(&c),
+                  greedy_moves);
+        case_free(&c);
+    }
+
+    /* Large: 100k objects, 1024 bins, a quarter of them 1.3x: quick, even, balanced. */
+    int n = (int)test_scaled(100000, 1000), m = 1024;
+    c = case_new(m, n, false);
+    for (int i = 0; i < n; i++)
+        c.objs[i] = (tess_lb_obj_t){i, rnd(0.5, 2.0) * (i % m < m / 4 ? 1.3 : 1.0), i % m};
+    uint64_t t0 = tess_time_ns();
+    run(&c, tess_lb_evencount);
+    uint64_t t1 = tess_time_ns();
+    CHECK(counts_even(&c));
+    CHECK_MSG(tess_lb_imbalance(&c.in, c.out) <= 1 + TOL + EPS, "%g",
+              tess_lb_imbalance(&c.in, c.out));
+    printf("  %-34s imbalance %.4f, %d moves, %.1f ms\n", "100k objects, 1024 bins",
+           tess_lb_imbalance(&c.in, c.out), moves(&c), (t1 - t0) / 1e6);
+    case_free(&c);
+}
+
 /* ---- rotate, none, determinism, large, bad input ------------------------------------------ */
 
 static void test_rotate_none(void)
@@ -548,7 +666,8 @@ static void test_determinism(void)
 {
     static const tess_lb_strategy_fn_t fns[] = {tess_lb_greedy, tess_lb_refine,
                                                 tess_lb_greedy_refine, tess_lb_hybrid,
-                                                tess_lb_rotate, tess_lb_none};
+                                                tess_lb_evencount, tess_lb_rotate,
+                                                tess_lb_none};
     enum { N = 777 };
     lb_case_t c = case_new(12, N, true);
     for (int i = 0; i < N; i++) /* coarse loads: many ties */
@@ -607,7 +726,7 @@ static void test_bad_input(void)
     tess_log_level  = TESS_LOG_ERROR; /* the warnings are expected */
     static const tess_lb_strategy_fn_t fns[] = {tess_lb_greedy, tess_lb_refine,
                                                 tess_lb_greedy_refine, tess_lb_hybrid,
-                                                tess_lb_rotate};
+                                                tess_lb_evencount, tess_lb_rotate};
     lb_case_t c = case_new(4, 8, true);
     for (int i = 0; i < 8; i++)
         c.objs[i] = (tess_lb_obj_t){i, 1.0, 0};
@@ -675,7 +794,7 @@ static void test_find_register(void)
     static const struct { const char *name; tess_lb_strategy_fn_t fn; } builtins[] = {
         {"greedy", tess_lb_greedy}, {"refine", tess_lb_refine},
         {"greedyrefine", tess_lb_greedy_refine}, {"hybrid", tess_lb_hybrid},
-        {"rotate", tess_lb_rotate},
+        {"evencount", tess_lb_evencount}, {"rotate", tess_lb_rotate},
         {"none", tess_lb_none}};
     int   token = 0;
     void *arg   = &token;
@@ -742,6 +861,8 @@ int main(void)
     test_greedy_refine();
     printf("hybrid:\n");
     test_hybrid();
+    printf("evencount:\n");
+    test_evencount();
     printf("others:\n");
     test_rotate_none();
     test_determinism();
