@@ -42,6 +42,10 @@ typedef struct red_cb {
     int64_t  linear;
 } red_cb_t;
 
+/* A broadcast callback has no element (linear is 0): the fast path's rounds carry the bytes
+ * before it, so that a round's record fits the cache line of its round number. */
+#define RED_CB_FAST_LEN offsetof(red_cb_t, linear)
+
 struct obj_red_slot {
     obj_red_slot_t *next;
     uint64_t        tag;
@@ -148,7 +152,7 @@ static void fast_try_join(tess_array_t *a, obj_red_slot_t **direct_p)
         a->fast_mine      = s;
         a->fast_joined++;
         st = tess_core_reduce_join(a->id, s->tag, s->ncontrib, a->size, s->data, s->count,
-                                   s->type, s->op, &s->cb, sizeof(s->cb));
+                                   s->type, s->op, &s->cb, RED_CB_FAST_LEN);
         tess_core_reduce_hold(-1);
     } else if (fast_nothing_behind(a)) {
         a->fast_joined++;
@@ -332,10 +336,10 @@ static void obj_reduce_round(uint32_t key, const tess_reduce_round_t *r)
     fast_try_join(a, &direct);
     pthread_mutex_unlock(&a->lock);
     if (r->complete) {
-        red_cb_t c;
-        if (r->cb_len != sizeof(c))
+        red_cb_t c = {0};
+        if (r->cb_len != RED_CB_FAST_LEN)
             tess_fatal("internal: reduction round with a %zu-byte callback", r->cb_len);
-        memcpy(&c, r->cb, sizeof(c));
+        memcpy(&c, r->cb, RED_CB_FAST_LEN);
         if (c.kind != TESS_CB_BROADCAST || c.aid >= tess_obj_narrays || !tess_obj_arrays[c.aid])
             tess_fatal("internal: reduction round of array '%s' with callback kind %d", a->name,
                        c.kind);
@@ -435,7 +439,7 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
         s->cb       = c;
         s->direct   = 0;
         s->fits     = c.kind == TESS_CB_BROADCAST &&
-                      tess_core_reduce_fast_fits(count, type, sizeof(c));
+                      tess_core_reduce_fast_fits(count, type, RED_CB_FAST_LEN);
         memcpy(s->data, data, bytes);
         for (int l = 0; l < tess_rt.ppn; l++)
             for (size_t k = 0; k < a->pe_elems[l].count; k++)
