@@ -61,6 +61,14 @@ struct obj_red_slot {
     void           *data;
 };
 
+/* Field by field: c is built a field at a time just before, and a memcmp's wider loads of it
+ * would wait for those stores to retire (every contribution makes this test). */
+static inline int red_cb_equal(const red_cb_t *a, const red_cb_t *b)
+{
+    return a->kind == b->kind && a->entry == b->entry && a->aid == b->aid &&
+           a->linear == b->linear;
+}
+
 static inline int elem_behind(tess_ctx_h e, uint64_t tag)
 {
     return !e->contributed || e->last_tag < tag;
@@ -447,7 +455,7 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
         a->red = s;
     } else {
         if (tess_unlikely(s->count != count || s->type != type || s->op != op ||
-                          memcmp(&s->cb, &c, sizeof(c)))) {
+                          !red_cb_equal(&s->cb, &c))) {
             tess_obj_array_unlock(a);
             tess_obj_misuse(file, line, "element %s of array '%s' contributes %d x %s (%s) to "
                             "reduction tag %llu, whose other contributions are %d x %s (%s), or "
