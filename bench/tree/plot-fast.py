@@ -8,6 +8,7 @@ import sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 
 rows = list(csv.DictReader(open(sys.argv[1])))
 before = list(csv.DictReader(open(sys.argv[3]))) if len(sys.argv) > 3 else []
@@ -48,6 +49,10 @@ ax.set_yscale("log")
 ax.set_ylabel("per chained round (us)")
 ax.set_title("8-byte SUM, result to every element")
 rx.set_yscale("log")  # a run that a busy machine hit is far off, the goal stays readable
+lo, hi = rx.get_ylim()
+rx.set_yticks([t for t in (0.125, 0.25, 0.5, 1, 1.5, 2, 4, 8, 16, 32, 64) if lo <= t <= hi])
+rx.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+rx.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 rx.set_ylabel("ratio")
 rx.set_title("Tessera fast path / MPI_Allreduce, same job")
 fig.tight_layout()
