@@ -1,6 +1,6 @@
 # TESS_COMPILER_OPTIONS: --enable-debug, --enable-asan, --enable-tsan, --enable-werror.
-# Results go into TESS_CFLAGS / TESS_LDFLAGS, which every Makefile.am uses; the global
-# CFLAGS the user gave are left alone.
+# Results go into TESS_CFLAGS / TESS_LDFLAGS, which every Makefile.am uses, and
+# TESS_LIB_LDFLAGS, libtessera's own; the global CFLAGS the user gave are left alone.
 AC_DEFUN([TESS_COMPILER_OPTIONS], [
 AC_ARG_ENABLE([debug],
   [AS_HELP_STRING([--enable-debug], [build with -O0 -g and internal assertions])],
@@ -39,6 +39,19 @@ AS_IF([test "x$tess_sanitizer" != xnone],
 AC_SUBST([TESS_CFLAGS])
 AC_SUBST([TESS_LDFLAGS])
 AC_SUBST([tess_sanitizer])
+
+# The library's calls to its own functions bind inside it, without a PLT entry each: nothing
+# is meant to interpose Tessera's functions, and a chained reduction round makes dozens.
+TESS_LIB_LDFLAGS=""
+tess_save_LDFLAGS=$LDFLAGS
+LDFLAGS="$LDFLAGS -shared -Wl,-Bsymbolic-functions"
+AC_MSG_CHECKING([whether the linker binds a library's own functions with -Bsymbolic-functions])
+AC_LINK_IFELSE([AC_LANG_PROGRAM([[]], [[]])],
+  [TESS_LIB_LDFLAGS="-Wl,-Bsymbolic-functions"
+   AC_MSG_RESULT([yes])],
+  [AC_MSG_RESULT([no])])
+LDFLAGS=$tess_save_LDFLAGS
+AC_SUBST([TESS_LIB_LDFLAGS])
 ])
 
 # AX_PTHREAD_SIMPLE: POSIX threads through -pthread (gcc and clang both take it).

@@ -329,7 +329,7 @@ tess_status_t tess_core_reduce_submit_direct(uint32_t key, uint64_t tag, int64_t
  * send its own partial to process 0 if the round is not complete) is the caller's. */
 
 /** Nonzero when TESS_REDUCE=auto and `count` values of `type` with a cb_len-byte callback fit
- *  a round (at most 32 bytes each). Any thread. */
+ *  a round (at most 32 bytes of values and 16 of callback). Any thread. */
 int           tess_core_reduce_fast_fits(int count, tess_dtype_t type, size_t cb_len);
 /** Join the next round of `key` (any PE; the data is copied). A round with a partial counts as
  *  work in flight until it completes. */

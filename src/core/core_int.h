@@ -273,8 +273,10 @@ int           tess_reduce_shm_groups(const tess_reduce_shm_t *s);
 int           tess_reduce_shm_local(const tess_reduce_shm_t *s);
 /** Whether another process of this one's node group has posted `round` (a hint: no order). */
 int           tess_reduce_shm_peek(const tess_reduce_shm_t *s, int64_t round);
-/** Post this process's value for `round` (rounds 1, 2, ... in order, one at a time). */
-void          tess_reduce_shm_post(tess_reduce_shm_t *s, int64_t round, const void *val);
+/** Post this process's value for `round` (rounds 1, 2, ... in order, one at a time): its first
+ *  len bytes, the only ones combine may read (the rest of out is then undefined too). */
+void          tess_reduce_shm_post(tess_reduce_shm_t *s, int64_t round, const void *val,
+                                   size_t len);
 /** 1 when the posted round is complete (the result, the same bits everywhere, is in out).
  *  Without mpi it makes no MPI call: a node leader of several groups then stops at the
  *  leaders' MPI_Iallreduce, to go on at a later call with mpi. */

@@ -36,7 +36,7 @@
 #include <stdlib.h>
 
 #define RF_DATA_MAX       32
-#define RF_CB_MAX         32
+#define RF_CB_MAX         16
 #define RF_BACKOFF_MIN_NS (20ull * 1000)
 #define RF_BACKOFF_MAX_NS (1000ull * 1000)
 /* How long PE 0 may sleep while a round with a partial is in flight: MPI cannot wake it, and
@@ -50,11 +50,15 @@
 #define RF_SPIN_LOOKS     64
 #define RF_CHAIN_MAX      8
 
+/* A round's record. Through shared memory only its used bytes travel (rf_val_len): with a
+ * callback of up to 16 bytes and a value of up to 8 they are the 56 that share a cache line
+ * with the round number (reduce_shm.c). The number of contributions expected is the key's,
+ * the same on every process, and stays here. */
 typedef struct rf_val {
-    int64_t  n, expected;
+    int64_t  n;
     uint64_t tag_min, tag_max;
-    int32_t  count, type, op, mixed; /* mixed: entries with other parameters were combined */
-    uint32_t cb_len, pad;
+    uint8_t  count, type, op, mixed; /* mixed: entries with other parameters were combined */
+    uint8_t  cb_len, pad[3];
     uint8_t  cb[RF_CB_MAX];
     uint8_t  data[RF_DATA_MAX];
 } rf_val_t;
@@ -66,8 +70,11 @@ typedef struct rf_key {
     MPI_Request    req;
     tess_reduce_shm_t *shm;    /* rounds through shared memory (NULL: MPI_Iallreduce) */
     int            open;       /* a round is posted and not back */
-    rf_val_t       send, recv;
+    rf_val_t       send;       /* the round joined (MPI, or a deferred join) */
+    rf_val_t       recv[2];    /* round r back in recv[r & 1]: the round function may join
+                                * r + 1 while it reads r */
     int64_t        joined;     /* rounds joined here (posted, or deferred) */
+    int64_t        expected;   /* contributions a complete round holds */
     int            deferred;   /* an empty join waiting for post_ns */
     int            counted;    /* the round in flight carries a partial */
     uint64_t       post_ns, backoff_ns;
@@ -76,6 +83,7 @@ typedef struct rf_key {
 
 typedef struct rf_join {
     uint32_t key;
+    int64_t  expected;
     rf_val_t v;
 } rf_join_t;
 
@@ -98,19 +106,24 @@ static int rf_params_equal(const rf_val_t *a, const rf_val_t *b)
            a->cb_len == b->cb_len && !memcmp(a->cb, b->cb, a->cb_len);
 }
 
-/* The user op: commutative, associative; an entry with n == 0 is the identity. */
+/* The bytes of v that mean something: the header, and the data of a partial. */
+static inline size_t rf_val_len(const rf_val_t *v)
+{
+    return offsetof(rf_val_t, data) +
+           (v->n ? (size_t)v->count * tess_dtype_size((tess_dtype_t)v->type) : 0);
+}
+
+/* The user op: commutative, associative; an entry with n == 0 is the identity. It reads the
+ * bytes of rf_val_len only. */
 static void rf_op_fn(void *in_v, void *inout_v, int *len, MPI_Datatype *dt)
 {
     (void)dt;
     rf_val_t *in = in_v, *io = inout_v;
     for (int i = 0; i < *len; i++) {
-        io[i].expected = TESS_MAX(io[i].expected, in[i].expected);
         if (in[i].n == 0)
             continue;
         if (io[i].n == 0) {
-            int64_t expected = io[i].expected;
-            io[i]            = in[i];
-            io[i].expected   = expected;
+            memcpy(&io[i], &in[i], rf_val_len(&in[i]));
             continue;
         }
         io[i].mixed |= in[i].mixed;
@@ -146,14 +159,18 @@ static void rf_combine(const void *in, void *inout)
     rf_op_fn((void *)in, inout, &one, NULL);
 }
 
-static void rf_post(rf_key_t *k)
+/* Post round k->joined with v (k->send, or the caller's record through shared memory, which
+ * copies it at once). */
+static void rf_post(rf_key_t *k, const rf_val_t *v)
 {
     if (k->shm) {
-        tess_reduce_shm_post(k->shm, k->joined, &k->send);
+        tess_reduce_shm_post(k->shm, k->joined, v, rf_val_len(v));
     } else {
-        k->recv = (rf_val_t){0};
-        TESS_MPI_CHECK(MPI_Iallreduce(&k->send, &k->recv, 1, rf.type, rf.op, k->comm,
-                                      &k->req));
+        rf_val_t *back = &k->recv[k->joined & 1];
+        *back          = (rf_val_t){0};
+        if (v != &k->send)
+            k->send = *v;
+        TESS_MPI_CHECK(MPI_Iallreduce(&k->send, back, 1, rf.type, rf.op, k->comm, &k->req));
     }
     k->open = 1;
     rf.active++;
@@ -166,7 +183,7 @@ static int rf_test(rf_key_t *k, int mpi)
     int flag = 0;
     rf.tests++;
     if (k->shm)
-        flag = tess_reduce_shm_test(k->shm, &k->recv, mpi);
+        flag = tess_reduce_shm_test(k->shm, &k->recv[k->joined & 1], mpi);
     else if (mpi)
         TESS_MPI_CHECK(MPI_Test(&k->req, &flag, MPI_STATUS_IGNORE));
     if (flag)
@@ -178,22 +195,22 @@ static int rf_test(rf_key_t *k, int mpi)
 static void rf_wait(rf_key_t *k)
 {
     if (k->shm)
-        tess_reduce_shm_wait(k->shm, &k->recv);
+        tess_reduce_shm_wait(k->shm, &k->recv[k->joined & 1]);
     else
         TESS_MPI_CHECK(MPI_Wait(&k->req, MPI_STATUS_IGNORE));
     k->open = 0;
 }
 
-/* PE 0: join the next round of key with v. */
-static void rf_join(uint32_t key, const rf_val_t *v)
+/* PE 0: join the next round of key with v, of a reduction of `expected` contributions. */
+static void rf_join(uint32_t key, const rf_val_t *v, int64_t expected)
 {
     rf_key_t *k = rf_key_find(key);
     if (!k || k->open || k->deferred)
         tess_fatal("internal: round %lld of reduction key %u joined while one is open",
                    k ? (long long)k->joined : -1ll, key);
-    k->send = *v;
     k->joined++;
-    k->counted = k->send.n > 0;
+    k->expected = expected;
+    k->counted  = v->n > 0;
     if (rf.times) {
         k->t_join = tess_time_ns();
         if (k->counted && k->t_done) {
@@ -205,20 +222,21 @@ static void rf_join(uint32_t key, const rf_val_t *v)
         tess_count_sent(tess_core.pes[0], 1);
         tess_count_add(&tess_core.pes[0]->red_held, 1);
     }
-    if (k->send.n == 0 && k->backoff_ns) {
+    if (v->n == 0 && k->backoff_ns) {
+        k->send     = *v;
         k->deferred = 1;
         k->post_ns  = tess_time_ns() + k->backoff_ns;
         rf.active++;
         return;
     }
-    rf_post(k);
+    rf_post(k, v);
 }
 
 /* Agent function: a join handed over by another PE. */
 static void rf_join_agent(void *arg)
 {
     rf_join_t *j = arg;
-    rf_join(j->key, &j->v);
+    rf_join(j->key, &j->v, j->expected);
     free(j);
 }
 
@@ -230,8 +248,15 @@ tess_status_t tess_core_reduce_join(uint32_t key, uint64_t tag, int64_t ncontrib
     if (!tess_core_reduce_fast_fits(count, type, cb_len))
         return tess_error(TESS_ERR_INVALID, "internal: a reduction of %d x %s does not fit a "
                           "round", count, tess_dtype_name(type));
-    rf_val_t v = {.n = ncontrib, .expected = global_expected, .tag_min = tag, .tag_max = tag,
-                  .count = count, .type = type, .op = op, .cb_len = (uint32_t)cb_len};
+    /* Field by field: only the used bytes (rf_val_len) are read. */
+    rf_val_t v;
+    v.n       = ncontrib;
+    v.tag_min = v.tag_max = tag;
+    v.count   = (uint8_t)count;
+    v.type    = (uint8_t)type;
+    v.op      = (uint8_t)op;
+    v.mixed   = 0;
+    v.cb_len  = (uint8_t)cb_len;
     if (ncontrib > 0) {
         memcpy(v.data, data, (size_t)count * tess_dtype_size(type));
         memcpy(v.cb, cb, cb_len);
@@ -241,13 +266,14 @@ tess_status_t tess_core_reduce_join(uint32_t key, uint64_t tag, int64_t ncontrib
      * agent can be an earlier join of this key). */
     tess_pe_t *self = tess_core_pe_self();
     if (!self || self->local == 0) {
-        rf_join(key, &v);
+        rf_join(key, &v, global_expected);
         return TESS_OK;
     }
     rf_join_t *j = tess_malloc(sizeof(*j), "a reduction round");
     if (!j)
         return TESS_ERR_NO_MEMORY;
     j->key           = key;
+    j->expected      = global_expected;
     j->v             = v;
     tess_status_t st = tess_core_agent_post(rf_join_agent, j);
     if (st != TESS_OK)
@@ -302,16 +328,16 @@ static void rf_done(tess_pe_t *pe0, rf_key_t *k)
         tess_count_add(&pe0->red_released, 1);
     }
     k->counted = 0;
-    /* A copy: the round function may join the next round, which reuses k->recv. */
-    rf_val_t  back = k->recv, *v = &back;
+    /* The round function may join the next round, which comes back in the other buffer. */
+    rf_val_t *v = &k->recv[k->joined & 1];
     if (v->n == 0)
         k->backoff_ns = k->backoff_ns ? TESS_MIN(2 * k->backoff_ns, RF_BACKOFF_MAX_NS)
                                       : RF_BACKOFF_MIN_NS;
     else
         k->backoff_ns = 0;
     tess_reduce_round_t r = {
-        .ncontrib = v->n, .expected = v->expected, .tag = v->tag_min, .tag_max = v->tag_max,
-        .complete = v->n > 0 && v->n == v->expected && !v->mixed && v->tag_min == v->tag_max,
+        .ncontrib = v->n, .expected = k->expected, .tag = v->tag_min, .tag_max = v->tag_max,
+        .complete = v->n > 0 && v->n == k->expected && !v->mixed && v->tag_min == v->tag_max,
         .count = v->count, .type = (tess_dtype_t)v->type, .op = (tess_op_t)v->op,
         .data = v->data, .cb = v->cb, .cb_len = v->cb_len,
         .size = v->n ? (size_t)v->count * tess_dtype_size((tess_dtype_t)v->type) : 0};
@@ -320,7 +346,7 @@ static void rf_done(tess_pe_t *pe0, rf_key_t *k)
         tess_reduce_apply(r.op, r.type, v->data, v->data, v->count);
     if (rf.times > 1)
         fprintf(stderr, "[%d] round %lld: n %lld/%lld tags %llu..%llu mixed %d complete %d\n",
-                tess_rt.rank, (long long)k->joined, (long long)v->n, (long long)v->expected,
+                tess_rt.rank, (long long)k->joined, (long long)v->n, (long long)k->expected,
                 (unsigned long long)v->tag_min, (unsigned long long)v->tag_max, v->mixed,
                 r.complete);
     if (!rf.round_fn)
@@ -362,7 +388,7 @@ unsigned tess_reduce_fast_progress(tess_pe_t *pe0, int mpi)
             if (hurry || now >= k->post_ns || (k->shm && tess_reduce_shm_peek(k->shm, k->joined))) {
                 k->deferred = 0;
                 rf.active--;
-                rf_post(k);
+                rf_post(k, &k->send);
             }
             continue;
         }
@@ -442,7 +468,7 @@ void tess_reduce_fast_forget(uint32_t key)
         if (k->deferred) {
             k->deferred = 0;
             rf.active--;
-            rf_post(k);
+            rf_post(k, &k->send);
         }
         if (k->open) {
             rf_wait(k);
@@ -451,7 +477,7 @@ void tess_reduce_fast_forget(uint32_t key)
         while (k->joined < most) { /* non-blocking MPI: blocking calls never match */
             k->joined++;
             k->send = (rf_val_t){0};
-            rf_post(k);
+            rf_post(k, &k->send);
             rf_wait(k);
             rf.active--;
         }

@@ -4,6 +4,9 @@
  * virtual nodes by TESS_VNODE_SIZE): a result slot, then two slots per process, one for odd
  * rounds and one for even ones. A process writes its value for round r into its slot of r's
  * parity and publishes it with a release store of r; the others see it with an acquire load.
+ * The round number sits right before the value, and only the value's used bytes are written
+ * (the caller says how many): a value of up to 56 bytes travels between processes in the one
+ * cache line that carries its round, which is what a round costs between cores.
  *
  * One group (every process of the communicator on one node): every process, once all the
  * group's slots carry r, combines them itself, always in group-rank order, so every process
@@ -43,8 +46,7 @@ typedef struct rs_hdr {
 
 typedef struct rs_slot {
     _Atomic int64_t round; /* the round whose value follows: 0 (none yet), or >= 1 */
-    int64_t         pad;
-    uint8_t         val[]; /* at 16 */
+    uint8_t         val[]; /* at 8: its first 56 bytes share the round's cache line */
 } rs_slot_t;
 
 enum { RS_IDLE, RS_SLOTS, RS_COMBINED, RS_MPI, RS_RESULT };
@@ -206,13 +208,14 @@ int tess_reduce_shm_peek(const tess_reduce_shm_t *s, int64_t round)
     return 0;
 }
 
-void tess_reduce_shm_post(tess_reduce_shm_t *s, int64_t round, const void *val)
+void tess_reduce_shm_post(tess_reduce_shm_t *s, int64_t round, const void *val, size_t len)
 {
     if (s->stage != RS_IDLE || round <= 0 || round <= s->round)
         tess_fatal("internal: shared-memory reduction round %lld posted after round %lld "
                    "(stage %d)", (long long)round, (long long)s->round, s->stage);
     rs_slot_t *me = rs_slot(s, s->grank, round);
-    memcpy(me->val, val, s->p.val_size);
+    /* The bytes past len stay as an earlier round left them: the readers ignore them. */
+    memcpy(me->val, val, TESS_MIN(len, s->p.val_size));
     atomic_store_explicit(&me->round, round, memory_order_release);
     s->round = round;
     s->next  = 0;
@@ -234,12 +237,13 @@ int tess_reduce_shm_test(tess_reduce_shm_t *s, void *out, int mpi)
                 return 0;
             }
         }
-        /* Group-rank order, the same on every process: the same bits everywhere. */
-        memcpy(s->acc, rs_slot(s, 0, s->round)->val, s->p.val_size);
+        /* Group-rank order, the same on every process: the same bits everywhere. One group:
+         * straight into out. */
+        uint8_t *acc = s->ngroups <= 1 ? out : s->acc;
+        memcpy(acc, rs_slot(s, 0, s->round)->val, s->p.val_size);
         for (int q = 1; q < s->gsize; q++)
-            s->p.combine(rs_slot(s, q, s->round)->val, s->acc);
+            s->p.combine(rs_slot(s, q, s->round)->val, acc);
         if (s->ngroups <= 1) {
-            memcpy(out, s->acc, s->p.val_size);
             s->stage = RS_IDLE;
             return 1;
         }

@@ -104,11 +104,11 @@ tess_status_t tess_obj_elem_attach(obj_pe_t *op, int local_pe, tess_ctx_h e)
     tess_status_t st = tess_hmap_put(&op->elems, tess_obj_key(a->id, e->linear), e);
     if (st != TESS_OK)
         return st;
-    pthread_mutex_lock(&a->lock);
+    tess_obj_array_lock(a);
     st = tess_vec_push(&a->pe_elems[local_pe], e);
     if (st == TESS_OK)
         tess_obj_red_arrive(a, e);
-    pthread_mutex_unlock(&a->lock);
+    tess_obj_array_unlock(a);
     if (st != TESS_OK) {
         tess_hmap_remove(&op->elems, tess_obj_key(a->id, e->linear));
         return st;
@@ -122,7 +122,7 @@ void tess_obj_elem_detach(obj_pe_t *op, int local_pe, tess_ctx_h e)
 {
     tess_array_t *a = e->array;
     tess_hmap_remove(&op->elems, tess_obj_key(a->id, e->linear));
-    pthread_mutex_lock(&a->lock);
+    tess_obj_array_lock(a);
     tess_vec_t *v = &a->pe_elems[local_pe];
     for (size_t i = 0; i < v->count; i++) {
         if (v->items[i] == e) {
@@ -131,7 +131,7 @@ void tess_obj_elem_detach(obj_pe_t *op, int local_pe, tess_ctx_h e)
         }
     }
     tess_obj_red_leave(a, e);
-    pthread_mutex_unlock(&a->lock);
+    tess_obj_array_unlock(a);
     atomic_fetch_sub(&a->nlocal, 1);
 }
 
@@ -311,9 +311,9 @@ err_free_array:
 
 static void array_free_elements(tess_array_t *a)
 {
-    pthread_mutex_lock(&a->lock);
+    tess_obj_array_lock(a);
     tess_obj_red_fini(a);
-    pthread_mutex_unlock(&a->lock);
+    tess_obj_array_unlock(a);
     for (int l = 0; l < tess_rt.ppn; l++) {
         tess_vec_t *v = &a->pe_elems[l];
         while (v->count) {

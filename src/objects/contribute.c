@@ -42,6 +42,10 @@ typedef struct red_cb {
     int64_t  linear;
 } red_cb_t;
 
+/* A broadcast callback has no element (linear is 0): the fast path's rounds carry the bytes
+ * before it, so that a round's record fits the cache line of its round number. */
+#define RED_CB_FAST_LEN offsetof(red_cb_t, linear)
+
 struct obj_red_slot {
     obj_red_slot_t *next;
     uint64_t        tag;
@@ -56,6 +60,14 @@ struct obj_red_slot {
     size_t          cap;    /* bytes at data */
     void           *data;
 };
+
+/* Field by field: c is built a field at a time just before, and a memcmp's wider loads of it
+ * would wait for those stores to retire (every contribution makes this test). */
+static inline int red_cb_equal(const red_cb_t *a, const red_cb_t *b)
+{
+    return a->kind == b->kind && a->entry == b->entry && a->aid == b->aid &&
+           a->linear == b->linear;
+}
 
 static inline int elem_behind(tess_ctx_h e, uint64_t tag)
 {
@@ -148,7 +160,7 @@ static void fast_try_join(tess_array_t *a, obj_red_slot_t **direct_p)
         a->fast_mine      = s;
         a->fast_joined++;
         st = tess_core_reduce_join(a->id, s->tag, s->ncontrib, a->size, s->data, s->count,
-                                   s->type, s->op, &s->cb, sizeof(s->cb));
+                                   s->type, s->op, &s->cb, RED_CB_FAST_LEN);
         tess_core_reduce_hold(-1);
     } else if (fast_nothing_behind(a)) {
         a->fast_joined++;
@@ -229,18 +241,18 @@ void tess_obj_red_leave(tess_array_t *a, tess_ctx_h e)
     for (obj_red_slot_t *s = a->red; s; s = s->next)
         s->behind -= elem_behind(e, s->tag);
     obj_red_slot_t *done = slots_take_done(a);
-    pthread_mutex_unlock(&a->lock);
+    tess_obj_array_unlock(a);
     slots_submit(a, done);
-    pthread_mutex_lock(&a->lock);
+    tess_obj_array_lock(a);
 }
 
 void tess_obj_red_start(tess_array_t *a)
 {
     obj_red_slot_t *direct = NULL;
-    pthread_mutex_lock(&a->lock);
+    tess_obj_array_lock(a);
     a->fast = a->size > 0 && !a->reduce_tree && tess_core_reduce_fast_fits(1, TESS_INT32, 0);
     fast_try_join(a, &direct);
-    pthread_mutex_unlock(&a->lock);
+    tess_obj_array_unlock(a);
 }
 
 void tess_obj_red_fini(tess_array_t *a)
@@ -314,7 +326,7 @@ static void obj_reduce_round(uint32_t key, const tess_reduce_round_t *r)
     if (!a)
         tess_fatal("internal: reduction round of array %u, which is gone", key);
     obj_red_slot_t *direct = NULL;
-    pthread_mutex_lock(&a->lock);
+    tess_obj_array_lock(a);
     a->fast_done++;
     if (r->ncontrib > 0) {
         a->fast_thr     = a->fast_has_thr ? TESS_MAX(a->fast_thr, r->tag_max) : r->tag_max;
@@ -330,12 +342,12 @@ static void obj_reduce_round(uint32_t key, const tess_reduce_round_t *r)
         slot_recycle(a, mine);
     }
     fast_try_join(a, &direct);
-    pthread_mutex_unlock(&a->lock);
+    tess_obj_array_unlock(a);
     if (r->complete) {
-        red_cb_t c;
-        if (r->cb_len != sizeof(c))
+        red_cb_t c = {0};
+        if (r->cb_len != RED_CB_FAST_LEN)
             tess_fatal("internal: reduction round with a %zu-byte callback", r->cb_len);
-        memcpy(&c, r->cb, sizeof(c));
+        memcpy(&c, r->cb, RED_CB_FAST_LEN);
         if (c.kind != TESS_CB_BROADCAST || c.aid >= tess_obj_narrays || !tess_obj_arrays[c.aid])
             tess_fatal("internal: reduction round of array '%s' with callback kind %d", a->name,
                        c.kind);
@@ -400,16 +412,16 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
     red_cb_t c     = contribute_callback(cb, file, line);
     size_t   bytes = (size_t)count * tess_dtype_size(type);
 
-    pthread_mutex_lock(&a->lock);
+    tess_obj_array_lock(a);
     if (tess_unlikely(ctx->contributed && tag == ctx->last_tag)) {
-        pthread_mutex_unlock(&a->lock);
+        tess_obj_array_unlock(a);
         tess_obj_misuse(file, line, "element %s of array '%s' contributed twice to reduction "
                         "tag %llu (tags must increase)",
                         tess_obj_index_text(a, ctx->index, idx, sizeof(idx)), a->name,
                         (unsigned long long)tag);
     }
     if (tess_unlikely(ctx->contributed && tag < ctx->last_tag)) {
-        pthread_mutex_unlock(&a->lock);
+        tess_obj_array_unlock(a);
         tess_obj_misuse(file, line, "element %s of array '%s' contributes to reduction tag %llu, "
                         "lower than the tag of its last contribution (%llu): an element's tags "
                         "must increase", tess_obj_index_text(a, ctx->index, idx, sizeof(idx)),
@@ -421,7 +433,7 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
     if (!s) {
         s = slot_get(a, bytes);
         if (!s) {
-            pthread_mutex_unlock(&a->lock);
+            tess_obj_array_unlock(a);
             return TESS_ERR_NO_MEMORY;
         }
         /* Field by field: a compound literal zeroes the whole slot first. */
@@ -435,7 +447,7 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
         s->cb       = c;
         s->direct   = 0;
         s->fits     = c.kind == TESS_CB_BROADCAST &&
-                      tess_core_reduce_fast_fits(count, type, sizeof(c));
+                      tess_core_reduce_fast_fits(count, type, RED_CB_FAST_LEN);
         memcpy(s->data, data, bytes);
         for (int l = 0; l < tess_rt.ppn; l++)
             for (size_t k = 0; k < a->pe_elems[l].count; k++)
@@ -443,8 +455,8 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
         a->red = s;
     } else {
         if (tess_unlikely(s->count != count || s->type != type || s->op != op ||
-                          memcmp(&s->cb, &c, sizeof(c)))) {
-            pthread_mutex_unlock(&a->lock);
+                          !red_cb_equal(&s->cb, &c))) {
+            tess_obj_array_unlock(a);
             tess_obj_misuse(file, line, "element %s of array '%s' contributes %d x %s (%s) to "
                             "reduction tag %llu, whose other contributions are %d x %s (%s), or "
                             "names another callback", tess_obj_index_text(a, ctx->index, idx,
@@ -462,7 +474,7 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
     ctx->contributed = 1;
     ctx->last_tag    = tag;
     obj_red_slot_t *done = slots_take_done(a);
-    pthread_mutex_unlock(&a->lock);
+    tess_obj_array_unlock(a);
     slots_submit(a, done);
     return TESS_OK;
 }
@@ -493,7 +505,7 @@ static int stuck_local(stuck_red_t *out)
     }
     for (uint32_t k = 0; k < tess_obj_narrays && n < STUCK_MAX; k++) {
         tess_array_t *a = tess_obj_arrays[k];
-        pthread_mutex_lock(&a->lock);
+        tess_obj_array_lock(a);
         for (obj_red_slot_t *sl = a->red; sl && n < STUCK_MAX; sl = sl->next)
             out[n++] = (stuck_red_t){k, sl->tag};
         /* The fast path's partials: waiting for a round, or in the open one. */
@@ -501,7 +513,7 @@ static int stuck_local(stuck_red_t *out)
             out[n++] = (stuck_red_t){k, sl->tag};
         if (a->fast_mine && n < STUCK_MAX)
             out[n++] = (stuck_red_t){k, a->fast_mine->tag};
-        pthread_mutex_unlock(&a->lock);
+        tess_obj_array_unlock(a);
     }
     return n;
 }
@@ -519,7 +531,7 @@ static void stuck_count(const stuck_red_t *r, stuck_count_t *c)
                 c->contrib += open[i].ncontrib;
     }
     tess_array_t *a = tess_obj_arrays[r->key];
-    pthread_mutex_lock(&a->lock);
+    tess_obj_array_lock(a);
     for (obj_red_slot_t *sl = a->red; sl; sl = sl->next)
         if (sl->tag == r->tag)
             c->contrib += sl->ncontrib;
@@ -537,7 +549,7 @@ static void stuck_count(const stuck_red_t *r, stuck_count_t *c)
                 c->missing[c->behind] = e->linear;
             c->behind++;
         }
-    pthread_mutex_unlock(&a->lock);
+    tess_obj_array_unlock(a);
 }
 
 void tess_obj_report_stuck(char *buf, size_t len)

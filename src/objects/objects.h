@@ -67,7 +67,7 @@ struct tess_array {
     tess_vec_t       *pe_elems; /* [local PE] elements of this array on that PE */
     void             *lb;       /* the lb layer's per-array data */
     /* Guards the per-PE element lists against concurrent readers (reductions) and the open
-     * reductions of this process. */
+     * reductions of this process (tess_obj_array_lock). */
     pthread_mutex_t   lock;
     obj_red_slot_t   *red;
     MPI_Comm          comm;     /* for the array's collectives (load-balancing steps) */
@@ -89,6 +89,21 @@ typedef struct tess_entry_info {
     tess_dev_post_fn_t post;   /* device entries: fills destinations (NULL for host entries) */
     unsigned         flags;
 } tess_entry_info_t;
+
+/* The array lock. With one PE per process nothing else touches an array: its only thread is
+ * PE 0, which is the main thread between phases (tess_run runs on the thread that called
+ * tess_init), so the lock is left alone (a chained reduction round takes it five times). */
+static inline void tess_obj_array_lock(tess_array_t *a)
+{
+    if (tess_rt.ppn > 1)
+        pthread_mutex_lock(&a->lock);
+}
+
+static inline void tess_obj_array_unlock(tess_array_t *a)
+{
+    if (tess_rt.ppn > 1)
+        pthread_mutex_unlock(&a->lock);
+}
 
 /* Per-PE state of this layer. */
 typedef struct obj_pe {
