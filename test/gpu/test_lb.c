@@ -1,11 +1,11 @@
 /*
  * test_lb: load-balancing steps with tess_at_sync. Elements with a device buffer set their own
  * load (a quarter of them TEST_HEAVY times the others) and enter STEPS steps; the strategy is
- * TESS_LB (rotate, greedy, refine, greedyrefine, hybrid). After each step the resume entry
- * checks the element's host and device state bit for bit, and the location table on every rank
- * is checked after the phase. With rotate every element must move at every step; with the
- * others the strategy's predicted imbalance must not exceed the one before, and greedy,
- * greedyrefine and hybrid must reach 1.10 (the loads allow a perfect balance).
+ * TESS_LB (rotate, greedy, refine, greedyrefine, hybrid, evencount). After each step the resume
+ * entry checks the element's host and device state bit for bit, and the location table on every
+ * rank is checked after the phase. With rotate every element must move at every step; with the
+ * others the strategy's predicted imbalance must not exceed the one before, and all but refine
+ * must reach 1.10 (the loads allow a perfect balance, with even counts too).
  */
 #include "tess_test.h"
 
