@@ -108,4 +108,16 @@ static inline long test_verify(const void *buf, size_t size, uint64_t seed)
     return -1;
 }
 
+/* From a start function on every process: send `entry` (no payload) to each of the elements
+ * 0 .. n-1 of the 1-D array `a` that this process holds, so that each is started once. */
+static inline void test_start_own(tess_array_h a, int32_t n, tess_entry_t entry)
+{
+    for (int32_t i = 0; i < n; i++) {
+        int pe;
+        CHECK_OK(tess_array_location(a, tess_idx1(i), &pe));
+        if (tess_pe_process(pe) == tess_process())
+            CHECK_OK(tess_send(a, tess_idx1(i), entry, NULL, 0));
+    }
+}
+
 #endif /* TESS_TEST_H */

@@ -83,12 +83,7 @@ static int recv_map(tess_index_t i, const int32_t ext[3], int npes, void *arg)
 static void start(void *arg)
 {
     (void)arg;
-    for (int32_t s = 0; s < nsend; s++) {
-        int pe;
-        CHECK_OK(tess_array_location(senders, tess_idx1(s), &pe));
-        if (tess_pe_process(pe) == tess_process())
-            CHECK_OK(tess_send(senders, tess_idx1(s), E_GO, NULL, 0));
-    }
+    test_start_own(senders, nsend, E_GO);
 }
 
 static void check_recv(tess_ctx_h ctx, void *e, void *arg)

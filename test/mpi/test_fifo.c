@@ -112,12 +112,7 @@ static void start(void *arg)
 {
     (void)arg;
     /* Every process starts the senders it owns (the start function may send). */
-    for (int32_t s = 0; s < nsend; s++) {
-        int pe;
-        CHECK_OK(tess_array_location(senders, tess_idx1(s), &pe));
-        if (tess_pe_process(pe) == tess_process())
-            CHECK_OK(tess_send(senders, tess_idx1(s), E_BURST, NULL, 0));
-    }
+    test_start_own(senders, nsend, E_BURST);
 }
 
 static void check_recv(tess_ctx_h ctx, void *e, void *arg)
