@@ -81,9 +81,13 @@ typedef struct dc_got {
  * serving the peer's get, on whichever PE progresses the lane the get came in on; it is filled
  * again only after the peer acknowledged the chunk, which it does once its get completed. With
  * one UCX worker per PE the reading PE and the announcing one share no lock and the order goes
- * through the peer, so TSan builds mark the bounce buffers as memory whose accesses are ordered
- * elsewhere (every byte is still checked by the device-message tests). Other builds have
- * nothing here. */
+ * through the peer (the lanes' TSan edge does not cover a progress call that was already
+ * running when the announcement left), so TSan builds mark the bounce buffers as memory whose
+ * accesses are ordered elsewhere. A direct send's registered buffer is the same case (written
+ * by the executor, read by UCX serving the peer's get) and is marked when registered; TSan
+ * keeps such marks after the memory is freed, which only the host backend's device arena can
+ * reuse. Every byte is still checked by the device-message and migration tests. Other builds
+ * have nothing here. */
 #if defined(__SANITIZE_THREAD__)
 void AnnotateBenignRaceSized(const char *file, int line, const volatile void *mem, long size,
                              const char *description);
@@ -319,6 +323,7 @@ static dc_reg_t *reg_get(const tess_dev_buf_t *b)
         if (!g || tess_net_mem_register(addr, len, mt, &g->mem, &g->rkey, &g->rkey_len) != TESS_OK)
             tess_fatal("devcomm: cannot register a %zu-byte buffer for RDMA: %s", len,
                        tess_error_detail());
+        dc_tsan_cross_process(addr, len);
         if (g->rkey_len > DC_RKEY_MAX)
             tess_fatal("devcomm: a UCX key of %zu bytes (at most %d)", g->rkey_len, DC_RKEY_MAX);
         g->alloc_id = info.alloc_id;
