@@ -10,10 +10,13 @@
  *
  * Latency: one-way time of a ping-pong between two elements on different PEs, for payloads of
  * 0 B, 8 B, 1 KiB and 64 KiB (cross-process, from 1 KiB, also "latency-zc": zero-copy sends,
- * tess_msg_alloc + tess_send_msg, as the raw baseline sends from its buffer). Baselines: a spinning single-slot handoff between two pthreads
- * (in-process) and a raw UCX active-message ping-pong (cross-process). Rate: 8-byte messages
- * from many sender elements to receivers on the other PE, many in flight; baselines a raw SPSC
- * ring between two threads (in-process) and raw streaming UCX active messages (cross-process).
+ * tess_msg_alloc + tess_send_msg). Baselines: a spinning single-slot handoff between two
+ * pthreads (in-process) and a raw UCX active-message ping-pong (cross-process) in two forms:
+ * "raw-ucp-am" resends one buffer it never writes, "raw-ucp-am-fwd" (from 1 KiB) sends the
+ * payload it just received, as the Tessera ping-pong does (see raw_am_latency_ns). Rate: 8-byte
+ * messages from many sender elements to receivers on the other PE, many in flight; baselines a
+ * raw SPSC ring between two threads (in-process) and raw streaming UCX active messages
+ * (cross-process).
  * Cross-core latency on the test VMs jumps between two states for seconds at a time, so every
  * repetition runs the baseline and Tessera back to back; the medians of REPS are reported, and
  * the ratio is the median of the REPS paired ratios.
@@ -164,7 +167,11 @@ static struct {
     uint64_t      received;
     void         *rndv_desc; /* a rendezvous payload to fetch outside the callback */
     size_t        rndv_len;
+    int           forward;   /* keep each payload in sink: it is the next one sent */
 } rx;
+
+/* Where the baseline receives: rendezvous payloads always, eager ones when it forwards. */
+static char sink[65536];
 
 static ucs_status_t raw_am_cb(void *arg, const void *header, size_t header_length, void *data,
                               size_t length, const ucp_am_recv_param_t *param)
@@ -175,13 +182,14 @@ static ucs_status_t raw_am_cb(void *arg, const void *header, size_t header_lengt
         rx.rndv_len  = length;
         return UCS_INPROGRESS;
     }
+    if (rx.forward)
+        memcpy(sink, data, length);
     rx.received++;
     return UCS_OK;
 }
 
 static void raw_fetch_rndv(void)
 {
-    static char         sink[65536];
     ucp_request_param_t rp = {.op_attr_mask = 0};
     void               *desc = rx.rndv_desc;
     rx.rndv_desc             = NULL;
@@ -256,9 +264,15 @@ static void raw_wait(uint64_t count)
     }
 }
 
-static double raw_am_latency_ns(size_t size, int iters)
+/* forward 0: each side sends one buffer it never writes (clean cache lines, which the peer's
+ * get reads from a shared cache). forward 1: each side sends the payload it just received, as
+ * the Tessera ping-pong does and as an application sends data it wrote: the get then pulls
+ * lines last written on the other core, which costs ~4 us more per 64 KiB (docs/scale.md). */
+static double raw_am_latency_ns(size_t size, int iters, int forward)
 {
-    static char buf[65536];
+    static char clean[65536];
+    char       *buf = forward ? sink : clean;
+    rx.forward      = forward;
     rx.received = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now_ns();
@@ -546,41 +560,43 @@ int main(int argc, char **argv)
         die("tess_array_create");
 
     static const size_t sizes[] = {0, 8, 1024, 65536};
-    double base[64], tess[64];
+    double base[64], fwd[64], tess[64];
     for (size_t s = 0; !rate_only && !no_latency && s < sizeof(sizes) / sizeof(sizes[0]); s++) {
         if (only_size >= 0 && sizes[s] != (size_t)only_size)
             continue;
         int iters = sizes[s] >= 65536 ? 2000 : 20000;
-        /* Warm up both. */
+        /* From 1 KiB between processes, also the baseline that forwards what it received. */
+        int with_fwd = xproc && sizes[s] >= 1024;
+        /* Warm up all. */
         tess_latency_ns(sizes[s], iters / 10);
         if (xproc)
-            raw_am_latency_ns(sizes[s], iters / 10);
+            raw_am_latency_ns(sizes[s], iters / 10, 0);
         else if (rank == 0)
             hand_latency_ns(sizes[s], iters / 10);
-        for (int r = 0; r < reps; r++) {
-            if (xproc)
-                base[r] = raw_am_latency_ns(sizes[s], iters);
-            else
-                base[r] = hand_latency_ns(sizes[s], iters);
-            tess[r] = tess_latency_ns(sizes[s], iters);
-        }
-        for (int r = 0; r < reps; r++) {
-            base[r] *= 1e-3;
-            tess[r] *= 1e-3;
-        }
-        report(mode, "latency", sizes[s], base, tess, "us",
-               xproc ? "raw-ucp-am" : "spin-handoff");
-        if (!xproc || sizes[s] < 1024)
-            continue;
-        /* The same with zero-copy sends, against the same baseline run again. */
-        pp.zero_copy = 1;
-        tess_latency_ns(sizes[s], iters / 10);
-        for (int r = 0; r < reps; r++) {
-            base[r] = raw_am_latency_ns(sizes[s], iters) * 1e-3;
-            tess[r] = tess_latency_ns(sizes[s], iters) * 1e-3;
+        if (with_fwd)
+            raw_am_latency_ns(sizes[s], iters / 10, 1);
+        for (int zc = 0; zc <= with_fwd; zc++) {
+            pp.zero_copy = zc;
+            if (zc)
+                tess_latency_ns(sizes[s], iters / 10);
+            for (int r = 0; r < reps; r++) {
+                if (xproc)
+                    base[r] = raw_am_latency_ns(sizes[s], iters, 0) * 1e-3;
+                else
+                    base[r] = hand_latency_ns(sizes[s], iters) * 1e-3;
+                if (with_fwd)
+                    fwd[r] = raw_am_latency_ns(sizes[s], iters, 1) * 1e-3;
+                tess[r] = tess_latency_ns(sizes[s], iters) * 1e-3;
+            }
+            /* zc: zero-copy sends (tess_msg_alloc + tess_send_msg) against the baselines run
+             * again. */
+            const char *metric = zc ? "latency-zc" : "latency";
+            report(mode, metric, sizes[s], base, tess, "us",
+                   xproc ? "raw-ucp-am" : "spin-handoff");
+            if (with_fwd)
+                report(mode, metric, sizes[s], fwd, tess, "us", "raw-ucp-am-fwd");
         }
         pp.zero_copy = 0;
-        report(mode, "latency-zc", sizes[s], base, tess, "us", "raw-ucp-am");
     }
     /* The same number of messages per sending PE at every PE count. */
     for (int r = 0; only_size < 0 && r < reps; r++) {
