@@ -110,9 +110,9 @@ static inline void mmd_abort_all(int code)
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
-/** A p[0] x p[1] x p[2] grid of `parts` subdomains (-d, or the reference's choice); exits with
- *  a message when a subdomain would be narrower than the neighbor cutoff (the ghost exchange
- *  reaches one neighbor per side). */
+/** A p[0] x p[1] x p[2] grid of `parts` subdomains (-d, or mmd_factor_stages: the fewest split
+ *  dimensions, the same rule for ranks and chares); exits with a message when a subdomain would
+ *  be narrower than the neighbor cutoff (the ghost exchange reaches one neighbor per side). */
 static inline void mmd_grid(const mmd_opts_t *o, const mmd_problem_t *pr, int parts,
                             const char *what, int rank, int p[3])
 {
@@ -125,7 +125,7 @@ static inline void mmd_grid(const mmd_opts_t *o, const mmd_problem_t *pr, int pa
             mmd_abort_all(2);
         }
     } else {
-        mmd_factor(parts, pr->L, p);
+        mmd_factor_stages(parts, pr->L, pr->cutneigh, p);
     }
     for (int d = 0; d < 3; d++)
         if (pr->L[d] / p[d] < pr->cutneigh) {

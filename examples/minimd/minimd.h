@@ -93,6 +93,48 @@ static inline void mmd_factor(int parts, const double L[3], int p[3])
     }
 }
 
+/** Subdomains at least this many neighbor cutoffs wide along a split side, for
+ *  mmd_factor_stages: a ghost shell of at most a quarter of the width on each side. */
+#define MMD_STAGE_MIN_WIDTH 4.0
+
+/** The grid of `parts` subdomains that splits the fewest dimensions while every subdomain is
+ *  at least MMD_STAGE_MIN_WIDTH cutoffs wide along each split one (ties: the least surface, in
+ *  mmd_factor's order); mmd_factor's grid when none is. Each split dimension is one ghost stage
+ *  whose messages cross subdomains: on one GPU a step waits for them on its critical path (the
+ *  other stages are copies within a subdomain), which costs more than the larger ghost shell of
+ *  a slab (MiniMD 8 M atoms, ODF 8 on the H200: 1x1x8 1.023-1.030 x MPI, the least-surface
+ *  1x2x4 1.044-1.049). */
+static inline void mmd_factor_stages(int parts, const double L[3], double cutneigh, int p[3])
+{
+    int    best_splits = 4;
+    double best        = -1;
+    for (int px = 1; px <= parts; px++) {
+        if (parts % px)
+            continue;
+        for (int py = 1; py <= parts / px; py++) {
+            if ((parts / px) % py)
+                continue;
+            int q[3] = {px, py, parts / px / py}, splits = 0, ok = 1;
+            for (int d = 0; d < 3; d++)
+                if (q[d] > 1) {
+                    splits++;
+                    ok &= L[d] / q[d] >= MMD_STAGE_MIN_WIDTH * cutneigh;
+                }
+            double surf = L[0] * L[1] / (q[0] * q[1]) + L[0] * L[2] / (q[0] * q[2]) +
+                          L[1] * L[2] / (q[1] * q[2]);
+            if (ok && (splits < best_splits || (splits == best_splits && surf < best))) {
+                best_splits = splits;
+                best        = surf;
+                p[0] = q[0];
+                p[1] = q[1];
+                p[2] = q[2];
+            }
+        }
+    }
+    if (best_splits == 4)
+        mmd_factor(parts, L, p);
+}
+
 /** Boundary c of p subdomains along a box side L: subdomain c is [bound(c), bound(c+1)). */
 static inline double mmd_bound(double L, int p, int c)
 {
