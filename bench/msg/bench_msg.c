@@ -12,11 +12,11 @@
  * 0 B, 8 B, 1 KiB and 64 KiB (cross-process, from 1 KiB, also "latency-zc": zero-copy sends,
  * tess_msg_alloc + tess_send_msg). Baselines: a spinning single-slot handoff between two
  * pthreads (in-process) and a raw UCX active-message ping-pong (cross-process) in two forms:
- * "raw-ucp-am" resends one buffer it never writes, "raw-ucp-am-fwd" (from 1 KiB) sends the
- * payload it just received, as the Tessera ping-pong does (see raw_am_latency_ns). Rate: 8-byte
- * messages from many sender elements to receivers on the other PE, many in flight; baselines a
- * raw SPSC ring between two threads (in-process) and raw streaming UCX active messages
- * (cross-process).
+ * "raw-ucp-am" resends one buffer it never writes; "raw-ucp-am-fwd" (from 1 KiB) copies the
+ * payload it received into its send buffer and sends that, as tess_send does in the Tessera
+ * ping-pong (see raw_am_latency_ns). Rate: 8-byte messages from many sender elements to
+ * receivers on the other PE, many in flight; baselines a raw SPSC ring between two threads
+ * (in-process) and raw streaming UCX active messages (cross-process).
  * Cross-core latency on the test VMs jumps between two states for seconds at a time, so every
  * repetition runs the baseline and Tessera back to back; the medians of REPS are reported, and
  * the ratio is the median of the REPS paired ratios.
@@ -264,24 +264,29 @@ static void raw_wait(uint64_t count)
     }
 }
 
-/* forward 0: each side sends one buffer it never writes (clean cache lines, which the peer's
- * get reads from a shared cache). forward 1: each side sends the payload it just received, as
- * the Tessera ping-pong does and as an application sends data it wrote: the get then pulls
- * lines last written on the other core, which costs ~4 us more per 64 KiB (docs/scale.md). */
+/* forward 0: each side resends one buffer it never writes (its lines stay clean in the shared
+ * cache, where the peer's get reads them). forward 1: each side receives a payload, copies it
+ * into its send buffer and sends that, as tess_send does with the payload of the Tessera
+ * ping-pong and as an application sends data it just wrote: the get then pulls lines last
+ * written on the other core (docs/scale.md, section 1). */
 static double raw_am_latency_ns(size_t size, int iters, int forward)
 {
-    static char clean[65536];
-    char       *buf = forward ? sink : clean;
+    static char clean[65536], out[65536];
+    char       *buf = forward ? out : clean;
     rx.forward      = forward;
     rx.received = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now_ns();
     for (int i = 1; i <= iters; i++) {
         if (rank == 0) {
+            if (forward)
+                memcpy(out, sink, size);
             raw_send(buf, size);
             raw_wait((uint64_t)i);
         } else {
             raw_wait((uint64_t)i);
+            if (forward)
+                memcpy(out, sink, size);
             raw_send(buf, size);
         }
     }
