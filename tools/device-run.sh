@@ -248,11 +248,11 @@ rdma)
     ;;
 extras)
     t0=$SECONDS
-    TESS_GPU=host REPS=2 timeout 70 examples/lulesh/bench-lb "$work/lb" "$b" >"$work/lb.log" 2>&1
+    TESS_GPU=host REPS=2 LB_N=32 timeout 70 examples/lulesh/bench-lb "$work/lb" "$b" >"$work/lb.log" 2>&1
     note "lulesh bench-lb (host backend) exit $? ($((SECONDS - t0)) s)"; tail -8 "$work/lb.log" >>"$summary"
     # A longer run, balancing every 20 cycles: the first imbalanced cycles and the steps weigh less.
     t0=$SECONDS
-    TESS_GPU=host REPS=2 LB_ITERS=300 LB_PERIOD=20 timeout 120 examples/lulesh/bench-lb \
+    TESS_GPU=host REPS=2 LB_N=32 LB_ITERS=300 LB_PERIOD=20 timeout 120 examples/lulesh/bench-lb \
         "$work/lb300" "$b" >"$work/lb300.log" 2>&1
     note "lulesh bench-lb 300 cycles, period 20 (host backend) exit $? ($((SECONDS - t0)) s)"
     tail -8 "$work/lb300.log" >>"$summary"
