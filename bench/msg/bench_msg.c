@@ -167,7 +167,7 @@ static struct {
     uint64_t      received;
     void         *rndv_desc; /* a rendezvous payload to fetch outside the callback */
     size_t        rndv_len;
-    int           forward;   /* keep each payload in sink: it is the next one sent */
+    int           forward;   /* eager payloads too go to sink: the next hop sends a copy */
 } rx;
 
 /* Where the baseline receives: rendezvous payloads always, eager ones when it forwards. */
@@ -278,17 +278,13 @@ static double raw_am_latency_ns(size_t size, int iters, int forward)
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now_ns();
     for (int i = 1; i <= iters; i++) {
-        if (rank == 0) {
-            if (forward)
-                memcpy(out, sink, size);
-            raw_send(buf, size);
+        if (rank != 0)
             raw_wait((uint64_t)i);
-        } else {
+        if (forward)
+            memcpy(out, sink, size);
+        raw_send(buf, size);
+        if (rank == 0)
             raw_wait((uint64_t)i);
-            if (forward)
-                memcpy(out, sink, size);
-            raw_send(buf, size);
-        }
     }
     double t1 = now_ns();
     return (t1 - t0) / (2.0 * iters);

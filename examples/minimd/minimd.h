@@ -69,42 +69,16 @@ static inline mmd_problem_t mmd_problem(int nx, int ny, int nz)
 
 /* ---- decomposition ------------------------------------------------------------------------- */
 
-/** The grid of `parts` subdomains with the least surface, the first found in the order the
- *  reference searches (px, then py, strictly smaller). */
-static inline void mmd_factor(int parts, const double L[3], int p[3])
-{
-    double best = -1;
-    for (int px = 1; px <= parts; px++) {
-        if (parts % px)
-            continue;
-        for (int py = 1; py <= parts / px; py++) {
-            if ((parts / px) % py)
-                continue;
-            int    pz   = parts / px / py;
-            double surf = L[0] * L[1] / (px * py) + L[0] * L[2] / (px * pz) +
-                          L[1] * L[2] / (py * pz);
-            if (best < 0 || surf < best) {
-                best = surf;
-                p[0] = px;
-                p[1] = py;
-                p[2] = pz;
-            }
-        }
-    }
-}
-
 /** Subdomains at least this many neighbor cutoffs wide along a split side, for
  *  mmd_factor_stages: a ghost shell of at most a quarter of the width on each side. */
 #define MMD_STAGE_MIN_WIDTH 4.0
 
-/** The grid of `parts` subdomains that splits the fewest dimensions while every subdomain is
- *  at least MMD_STAGE_MIN_WIDTH cutoffs wide along each split one (ties: the least surface, in
- *  mmd_factor's order); mmd_factor's grid when none is. Each split dimension is one ghost stage
- *  whose messages cross subdomains: on one GPU a step waits for them on its critical path (the
- *  other stages are copies within a subdomain), which costs more than the larger ghost shell of
- *  a slab (MiniMD 8 M atoms, ODF 8 on the H200: 1x1x8 1.023-1.030 x MPI, the least-surface
- *  1x2x4 1.044-1.049). */
-static inline void mmd_factor_stages(int parts, const double L[3], double cutneigh, int p[3])
+/** Among the grids of `parts` subdomains whose every split side is at least `min_width` wide
+ *  (min_width <= 0: all of them), the one that splits the fewest dimensions (count_splits) and
+ *  then has the least surface, the first found in the order the reference searches (px, then
+ *  py, strictly smaller). Returns 0, p untouched, when no grid qualifies. */
+static inline int mmd_factor_best(int parts, const double L[3], double min_width,
+                                  int count_splits, int p[3])
 {
     int    best_splits = 4;
     double best        = -1;
@@ -117,21 +91,37 @@ static inline void mmd_factor_stages(int parts, const double L[3], double cutnei
             int q[3] = {px, py, parts / px / py}, splits = 0, ok = 1;
             for (int d = 0; d < 3; d++)
                 if (q[d] > 1) {
-                    splits++;
-                    ok &= L[d] / q[d] >= MMD_STAGE_MIN_WIDTH * cutneigh;
+                    splits += count_splits;
+                    ok &= L[d] / q[d] >= min_width;
                 }
             double surf = L[0] * L[1] / (q[0] * q[1]) + L[0] * L[2] / (q[0] * q[2]) +
                           L[1] * L[2] / (q[1] * q[2]);
             if (ok && (splits < best_splits || (splits == best_splits && surf < best))) {
                 best_splits = splits;
                 best        = surf;
-                p[0] = q[0];
-                p[1] = q[1];
-                p[2] = q[2];
+                p[0] = q[0], p[1] = q[1], p[2] = q[2];
             }
         }
     }
-    if (best_splits == 4)
+    return best_splits < 4;
+}
+
+/** The grid of `parts` subdomains with the least surface (the reference's choice). */
+static inline void mmd_factor(int parts, const double L[3], int p[3])
+{
+    (void)mmd_factor_best(parts, L, 0.0, 0, p);
+}
+
+/** The grid of `parts` subdomains that splits the fewest dimensions while every subdomain is
+ *  at least MMD_STAGE_MIN_WIDTH cutoffs wide along each split one (ties: the least surface, in
+ *  mmd_factor's order); mmd_factor's grid when none is. Each split dimension is one ghost stage
+ *  whose messages cross subdomains: on one GPU a step waits for them on its critical path (the
+ *  other stages are copies within a subdomain), which costs more than the larger ghost shell of
+ *  a slab (MiniMD 8 M atoms, ODF 8 on the H200: 1x1x8 1.023-1.030 x MPI, the least-surface
+ *  1x2x4 1.044-1.049). */
+static inline void mmd_factor_stages(int parts, const double L[3], double cutneigh, int p[3])
+{
+    if (!mmd_factor_best(parts, L, MMD_STAGE_MIN_WIDTH * cutneigh, 1, p))
         mmd_factor(parts, L, p);
 }
 
