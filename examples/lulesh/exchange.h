@@ -118,6 +118,34 @@ static inline int lul_dir_neighbor(const int grid[3], const int c[3], int d, int
     return 1;
 }
 
+/** The nodes on the surface of an ex × ey × ez block (the only ones an exchange touches), in
+ *  this order: the planes k = 0 and k = ez, then the ring i ∈ {0, ex} or j ∈ {0, ey} of each
+ *  plane between. */
+static inline TESS_HD int64_t lul_surface_count(int64_t ex, int64_t ey, int64_t ez)
+{
+    int64_t plane = (ex + 1) * (ey + 1), ring = 2 * (ex + 1) + 2 * (ey - 1);
+    return 2 * plane + (ez - 1) * ring;
+}
+
+/** Surface node s (0 ≤ s < lul_surface_count) as a node index, (k * (ey + 1) + j) * (ex + 1) + i. */
+static inline TESS_HD int64_t lul_surface_node(int64_t ex, int64_t ey, int64_t ez, int64_t s)
+{
+    int64_t nx = ex + 1, plane = nx * (ey + 1), ring = 2 * nx + 2 * (ey - 1);
+    if (s < 2 * plane)
+        return s < plane ? s : ez * plane + (s - plane);
+    s -= 2 * plane;
+    int64_t k = 1 + s / ring, r = s % ring, i, j;
+    if (r < 2 * nx) {
+        i = r % nx;
+        j = r < nx ? 0 : ey;
+    } else {
+        r -= 2 * nx;
+        j = 1 + r / 2;
+        i = r % 2 ? ex : 0;
+    }
+    return k * plane + j * nx + i;
+}
+
 /** Elements with ghosts of a block: numElem + the six slabs. */
 static inline int64_t lul_elems_with_ghosts(int64_t ex, int64_t ey, int64_t ez)
 {
@@ -230,7 +258,8 @@ typedef struct lul_xch_plan {
 
 /** Node n of the block: add (or copy) what every direction of the plan brought for it, in
  *  ascending direction: the order of the direction-by-direction unpacks, so the same sums and
- *  the same last copy. Interior nodes have nothing to do. */
+ *  the same last copy. Interior nodes have nothing to do (a kernel visits the surface nodes:
+ *  lul_surface_node). */
 static inline TESS_HD void lul_unpack_node_all(const lul_fields_t *fl, int64_t ex, int64_t ey,
                                                int64_t ez, const lul_xch_plan_t *plan,
                                                const double *TESS_RESTRICT buf, int64_t n,

@@ -5,10 +5,13 @@
  *   node-sum:   a node of multiplicity m (blocks holding it) ends with m and m × its global id;
  *   node-copy:  every copy of a node ends with the value of the block highest in (z, y, x)
  *               order that holds it;
- *   ghosts:     every ghost slab facing a neighbour holds the global ids of the elements across.
+ *   ghosts:     every ghost slab facing a neighbour holds the global ids of the elements across;
+ *   surface:    the surface nodes (those an exchange unpacks and stage 2 sums) are each node
+ *               with lulesh.h's lul_node_on_surface, once.
  *   exchange_check [N CX CY CZ]   (default: several grids)
  */
 #include "exchange.h"
+#include "lulesh.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,9 +113,10 @@ static void exchange_nodes(blk_t *bl, int nb, int nf, int copy, int centric)
                 for (int64_t t = 0; t < cnt; t++)
                     all[plan.off[d] + t] = bl[lin(nc)].out[lul_dir_opposite(d)][t];
             }
-            int64_t nn = (k->b.ex + 1) * (k->b.ey + 1) * (k->b.ez + 1);
-            for (int64_t n = 0; n < nn; n++)
-                lul_unpack_node_all(&fl, k->b.ex, k->b.ey, k->b.ez, &plan, all, n, !copy);
+            int64_t ns = lul_surface_count(k->b.ex, k->b.ey, k->b.ez);
+            for (int64_t t = 0; t < ns; t++)
+                lul_unpack_node_all(&fl, k->b.ex, k->b.ey, k->b.ez, &plan, all,
+                                    lul_surface_node(k->b.ex, k->b.ey, k->b.ez, t), !copy);
             free(all);
         }
     }
@@ -271,8 +275,47 @@ static void check_grid(int64_t n, int gx, int gy, int gz)
            failures == before ? "ok" : "WRONG");
 }
 
+static void check_surface(int64_t ex, int64_t ey, int64_t ez)
+{
+    lul_domain_t d = {.ex = ex, .ey = ey, .ez = ez, .numNode = (ex + 1) * (ey + 1) * (ez + 1)};
+    char        *seen = calloc((size_t)d.numNode, 1);
+    int64_t      ns = lul_surface_count(ex, ey, ez), want = 0;
+    for (int64_t s = 0; s < ns; s++) {
+        int64_t n = lul_surface_node(ex, ey, ez, s);
+        if (n < 0 || n >= d.numNode || seen[n]++) {
+            printf("surface %lldx%lldx%lld: entry %lld is node %lld (out of range or twice)\n",
+                   (long long)ex, (long long)ey, (long long)ez, (long long)s, (long long)n);
+            failures++;
+            break;
+        }
+    }
+    for (int64_t n = 0; n < d.numNode; n++) {
+        int64_t i, j, k;
+        lul_node_ijk(&d, n, &i, &j, &k);
+        int on = lul_node_on_surface(&d, i, j, k);
+        want += on;
+        if (on != seen[n]) {
+            printf("surface %lldx%lldx%lld: node (%lld,%lld,%lld) %s\n", (long long)ex,
+                   (long long)ey, (long long)ez, (long long)i, (long long)j, (long long)k,
+                   on ? "missing" : "listed but inside");
+            failures++;
+            break;
+        }
+    }
+    if (want != ns) {
+        printf("surface %lldx%lldx%lld: %lld listed, %lld on the surface\n", (long long)ex,
+               (long long)ey, (long long)ez, (long long)ns, (long long)want);
+        failures++;
+    }
+    free(seen);
+}
+
 int main(int argc, char **argv)
 {
+    for (int64_t ex = 1; ex <= 5; ex++)
+        for (int64_t ey = 1; ey <= 5; ey++)
+            for (int64_t ez = 1; ez <= 5; ez++)
+                check_surface(ex, ey, ez);
     if (argc == 5) {
         check_grid(atoll(argv[1]), atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
     } else {

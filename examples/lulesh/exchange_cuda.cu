@@ -50,8 +50,8 @@ static __global__ void k_pack_nodes_all(lul_fields_t fl, int64_t ex, int64_t ey,
 static __global__ void k_unpack_nodes_all(lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
                                           lul_xch_plan_t plan, const double *buf, int add)
 {
-    TESS_KERNEL_LOOP(n, (ex + 1) * (ey + 1) * (ez + 1))
-    lul_unpack_node_all(&fl, ex, ey, ez, &plan, buf, n, add);
+    TESS_KERNEL_LOOP(s, lul_surface_count(ex, ey, ez))
+    lul_unpack_node_all(&fl, ex, ey, ez, &plan, buf, lul_surface_node(ex, ey, ez, s), add);
 }
 
 static __device__ int face_dir(int f)
@@ -134,7 +134,7 @@ void lul_xch_cuda_pack_nodes_all(void *s, lul_fields_t fl, int64_t ex, int64_t e
 void lul_xch_cuda_unpack_nodes_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
                                    lul_xch_plan_t plan, const double *buf, int add)
 {
-    k_unpack_nodes_all<<<blocks_for((ex + 1) * (ey + 1) * (ez + 1)), 256, 0, (cudaStream_t)s>>>(
+    k_unpack_nodes_all<<<blocks_for(lul_surface_count(ex, ey, ez)), 256, 0, (cudaStream_t)s>>>(
         fl, ex, ey, ez, plan, buf, add);
 }
 

@@ -41,18 +41,18 @@ static __global__ void __launch_bounds__(LUL_BLOCK, LUL_FORCE_MINB)
         record_err(d, lul_elem_force(&d, k));
 }
 
-static __global__ void k_force_node(const lul_domain_t d)
+static __global__ void k_force_node(const lul_domain_t d, int64_t nsurf)
 {
-    int64_t n = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (n < d.numNode)
-        lul_node_force(&d, n);
+    int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (s < nsurf)
+        lul_node_force(&d, lul_surface_node(d.ex, d.ey, d.ez, s));
 }
 
-template <int gather> static __global__ void k_nodes(const lul_domain_t d, double dt)
+static __global__ void k_nodes(const lul_domain_t d, double dt)
 {
     int64_t n = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (n < d.numNode)
-        lul_node_update(&d, n, dt, gather);
+        lul_node_update(&d, n, dt);
 }
 
 static __global__ void __launch_bounds__(LUL_BLOCK, LUL_GRAD_MINB)
@@ -134,16 +134,15 @@ void lul_cuda_force(void *s, const lul_domain_t *d)
 {
     cudaStream_t st = (cudaStream_t)s;
     k_force_elem<<<blocks_for(d->numElem, LUL_BLOCK), LUL_BLOCK, 0, st>>>(*d);
-    if (!d->gather_in_nodes)
-        k_force_node<<<blocks_for(d->numNode, 256), 256, 0, st>>>(*d);
+    if (!d->gather_in_nodes) {
+        int64_t ns = lul_surface_count(d->ex, d->ey, d->ez);
+        k_force_node<<<blocks_for(ns, 256), 256, 0, st>>>(*d, ns);
+    }
 }
 
 void lul_cuda_nodes(void *s, const lul_domain_t *d, double dt)
 {
-    if (d->gather_in_nodes)
-        k_nodes<1><<<blocks_for(d->numNode, 256), 256, 0, (cudaStream_t)s>>>(*d, dt);
-    else
-        k_nodes<0><<<blocks_for(d->numNode, 256), 256, 0, (cudaStream_t)s>>>(*d, dt);
+    k_nodes<<<blocks_for(d->numNode, 256), 256, 0, (cudaStream_t)s>>>(*d, dt);
 }
 
 void lul_cuda_gradients(void *s, const lul_domain_t *d, double dt)

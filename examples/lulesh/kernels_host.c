@@ -530,8 +530,8 @@ static void host_force(void *p)
             err = e;
     }
     if (!d->gather_in_nodes)
-        for (int64_t n = 0; n < d->numNode; n++)
-            lul_node_force(d, n);
+        for (int64_t s = 0, ns = lul_surface_count(d->ex, d->ey, d->ez); s < ns; s++)
+            lul_node_force(d, lul_surface_node(d->ex, d->ey, d->ez, s));
     set_err(d, err);
 }
 
@@ -539,7 +539,7 @@ static void host_nodes(void *p)
 {
     stage_args_t *a = p;
     for (int64_t n = 0; n < a->d->numNode; n++)
-        lul_node_update(a->d, n, a->dt, a->d->gather_in_nodes);
+        lul_node_update(a->d, n, a->dt);
 }
 
 static void host_gradients(void *p)

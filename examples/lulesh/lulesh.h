@@ -44,6 +44,8 @@
 #include <stdint.h>
 #include <tessera/kernel.h>
 
+#include "exchange.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -126,7 +128,9 @@ typedef struct lul_domain {
     /* regions: elements grouped by region, regions ordered by repetitions (most first) */
     int      numReg, balance, cost;
     /* Set by a driver whose block shares no nodes with another (one domain): stage 2 leaves the
-     * corner forces and stage 3 sums them itself (fx, fy, fz are not written). Default 0. */
+     * corner forces and stage 3 sums them itself (fx, fy, fz are not written). Default 0: stage 2
+     * writes fx, fy, fz of the block's surface nodes only (those a neighbour's node sum adds to)
+     * and stage 3 sums the interior nodes' forces itself, as with gather_in_nodes. */
     int      gather_in_nodes;
     int32_t *regElemlist;     /* device, numElem */
     int32_t *regStart;        /* device, numReg + 1: group g is [regStart[g], regStart[g+1]) */
@@ -420,7 +424,14 @@ static inline TESS_HD void lul_node_force_sum(const lul_domain_t *TESS_RESTRICT 
     }
 }
 
-/* Stage 2, one node: its force from the corner forces of this block's elements. */
+static inline TESS_HD int lul_node_on_surface(const lul_domain_t *TESS_RESTRICT d, int64_t i,
+                                              int64_t j, int64_t k)
+{
+    return i == 0 || j == 0 || k == 0 || i == d->ex || j == d->ey || k == d->ez;
+}
+
+/* Stage 2, one node: its force from the corner forces of this block's elements (only for the
+ * block's surface nodes: see gather_in_nodes). */
 static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, int64_t n)
 {
     int64_t i, j, k;
@@ -432,16 +443,17 @@ static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, i
     d->fz[n] = f[2];
 }
 
-/* Stage 3, one node: acceleration, symmetry-plane BCs, velocity and position. With `gather`
- * (d->gather_in_nodes) the force is summed here from the corner forces instead of read from
- * fx, fy, fz: the same sums, one pass over the nodes less. */
+/* Stage 3, one node: acceleration, symmetry-plane BCs, velocity and position. The force of an
+ * interior node (of every node with d->gather_in_nodes) is summed here from the corner forces:
+ * the same sums stage 2 would write, one pass over the nodes less; a surface node's is read
+ * from fx, fy, fz, where the exchange added the neighbours' sums. */
 static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, int64_t n,
-                                           double dt, int gather)
+                                           double dt)
 {
     int64_t i, j, k;
     double  f[3];
     lul_node_ijk(d, n, &i, &j, &k);
-    if (gather)
+    if (d->gather_in_nodes || !lul_node_on_surface(d, i, j, k))
         lul_node_force_sum(d, i, j, k, f);
     else
         f[0] = d->fx[n], f[1] = d->fy[n], f[2] = d->fz[n];

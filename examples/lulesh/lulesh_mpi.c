@@ -3,7 +3,7 @@
  * in the reference (LLNL/LULESH), the reference's exchanges (nodal mass once; forces summed over
  * the 26 neighbours, positions and velocities copied, monotonic-Q gradients on faces every
  * cycle) packed and unpacked in kernels (exchange.h), staged through pinned host memory: pack
- * kernels, one copy, MPI, one copy, unpack kernels (or device buffers straight to MPI when it is
+ * kernel, one copy, MPI, one copy, unpack kernel (or device buffers straight to MPI when it is
  * CUDA-aware). The time step is the global minimum of every cycle's constraints. Without a GPU
  * it runs the same kernels on the host. It shares its kernels, options and report with
  * lulesh_tess.
@@ -114,6 +114,16 @@ static int face_of_dir(int dir)
     return -1;
 }
 
+/* The whole-exchange plans of exchange.h (one pack and one unpack kernel per exchange, as
+ * lulesh_tess): where each direction's message lies in the send and receive buffers. */
+static void all_plans(const xch_plan_t *p, lul_xch_plan_t *sp, lul_xch_plan_t *rp)
+{
+    for (int dir = 0; dir < 27; dir++) {
+        sp->off[dir] = p->snd >> dir & 1 ? p->soff[dir] : -1;
+        rp->off[dir] = p->rcv >> dir & 1 ? p->roff[dir] : -1;
+    }
+}
+
 /* Move the packed messages of plan p (sends carry the sender's direction in the tag). */
 static void xch_move(xch_t *x, const xch_plan_t *p, int tag)
 {
@@ -154,14 +164,11 @@ static void xch_nodes(xch_t *x, lul_fields_t fl, int add)
     if (!p.snd && !p.rcv)
         return;
     plan_offsets(&p);
-    for (int dir = 0; dir < 27; dir++)
-        if (p.snd >> dir & 1)
-            lul_xch_pack_nodes(app_stream, fl, d->ex, d->ey, d->ez, dir, x->dsend + p.soff[dir]);
+    lul_xch_plan_t sp, rp;
+    all_plans(&p, &sp, &rp);
+    lul_xch_pack_nodes_all(app_stream, fl, d->ex, d->ey, d->ez, &sp, x->dsend);
     xch_move(x, &p, TAG_NODES);
-    for (int dir = 0; dir < 27; dir++)
-        if (p.rcv >> dir & 1)
-            lul_xch_unpack_nodes(app_stream, fl, d->ex, d->ey, d->ez, dir, x->drecv + p.roff[dir],
-                                 add);
+    lul_xch_unpack_nodes_all(app_stream, fl, d->ex, d->ey, d->ez, &rp, x->drecv, add);
 }
 
 /* Element ghosts: the layer next to each face with a neighbour goes to its ghost slab there. */
@@ -180,15 +187,11 @@ static void xch_elems(xch_t *x, lul_fields_t fl)
         return;
     p.rcv = p.snd;
     plan_offsets(&p);
-    for (int dir = 0; dir < 27; dir++)
-        if (p.snd >> dir & 1)
-            lul_xch_pack_elems(app_stream, fl, d->ex, d->ey, d->ez, face_of_dir(dir),
-                               x->dsend + p.soff[dir]);
+    lul_xch_plan_t sp, rp;
+    all_plans(&p, &sp, &rp);
+    lul_xch_pack_elems_all(app_stream, fl, d->ex, d->ey, d->ez, &sp, x->dsend);
     xch_move(x, &p, TAG_ELEMS);
-    for (int dir = 0; dir < 27; dir++)
-        if (p.rcv >> dir & 1)
-            lul_xch_unpack_elems(app_stream, fl, d->ex, d->ey, d->ez, face_of_dir(dir),
-                                 x->drecv + p.roff[dir]);
+    lul_xch_unpack_elems_all(app_stream, fl, d->ex, d->ey, d->ez, &rp, x->drecv);
 }
 
 static void xch_init(xch_t *x, const lul_domain_t *d, const int grid[3], const int c[3])
