@@ -70,7 +70,7 @@ static inline lul_box_t lul_box_of(int64_t n, const int grid[3], const int c[3])
     return b;
 }
 
-static inline int lul_dir(int dx, int dy, int dz)
+static inline TESS_HD int lul_dir(int dx, int dy, int dz)
 {
     return (dx + 1) + 3 * (dy + 1) + 9 * (dz + 1);
 }
@@ -88,7 +88,7 @@ static inline int lul_dir_opposite(int d)
 }
 
 /** The direction of face f (0..5: -x, +x, -y, +y, -z, +z), and the face opposite f. */
-static inline int lul_face_dir(int f)
+static inline TESS_HD int lul_face_dir(int f)
 {
     int s = f % 2 ? 1 : -1;
     return f / 2 == 0 ? lul_dir(s, 0, 0) : f / 2 == 1 ? lul_dir(0, s, 0) : lul_dir(0, 0, s);
@@ -256,43 +256,96 @@ typedef struct lul_xch_plan {
     int64_t off[27];
 } lul_xch_plan_t;
 
-/** Node n of the block: add (or copy) what every direction of the plan brought for it, in
- *  ascending direction: the order of the direction-by-direction unpacks, so the same sums and
- *  the same last copy. Interior nodes have nothing to do (a kernel visits the surface nodes:
- *  lul_surface_node). */
+/** Where node (i, j, k) lies in direction d's message (d must hold it). */
+static inline TESS_HD int64_t lul_node_slot(int64_t ex, int64_t ey, int64_t ez, int d, int64_t i,
+                                            int64_t j, int64_t k, int64_t *count)
+{
+    lul_region_t r = lul_node_region(ex, ey, ez, d);
+    *count         = r.count;
+    return ((k - r.lo[2]) * r.n[1] + (j - r.lo[1])) * r.n[0] + (i - r.lo[0]);
+}
+
+/* One axis of a node's message m: the node's side b on it (-1, 0, 1: low face, inside, high
+ * face) and choice c (0, 1) give the direction's component, the smaller first; -2 when there is
+ * no such choice (c = 1 inside). */
+static inline TESS_HD int lul_msg_axis(int b, int c)
+{
+    return b == 0 ? (c ? -2 : 0) : (b < 0) == (c == 0) ? b : 0;
+}
+
+/** Message m (0 ≤ m < 8) of the plan that holds node (i, j, k): its direction, -1 when there is
+ *  none; the node at slot *t of its *cnt items. m in ascending order visits the messages in
+ *  ascending direction (at most 7: a corner node's three faces, three edges and corner);
+ *  interior nodes are in none. No arrays: a kernel keeps it in registers. */
+static inline TESS_HD int lul_node_msg(int64_t ex, int64_t ey, int64_t ez,
+                                       const lul_xch_plan_t *plan, int64_t i, int64_t j,
+                                       int64_t k, int m, int64_t *t, int64_t *cnt)
+{
+    int dx = lul_msg_axis(i == 0 ? -1 : i == ex ? 1 : 0, m & 1);
+    int dy = lul_msg_axis(j == 0 ? -1 : j == ey ? 1 : 0, m >> 1 & 1);
+    int dz = lul_msg_axis(k == 0 ? -1 : k == ez ? 1 : 0, m >> 2 & 1);
+    if (dx == -2 || dy == -2 || dz == -2)
+        return -1;
+    int d = lul_dir(dx, dy, dz);
+    if (d == LUL_XCH_SELF || plan->off[d] < 0)
+        return -1;
+    *t = lul_node_slot(ex, ey, ez, d, i, j, k, cnt);
+    return d;
+}
+
+/** Node (i, j, k)'s nf values v[]: add (or copy) what every direction of the plan brought for
+ *  it, in ascending direction: the order of the direction-by-direction unpacks, so the same sums
+ *  and the same last copy. A stage kernel that computes the node unpacks so (lulesh.h). */
+static inline TESS_HD void lul_unpack_node_vals(double *v, int nf, int64_t ex, int64_t ey,
+                                                int64_t ez, const lul_xch_plan_t *plan,
+                                                const double *TESS_RESTRICT buf, int64_t i,
+                                                int64_t j, int64_t k, int add)
+{
+    for (int m = 0; m < 8; m++) {
+        int64_t t, cnt;
+        int     d = lul_node_msg(ex, ey, ez, plan, i, j, k, m, &t, &cnt);
+        if (d < 0)
+            continue;
+        const double *b = buf + plan->off[d] + t;
+        for (int q = 0; q < nf; q++)
+            v[q] = add ? v[q] + b[q * cnt] : b[q * cnt];
+    }
+}
+
+/** Node (i, j, k)'s nf values v[] into every message of the plan that holds it: the pack of
+ *  lul_xch_pack_nodes_all, done by the stage kernel that computed them (lulesh.h). */
+static inline TESS_HD void lul_pack_node_vals(const double *v, int nf, int64_t ex, int64_t ey,
+                                              int64_t ez, const lul_xch_plan_t *plan,
+                                              double *TESS_RESTRICT buf, int64_t i, int64_t j,
+                                              int64_t k)
+{
+    for (int m = 0; m < 8; m++) {
+        int64_t t, cnt;
+        int     d = lul_node_msg(ex, ey, ez, plan, i, j, k, m, &t, &cnt);
+        if (d < 0)
+            continue;
+        double *b = buf + plan->off[d] + t;
+        for (int q = 0; q < nf; q++)
+            b[q * cnt] = v[q];
+    }
+}
+
+/** Node n of the block: lul_unpack_node_vals on its fields (in place). Interior nodes have
+ *  nothing to do (a kernel visits the surface nodes: lul_surface_node). */
 static inline TESS_HD void lul_unpack_node_all(const lul_fields_t *fl, int64_t ex, int64_t ey,
                                                int64_t ez, const lul_xch_plan_t *plan,
                                                const double *TESS_RESTRICT buf, int64_t n,
                                                int add)
 {
     int64_t i = n % (ex + 1), j = n / (ex + 1) % (ey + 1), k = n / ((ex + 1) * (ey + 1));
-    int     bx = i == 0 ? -1 : i == ex ? 1 : 0, by = j == 0 ? -1 : j == ey ? 1 : 0;
-    int     bz = k == 0 ? -1 : k == ez ? 1 : 0;
-    if (!bx && !by && !bz)
-        return;
-    for (int dz = -1; dz <= 1; dz++) {
-        if (dz && dz != bz)
+    for (int m = 0; m < 8; m++) {
+        int64_t t, cnt;
+        int     d = lul_node_msg(ex, ey, ez, plan, i, j, k, m, &t, &cnt);
+        if (d < 0)
             continue;
-        for (int dy = -1; dy <= 1; dy++) {
-            if (dy && dy != by)
-                continue;
-            for (int dx = -1; dx <= 1; dx++) {
-                if (dx && dx != bx)
-                    continue;
-                int d = (dx + 1) + 3 * (dy + 1) + 9 * (dz + 1);
-                if (d == 13 || plan->off[d] < 0)
-                    continue;
-                lul_region_t  r = lul_node_region(ex, ey, ez, d);
-                int64_t       t = ((k - r.lo[2]) * r.n[1] + (j - r.lo[1])) * r.n[0] + (i - r.lo[0]);
-                const double *b = buf + plan->off[d];
-                for (int q = 0; q < fl->nf; q++) {
-                    if (add)
-                        fl->f[q][n] += b[q * r.count + t];
-                    else
-                        fl->f[q][n] = b[q * r.count + t];
-                }
-            }
-        }
+        const double *b = buf + plan->off[d] + t;
+        for (int q = 0; q < fl->nf; q++)
+            fl->f[q][n] = add ? fl->f[q][n] + b[q * cnt] : b[q * cnt];
     }
 }
 

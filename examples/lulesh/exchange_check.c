@@ -69,6 +69,41 @@ static void fail(const char *what, const blk_t *k, int64_t idx, double got, doub
                 k->c[1], k->c[2], (long long)idx, got, want);
 }
 
+/* Pack every node of block k with lul_pack_node_vals (as the node stage does) into one buffer
+ * laid out by a plan of the directions k sends to, and compare with k->out[]. */
+static void check_node_pack(blk_t *k, lul_fields_t fl, int copy)
+{
+    lul_xch_plan_t plan;
+    int64_t        total = 0;
+    for (int d = 0; d < 27; d++) {
+        plan.off[d] = k->out[d] ? total : -1;
+        if (k->out[d])
+            total += fl.nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d);
+    }
+    double *all = calloc((size_t)(total ? total : 1), sizeof(double));
+    for (int64_t kk = 0; kk <= k->b.ez; kk++)
+        for (int64_t j = 0; j <= k->b.ey; j++)
+            for (int64_t i = 0; i <= k->b.ex; i++) {
+                int64_t n = (kk * (k->b.ey + 1) + j) * (k->b.ex + 1) + i;
+                double  v[2];
+                for (int q = 0; q < fl.nf; q++)
+                    v[q] = fl.f[q][n];
+                lul_pack_node_vals(v, fl.nf, k->b.ex, k->b.ey, k->b.ez, &plan, all, i, j, kk);
+            }
+    for (int d = 0; d < 27; d++) {
+        if (!k->out[d])
+            continue;
+        int64_t cnt = fl.nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d);
+        for (int64_t t = 0; t < cnt; t++)
+            if (all[plan.off[d] + t] != k->out[d][t]) {
+                fail(copy ? "node pack (copy)" : "node pack (sum)", k, t, all[plan.off[d] + t],
+                     k->out[d][t]);
+                break;
+            }
+    }
+    free(all);
+}
+
 /* centric: unpack node by node with lul_unpack_node_all (the GPU's one-kernel unpack) from
  * one buffer holding every received message at its plan offset; else direction by direction. */
 static void exchange_nodes(blk_t *bl, int nb, int nf, int copy, int centric)
@@ -83,6 +118,8 @@ static void exchange_nodes(blk_t *bl, int nb, int nf, int copy, int centric)
             k->out[d] = malloc(sizeof(double) * nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d));
             lul_xch_pack_nodes(NULL, fl, k->b.ex, k->b.ey, k->b.ez, d, k->out[d]);
         }
+        if (centric) /* the node stage's pack, node by node, must give the same messages */
+            check_node_pack(k, fl, copy);
     }
     for (int r = 0; r < nb; r++) {
         blk_t       *k  = &bl[r];
@@ -294,7 +331,7 @@ static void check_surface(int64_t ex, int64_t ey, int64_t ez)
         lul_node_ijk(&d, n, &i, &j, &k);
         int on = lul_node_on_surface(&d, i, j, k);
         want += on;
-        if (on != seen[n]) {
+        if (seen[n] != on) {
             printf("surface %lldx%lldx%lld: node (%lld,%lld,%lld) %s\n", (long long)ex,
                    (long long)ey, (long long)ez, (long long)i, (long long)j, (long long)k,
                    on ? "missing" : "listed but inside");

@@ -2,6 +2,8 @@
  * that choose between them and the CUDA ones (lulesh.h). No dependency on Tessera or MPI. */
 #include "lulesh.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -512,7 +514,22 @@ const char *lul_error_string(int err)
 typedef struct stage_args {
     lul_domain_t *d;
     double        dt;
+    lul_fuse_t   *fz; /* exchange work: a copy the stage frees when it has run, or NULL */
 } stage_args_t;
+
+/* A stage's arguments (a launch's arguments are at most 256 bytes: fz goes as a copy). */
+static stage_args_t stage_args(lul_domain_t *d, const lul_fuse_t *fz)
+{
+    stage_args_t a = {.d = d, .dt = d->deltatime, .fz = NULL};
+    if (fz && (fz->recv || fz->send)) {
+        if (!(a.fz = malloc(sizeof(*fz)))) {
+            fprintf(stderr, "lulesh: out of memory for a stage's arguments\n");
+            exit(1);
+        }
+        *a.fz = *fz;
+    }
+    return a;
+}
 
 static void set_err(lul_domain_t *d, int err)
 {
@@ -539,7 +556,8 @@ static void host_nodes(void *p)
 {
     stage_args_t *a = p;
     for (int64_t n = 0; n < a->d->numNode; n++)
-        lul_node_update(a->d, n, a->dt);
+        lul_node_update(a->d, n, a->dt, a->fz);
+    free(a->fz);
 }
 
 static void host_gradients(void *p)
@@ -584,6 +602,26 @@ static void host_constraints(void *p)
     d->out->err       = *d->err;
 }
 
+int lul_fuse_nodes(void)
+{
+    /* any thread (PEs) may be first: each finds the same */
+    static atomic_int cached = -1;
+    int               fuse   = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (fuse < 0) {
+        const char *e = getenv("LULESH_FUSE");
+        if (!e || !*e || !strcmp(e, "nodes"))
+            fuse = 1;
+        else if (!strcmp(e, "none"))
+            fuse = 0;
+        else {
+            fprintf(stderr, "lulesh: LULESH_FUSE=%s: expected nodes or none\n", e);
+            exit(2);
+        }
+        atomic_store_explicit(&cached, fuse, memory_order_relaxed);
+    }
+    return fuse;
+}
+
 void lul_stage_force(void *stream, lul_domain_t *d)
 {
 #ifdef LULESH_CUDA
@@ -592,19 +630,19 @@ void lul_stage_force(void *stream, lul_domain_t *d)
         return;
     }
 #endif
-    stage_args_t a = {d, d->deltatime};
+    stage_args_t a = stage_args(d, NULL);
     launch(stream, host_force, &a, sizeof(a));
 }
 
-void lul_stage_nodes(void *stream, lul_domain_t *d)
+void lul_stage_nodes(void *stream, lul_domain_t *d, const lul_fuse_t *fz)
 {
 #ifdef LULESH_CUDA
     if (lul_backend == LUL_CUDA) {
-        lul_cuda_nodes(stream, d, d->deltatime);
+        lul_cuda_nodes(stream, d, d->deltatime, fz);
         return;
     }
 #endif
-    stage_args_t a = {d, d->deltatime};
+    stage_args_t a = stage_args(d, fz);
     launch(stream, host_nodes, &a, sizeof(a));
 }
 
@@ -616,7 +654,7 @@ void lul_stage_gradients(void *stream, lul_domain_t *d)
         return;
     }
 #endif
-    stage_args_t a = {d, d->deltatime};
+    stage_args_t a = stage_args(d, NULL);
     launch(stream, host_gradients, &a, sizeof(a));
 }
 
@@ -628,7 +666,7 @@ void lul_stage_eos(void *stream, lul_domain_t *d)
         return;
     }
 #endif
-    stage_args_t a = {d, d->deltatime};
+    stage_args_t a = stage_args(d, NULL);
     launch(stream, host_eos, &a, sizeof(a));
 }
 
@@ -640,6 +678,6 @@ void lul_stage_constraints(void *stream, lul_domain_t *d)
         return;
     }
 #endif
-    stage_args_t a = {d, d->deltatime};
+    stage_args_t a = stage_args(d, NULL);
     launch(stream, host_constraints, &a, sizeof(a));
 }

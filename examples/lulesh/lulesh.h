@@ -24,8 +24,9 @@
  *          lul_time_increment(d, mincourant, minhydro)   host
  *     2.   lul_stage_force(s, d)             fx, fy, fz of this block's elements (it needs no
  *                                            time step: a driver may launch it before 1.)
- *          node-sum(fx, fy, fz)              26 neighbours
- *     3.   lul_stage_nodes(s, d)             acceleration, symmetry BCs, velocity, position
+ *          node-sum(fx, fy, fz)              26 neighbours (stage 3 may add the sums it
+ *                                            receives and pack the node-copy: lul_fuse_t)
+ *     3.   lul_stage_nodes(s, d, fz)         acceleration, symmetry BCs, velocity, position
  *          node-copy(x, y, z, xd, yd, zd)    as the reference's MPI program does by default
  *     4.   lul_stage_gradients(s, d)         kinematics, monotonic-Q gradients
  *          element ghosts(delv_xi, delv_eta, delv_zeta)   6 face neighbours
@@ -148,6 +149,15 @@ typedef struct lul_domain {
     int    cycle;
     double einit; /* the energy deposited at the origin */
 } lul_domain_t;
+
+/** The exchange work stage 3 does for the driver (two kernels less a cycle): it adds the force
+ *  sums the neighbours sent (recv, at rplan: the node-sum's receive plan) and packs x, y, z, xd,
+ *  yd, zd for the node-copy (send, at splan). A NULL buffer: nothing to do. */
+typedef struct lul_fuse {
+    const double  *recv;
+    double        *send;
+    lul_xch_plan_t rplan, splan;
+} lul_fuse_t;
 
 /* ---- per-element and per-node math (one source for every backend) ---------------------------- */
 
@@ -446,17 +456,23 @@ static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, i
 /* Stage 3, one node: acceleration, symmetry-plane BCs, velocity and position. The force of an
  * interior node (of every node with d->gather_in_nodes) is summed here from the corner forces:
  * the same sums stage 2 would write, one pass over the nodes less; a surface node's is read
- * from fx, fy, fz, where the exchange added the neighbours' sums. */
+ * from fx, fy, fz, where the exchange added the neighbours' sums, or (fz->recv) they are
+ * added here as the unpack would have. With fz->send the new positions and velocities go
+ * into the node-copy's messages. */
 static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, int64_t n,
-                                           double dt)
+                                           double dt, const lul_fuse_t *fz)
 {
     int64_t i, j, k;
     double  f[3];
     lul_node_ijk(d, n, &i, &j, &k);
-    if (d->gather_in_nodes || !lul_node_on_surface(d, i, j, k))
+    int surface = lul_node_on_surface(d, i, j, k);
+    if (d->gather_in_nodes || !surface) {
         lul_node_force_sum(d, i, j, k, f);
-    else
+    } else {
         f[0] = d->fx[n], f[1] = d->fy[n], f[2] = d->fz[n];
+        if (fz && fz->recv)
+            lul_unpack_node_vals(f, 3, d->ex, d->ey, d->ez, &fz->rplan, fz->recv, i, j, k, 1);
+    }
     double m   = d->nodalMass[n];
     double xdd = f[0] / m, ydd = f[1] / m, zdd = f[2] / m;
     xdd = d->ox + i == 0 ? 0.0 : xdd; /* symmetry planes */
@@ -469,9 +485,14 @@ static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, 
     d->xd[n] = xd;
     d->yd[n] = yd;
     d->zd[n] = zd;
-    d->x[n] += xd * dt;
-    d->y[n] += yd * dt;
-    d->z[n] += zd * dt;
+    double x = d->x[n] + xd * dt, y = d->y[n] + yd * dt, z = d->z[n] + zd * dt;
+    d->x[n] = x;
+    d->y[n] = y;
+    d->z[n] = z;
+    if (surface && fz && fz->send) {
+        double v[6] = {x, y, z, xd, yd, zd};
+        lul_pack_node_vals(v, 6, d->ex, d->ey, d->ez, &fz->splan, fz->send, i, j, k);
+    }
 }
 
 static inline TESS_HD double lul_area_face(const double x[8], const double y[8],
@@ -822,16 +843,22 @@ extern void (*lul_pinned_release)(void *p);
 void lul_copy_to_dev(void *dst, const void *src, size_t bytes);
 void lul_copy_from_dev(void *dst, const void *src, size_t bytes);
 
-void lul_stage_force(void *stream, lul_domain_t *d);       /* 2: fx, fy, fz (local sums) */
-void lul_stage_nodes(void *stream, lul_domain_t *d);       /* 3: xd.., x.. (uses d->deltatime) */
-void lul_stage_gradients(void *stream, lul_domain_t *d);   /* 4a: vnew.., delv_* (local) */
+/** Whether stage 3 does the exchange work of lul_fuse_t: LULESH_FUSE=nodes (the default) or
+ *  none (separate unpack and pack kernels) in the environment; anything else ends the program
+ *  with a message. Both drivers ask it, so they run the same kernels. Any thread. */
+int lul_fuse_nodes(void);
+
+void lul_stage_force(void *stream, lul_domain_t *d); /* 2: fx, fy, fz (local sums) */
+/* 3: xd.., x.. (uses d->deltatime); fz may be NULL */
+void lul_stage_nodes(void *stream, lul_domain_t *d, const lul_fuse_t *fz);
+void lul_stage_gradients(void *stream, lul_domain_t *d); /* 4a: vnew.., delv_* (local) */
 void lul_stage_eos(void *stream, lul_domain_t *d);         /* 4b: q, e, p, ss, v */
 void lul_stage_constraints(void *stream, lul_domain_t *d); /* 5: → d->out (host) */
 
 #ifdef LULESH_CUDA
 /* The CUDA launchers (kernels_cuda.cu); the ones above call them when lul_backend says so. */
 void  lul_cuda_force(void *s, const lul_domain_t *d);
-void  lul_cuda_nodes(void *s, const lul_domain_t *d, double dt);
+void  lul_cuda_nodes(void *s, const lul_domain_t *d, double dt, const lul_fuse_t *fz);
 void  lul_cuda_gradients(void *s, const lul_domain_t *d, double dt);
 void  lul_cuda_eos(void *s, const lul_domain_t *d);
 void  lul_cuda_constraints(void *s, const lul_domain_t *d);

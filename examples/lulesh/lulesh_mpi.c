@@ -148,50 +148,95 @@ static void xch_move(xch_t *x, const xch_plan_t *p, int tag)
         app_copy(x->drecv, x->hrecv, sizeof(double) * (size_t)p->rtotal);
 }
 
-/* Node-sum (add = 1: nodal mass, forces) with every neighbour, or node-copy (add = 0: positions
- * and velocities; send to dir < 13, receive from dir > 13), unpacked in ascending dir. */
-static void xch_nodes(xch_t *x, lul_fields_t fl, int add)
+/* The plan of a node exchange of nf fields: node-sum (add = 1: nodal mass, forces) with every
+ * neighbour, or node-copy (add = 0: positions and velocities; send to dir < 13, receive from
+ * dir > 13); sp and rp its whole-exchange plans. Returns 0 when there is nothing to exchange. */
+static int plan_nodes(const xch_t *x, int nf, int add, xch_plan_t *p, lul_xch_plan_t *sp,
+                      lul_xch_plan_t *rp)
 {
     const lul_domain_t *d = x->d;
-    xch_plan_t          p = {.snd = 0};
+    *p                    = (xch_plan_t){.snd = 0};
     for (int dir = 0; dir < 27; dir++) {
         if (x->nbr[dir] < 0)
             continue;
-        p.count[dir] = lul_node_count(d->ex, d->ey, d->ez, dir) * fl.nf;
-        p.snd |= (uint32_t)(add || lul_xch_sync_sends(dir)) << dir;
-        p.rcv |= (uint32_t)(add || lul_xch_sync_recvs(dir)) << dir;
+        p->count[dir] = lul_node_count(d->ex, d->ey, d->ez, dir) * nf;
+        p->snd |= (uint32_t)(add || lul_xch_sync_sends(dir)) << dir;
+        p->rcv |= (uint32_t)(add || lul_xch_sync_recvs(dir)) << dir;
     }
-    if (!p.snd && !p.rcv)
+    plan_offsets(p);
+    all_plans(p, sp, rp);
+    return p->snd || p->rcv;
+}
+
+/* The plan of the element ghosts of nf fields: the layer next to each face with a neighbour
+ * goes to its ghost slab there. */
+static int plan_elems(const xch_t *x, int nf, xch_plan_t *p, lul_xch_plan_t *sp,
+                      lul_xch_plan_t *rp)
+{
+    const lul_domain_t *d = x->d;
+    *p                    = (xch_plan_t){.snd = 0};
+    for (int f = 0; f < 6; f++) {
+        int dir = lul_face_dir(f);
+        if (x->nbr[dir] < 0)
+            continue;
+        p->count[dir] = lul_face_count(d->ex, d->ey, d->ez, f) * nf;
+        p->snd |= 1u << dir;
+    }
+    p->rcv = p->snd;
+    plan_offsets(p);
+    all_plans(p, sp, rp);
+    return p->snd != 0;
+}
+
+/* A whole node exchange: pack, move, unpack in ascending dir (the nodal mass). */
+static void xch_nodes(xch_t *x, lul_fields_t fl, int add)
+{
+    const lul_domain_t *d = x->d;
+    xch_plan_t          p;
+    lul_xch_plan_t      sp, rp;
+    if (!plan_nodes(x, fl.nf, add, &p, &sp, &rp))
         return;
-    plan_offsets(&p);
-    lul_xch_plan_t sp, rp;
-    all_plans(&p, &sp, &rp);
     lul_xch_pack_nodes_all(app_stream, fl, d->ex, d->ey, d->ez, &sp, x->dsend);
     xch_move(x, &p, TAG_NODES);
     lul_xch_unpack_nodes_all(app_stream, fl, d->ex, d->ey, d->ez, &rp, x->drecv, add);
 }
 
-/* Element ghosts: the layer next to each face with a neighbour goes to its ghost slab there. */
-static void xch_elems(xch_t *x, lul_fields_t fl)
+/* Stages 3 and 4a of a cycle with their exchanges, as lulesh_tess does them: the forces packed
+ * and moved, then the node stage adds them and packs the node-copy (lul_fuse_t, unless
+ * LULESH_FUSE=none); the node-copy moved and unpacked; the gradient stage, its element ghosts
+ * packed, moved and unpacked. (xch_move waits for the stream before it receives into drecv,
+ * which the node stage reads.) */
+static void stages_3_4a(xch_t *x, lul_domain_t *d, lul_fields_t force, lul_fields_t posv,
+                        lul_fields_t grad)
 {
-    const lul_domain_t *d = x->d;
-    xch_plan_t          p = {.snd = 0};
-    for (int f = 0; f < 6; f++) {
-        int dir = lul_face_dir(f);
-        if (x->nbr[dir] < 0)
-            continue;
-        p.count[dir] = lul_face_count(d->ex, d->ey, d->ez, f) * fl.nf;
-        p.snd |= 1u << dir;
+    xch_plan_t     pf, pp, pg;
+    lul_xch_plan_t sf, rp, sg, rg;
+    lul_fuse_t     fn = {.recv = NULL};
+    int            f3 = lul_fuse_nodes();
+    if (plan_nodes(x, force.nf, 1, &pf, &sf, &fn.rplan)) {
+        lul_xch_pack_nodes_all(app_stream, force, d->ex, d->ey, d->ez, &sf, x->dsend);
+        xch_move(x, &pf, TAG_NODES);
+        if (f3)
+            fn.recv = x->drecv;
+        else
+            lul_xch_unpack_nodes_all(app_stream, force, d->ex, d->ey, d->ez, &fn.rplan, x->drecv,
+                                     1);
     }
-    if (!p.snd)
-        return;
-    p.rcv = p.snd;
-    plan_offsets(&p);
-    lul_xch_plan_t sp, rp;
-    all_plans(&p, &sp, &rp);
-    lul_xch_pack_elems_all(app_stream, fl, d->ex, d->ey, d->ez, &sp, x->dsend);
-    xch_move(x, &p, TAG_ELEMS);
-    lul_xch_unpack_elems_all(app_stream, fl, d->ex, d->ey, d->ez, &rp, x->drecv);
+    int posvel = plan_nodes(x, posv.nf, 0, &pp, &fn.splan, &rp);
+    fn.send    = posvel && f3 ? x->dsend : NULL;
+    lul_stage_nodes(app_stream, d, &fn);
+    if (posvel) {
+        if (!f3)
+            lul_xch_pack_nodes_all(app_stream, posv, d->ex, d->ey, d->ez, &fn.splan, x->dsend);
+        xch_move(x, &pp, TAG_NODES);
+        lul_xch_unpack_nodes_all(app_stream, posv, d->ex, d->ey, d->ez, &rp, x->drecv, 0);
+    }
+    lul_stage_gradients(app_stream, d);
+    if (plan_elems(x, grad.nf, &pg, &sg, &rg)) {
+        lul_xch_pack_elems_all(app_stream, grad, d->ex, d->ey, d->ez, &sg, x->dsend);
+        xch_move(x, &pg, TAG_ELEMS);
+        lul_xch_unpack_elems_all(app_stream, grad, d->ex, d->ey, d->ez, &rg, x->drecv);
+    }
 }
 
 static void xch_init(xch_t *x, const lul_domain_t *d, const int grid[3], const int c[3])
@@ -241,6 +286,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     lul_opts_t opt = lul_parse(argc, argv, rank);
+    lul_fuse_nodes(); /* LULESH_FUSE checked before the run */
     select_device();
 
     /* a cube of ranks, rank = (plane * p + row) * p + col, as the reference's InitMeshDecomp */
@@ -287,11 +333,7 @@ int main(int argc, char **argv)
             MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
         lul_time_increment(d, global[0], global[1]);
 
-        xch_nodes(&x, force, 1);
-        lul_stage_nodes(app_stream, d);
-        xch_nodes(&x, posv, 0);
-        lul_stage_gradients(app_stream, d);
-        xch_elems(&x, grad);
+        stages_3_4a(&x, d, force, posv, grad);
         lul_stage_eos(app_stream, d);
         lul_stage_constraints(app_stream, d);
         record_constraints();

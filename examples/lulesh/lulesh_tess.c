@@ -228,6 +228,16 @@ static void xbuf_alloc(chare_t *c)
         die("exchange buffers");
 }
 
+/* The plan of one buffer set, parity and side (recv 0: sends) into *plan; the buffer it lies in,
+ * or NULL when it has no message. */
+static double *plan_of(chare_t *c, int set, int parity, int recv, lul_xch_plan_t *plan)
+{
+    int any = 0;
+    for (int d = 0; d < 27; d++)
+        any |= (plan->off[d] = c->off[set][parity][recv][d]) >= 0;
+    return any ? c->xbuf : NULL;
+}
+
 static double *xbuf(chare_t *c, int set, int parity, int recv, int d)
 {
     return c->xbuf + c->off[set][parity][recv][d];
@@ -398,9 +408,10 @@ static tess_index_t chare_index(const int c[3])
     return tess_idx3(c[2], c[1], c[0]);
 }
 
-/* Pack this phase's data for every neighbour that gets it and send it all in one
- * tess_send_device_many, ordered after the stage just enqueued; then wait for the phase. */
-static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
+/* Pack this phase's data for every neighbour that gets it (unless the stage just enqueued
+ * packed it: `packed`) and send it all in one tess_send_device_many, ordered after that stage;
+ * then wait for the phase. */
+static void exchange(tess_ctx_h ctx, chare_t *c, int phase, int packed)
 {
     tess_stream_t    s   = tess_ctx_stream(ctx);
     int              set = set_of(phase), par = c->cycle % 2;
@@ -417,9 +428,9 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
     for (int d = 0; d < 27; d++)
         any |= plan.off[d] >= 0;
     kernel_part = part_of(phase);
-    if (any && phase == PH_MONOQ)
+    if (any && !packed && phase == PH_MONOQ)
         lul_xch_pack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
-    else if (any)
+    else if (any && !packed)
         lul_xch_pack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
     for (int d = 0; d < 27; d++) {
         if (plan.off[d] < 0)
@@ -481,7 +492,8 @@ static void advance(tess_ctx_h ctx, chare_t *c)
             return;
         c->got[ph][par] = 0;
         c->waiting      = -1;
-        unpack(ctx, c, ph);
+        if (ph != PH_FORCE || !lul_fuse_nodes()) /* else the node stage adds the sums */
+            unpack(ctx, c, ph);
         switch (ph) {
         case PH_MASS: /* cycle 0: the sum of the nodal mass; the first dt is the initial one */
             enqueue_next_force(ctx, c);
@@ -489,15 +501,22 @@ static void advance(tess_ctx_h ctx, chare_t *c)
             tess_contribute(ctx, 0, c->dtmin, 2, TESS_DOUBLE, TESS_MIN,
                             tess_cb_broadcast(chares, E_DT));
             return;
-        case PH_FORCE:
+        case PH_FORCE: { /* the node stage may unpack the forces and pack the node-copy */
+            lul_fuse_t fz = {.recv = NULL};
+            int        fused = lul_fuse_nodes();
+            if (fused) {
+                fz.recv = plan_of(c, PH_FORCE, par, 1, &fz.rplan);
+                fz.send = plan_of(c, PH_POSVEL, par, 0, &fz.splan);
+            }
             kernel_part = KP_NODES;
-            lul_stage_nodes(s, &c->d);
-            exchange(ctx, c, PH_POSVEL);
+            lul_stage_nodes(s, &c->d, &fz);
+            exchange(ctx, c, PH_POSVEL, fused);
             return;
+        }
         case PH_POSVEL:
             kernel_part = KP_GRAD;
             lul_stage_gradients(s, &c->d);
-            exchange(ctx, c, PH_MONOQ);
+            exchange(ctx, c, PH_MONOQ, 0);
             return;
         case PH_MONOQ:
             kernel_part = KP_EOS;
@@ -540,7 +559,7 @@ static void on_start(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     chare_t *c = e;
     count_kernels(c);
     c->cycle   = 0;
-    exchange(ctx, c, PH_MASS);
+    exchange(ctx, c, PH_MASS, 0);
 }
 
 static void contribute(tess_ctx_h ctx, chare_t *c)
@@ -607,7 +626,7 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     if (!c->force_ready)
         lul_stage_force(tess_ctx_stream(ctx), &c->d);
     c->force_ready = 0;
-    exchange(ctx, c, PH_FORCE);
+    exchange(ctx, c, PH_FORCE, 0);
 }
 
 static void start_phase(void *arg)
@@ -733,6 +752,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     parse_tess(&argc, argv, rank);
     opt = lul_parse(argc, argv, rank);
+    lul_fuse_nodes(); /* LULESH_FUSE checked before the run */
 #ifdef LULESH_CUDA
     if (tess_gpu_backend() == TESS_GPU_CUDA) {
         lul_backend     = LUL_CUDA;
