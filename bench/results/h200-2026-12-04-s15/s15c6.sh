@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Session 15, call 6: the fused node kernel gives surface and interior nodes to different warps.
+set -u
+top=$(pwd); b=$top/build-cuda
+export LD_LIBRARY_PATH=$b/src/.libs:$b/ucx/lib
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl=^uct
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export TESS_SRCDIR=$top TESS_BUILDDIR=$b
+O=$OUT/r; mkdir -p $O
+mpi=(mpirun --oversubscribe --bind-to none)
+L=$b/examples/lulesh
+ms() { echo "$1" | grep "^RESULT" | head -1 | tr ' ' '\n' | awk -F= '$1=="elapsed"{e=$2} $1=="iterations"{i=$2} END{if (i) printf "%.4f", e*1e3/i}'; }
+nvidia-cuda-mps-control -d; sleep 1
+t0=$SECONDS
+TESS_GPU=cuda timeout 200 $b/test/runtests --timeout-scale 2 lulesh > $O/tests.log 2>&1
+echo "lulesh tests, default fuse ($((SECONDS-t0)) s): $(grep -E '^[0-9]+ passed' $O/tests.log)" | tee $O/summary.txt
+grep -E '^FAIL' $O/tests.log | head | tee -a $O/summary.txt
+for s in 64 128; do
+  line="mpi 8 ranks (MPS) -s $s:"
+  for f in old none nodes; do
+    d=$L; [ $f = old ] && d=$L/old
+    o=$(LULESH_FUSE=${f/old/} timeout 90 "${mpi[@]}" -n 8 -x LULESH_FUSE $d/lulesh_mpi -q -s $s -i 100 2>&1); echo "$o" > $O/mpi8-$f-$s.txt
+    line="$line $f $(ms "$o")"
+  done
+  echo "$line" | tee -a $O/summary.txt
+done
+echo quit | nvidia-cuda-mps-control; sleep 1
+for rep in 1 2 3; do
+for n in 128 256; do
+  it=150; [ $n = 256 ] && it=80
+  o=$(timeout 60 "${mpi[@]}" -n 1 $L/lulesh_mpi -q -s $n -i $it 2>&1); echo "$o" > $O/mpi-$n-$rep.txt
+  m=$(ms "$o"); line="$n rep $rep: mpi $m"
+  for f in old none nodes; do
+    d=$L; [ $f = old ] && d=$L/old
+    o=$(LULESH_FUSE=${f/old/} timeout 60 "${mpi[@]}" -n 1 -x LULESH_FUSE $d/lulesh_tess +ppn 1 -q -g $n -odf 8 -i $it 2>&1); echo "$o" > $O/tess-$f-$n-$rep.txt
+    t=$(echo "$o" | grep "^RESULT-TESS" | tr ' ' '\n' | sed -n 's/^ms_per_cycle=//p')
+    line="$line | $f $t ($(awk -v a="$t" -v b="$m" 'BEGIN{if(b>0) printf "%.3f", a/b}'))"
+  done
+  echo "$line" | tee -a $O/summary.txt
+done
+done
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+t0=$SECONDS
+LULESH_FUSE=nodes timeout 120 $NCU --metrics gpu__time_duration.sum --csv $L/lulesh_tess +ppn 1 -q  -g 256 -odf 8 -i 2 > $O/ncu-tess-256-nodes.csv 2> $O/ncu.err
+echo "ncu tess nodes rc $? $((SECONDS-t0)) s" | tee -a $O/summary.txt
+grep -h "^RESULT" $O/*.txt | awk '{for(i=1;i<=NF;i++) if ($i ~ /^(prog|s|n|origin_energy|iterations|domains)=/) printf "%s ", $i; print ""}' | sort | uniq -c > $O/energies.txt
+cd $OUT && tar czf r.tgz r && rm -rf r
