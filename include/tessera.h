@@ -437,7 +437,11 @@ void tess_pup_bytes(tess_pup_h pup, void *ptr, size_t size);
 void tess_pup_device(tess_pup_h pup, void **dptr_p, size_t size);
 
 /** Move this element to global PE `dest_pe` once the current entry returns (entry). Messages sent
- *  to it meanwhile are forwarded, never lost. */
+ *  to it meanwhile are forwarded, never lost. The state bytes move before the PUP function runs
+ *  and the old ones are freed: work still queued on the element's stream (in a process its
+ *  device buffers stay and it keeps the stream) must not hold pointers into the state itself,
+ *  e.g. a host-backend kernel writing a counter there; synchronise the stream first if it does.
+ *  The same holds for tess_at_sync. */
 #define tess_migrate(ctx, dest_pe) tess_migrate_loc((ctx), (dest_pe), __FILE__, __LINE__)
 tess_status_t tess_migrate_loc(tess_ctx_h ctx, int dest_pe, const char *file, int line);
 

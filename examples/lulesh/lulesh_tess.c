@@ -589,6 +589,9 @@ static void on_dtready(tess_ctx_h ctx, void *e, const void *msg, size_t size)
                                                  : c->cycle % topt.lb_period == 0);
     if (step && c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
         if (tess_gpu_backend() == TESS_GPU_HOST) {
+            /* The next cycle's forces may be running, timed into c->kernel_ns: the chare's
+             * state moves with a migration, so let them finish first (and count them). */
+            tess_gpu_stream_sync(tess_ctx_stream(ctx));
             int64_t ns = atomic_load_explicit(&c->kernel_ns, memory_order_relaxed);
             tess_set_load(ctx, 1e-9 * (double)(ns - c->kernel_ns_step));
             c->kernel_ns_step = ns;
