@@ -330,8 +330,9 @@ static inline TESS_HD void lul_pack_node_vals(const double *v, int nf, int64_t e
     }
 }
 
-/** Node n of the block: lul_unpack_node_vals on its fields (in place). Interior nodes have
- *  nothing to do (a kernel visits the surface nodes: lul_surface_node). */
+/** Node n of the block: lul_unpack_node_vals on its fields, in place (written out: through a
+ *  local array of nf values the unpack kernel kept it in memory, 112 bytes of stack). Interior
+ *  nodes have nothing to do (a kernel visits the surface nodes: lul_surface_node). */
 static inline TESS_HD void lul_unpack_node_all(const lul_fields_t *fl, int64_t ex, int64_t ey,
                                                int64_t ez, const lul_xch_plan_t *plan,
                                                const double *TESS_RESTRICT buf, int64_t n,
