@@ -383,6 +383,8 @@ typedef void (*lul_xch_host_fn_t)(void *args);
 extern void (*lul_xch_host_launch)(void *stream, lul_xch_host_fn_t fn, const void *args,
                                    size_t args_size);
 
+/* One direction or face at a time, on the host only (the host loops of the whole-exchange
+ * launchers below, and exchange_check); both drivers call the whole-exchange ones. */
 /** buf ← the nodes shared with neighbour d of fl's fields (lul_node_count(…, d) × nf doubles). */
 void lul_xch_pack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int d,
                         double *buf);
@@ -412,13 +414,6 @@ void lul_xch_unpack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t
 
 #ifdef LULESH_CUDA
 /* The CUDA launchers (exchange_cuda.cu); the ones above call them when lul_xch_backend says so. */
-void lul_xch_cuda_pack_nodes(void *s, lul_fields_t fl, lul_region_t r, double *buf);
-void lul_xch_cuda_unpack_nodes(void *s, lul_fields_t fl, lul_region_t r, const double *buf,
-                               int add);
-void lul_xch_cuda_pack_elems(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int f,
-                             double *buf);
-void lul_xch_cuda_unpack_elems(void *s, lul_fields_t fl, int64_t base, int64_t count,
-                               const double *buf);
 void lul_xch_cuda_pack_nodes_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
                                  lul_xch_plan_t plan, double *buf);
 void lul_xch_cuda_unpack_nodes_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,

@@ -41,12 +41,6 @@ void lul_xch_pack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, i
                         double *buf)
 {
     lul_region_t r = lul_node_region(ex, ey, ez, d);
-#ifdef LULESH_CUDA
-    if (lul_xch_backend == LUL_XCH_CUDA) {
-        lul_xch_cuda_pack_nodes(stream, fl, r, buf);
-        return;
-    }
-#endif
     node_args_t a = {fl, r, buf, 0};
     launch(stream, host_pack_nodes, &a, sizeof(a));
 }
@@ -55,12 +49,6 @@ void lul_xch_unpack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey,
                           const double *buf, int add)
 {
     lul_region_t r = lul_node_region(ex, ey, ez, d);
-#ifdef LULESH_CUDA
-    if (lul_xch_backend == LUL_XCH_CUDA) {
-        lul_xch_cuda_unpack_nodes(stream, fl, r, buf, add);
-        return;
-    }
-#endif
     node_args_t a = {fl, r, (double *)buf, add};
     launch(stream, host_unpack_nodes, &a, sizeof(a));
 }
@@ -93,12 +81,6 @@ static void host_unpack_elems(void *p)
 void lul_xch_pack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int f,
                         double *buf)
 {
-#ifdef LULESH_CUDA
-    if (lul_xch_backend == LUL_XCH_CUDA) {
-        lul_xch_cuda_pack_elems(stream, fl, ex, ey, ez, f, buf);
-        return;
-    }
-#endif
     elem_args_t a = {fl, ex, ey, ez, 0, lul_face_count(ex, ey, ez, f), f, buf};
     launch(stream, host_pack_elems, &a, sizeof(a));
 }
@@ -107,12 +89,6 @@ void lul_xch_unpack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey,
                           const double *buf)
 {
     int64_t base = lul_ghost_offset(ex, ey, ez, f), count = lul_face_count(ex, ey, ez, f);
-#ifdef LULESH_CUDA
-    if (lul_xch_backend == LUL_XCH_CUDA) {
-        lul_xch_cuda_unpack_elems(stream, fl, base, count, buf);
-        return;
-    }
-#endif
     elem_args_t a = {fl, ex, ey, ez, base, count, f, (double *)buf};
     launch(stream, host_unpack_elems, &a, sizeof(a));
 }

@@ -423,14 +423,11 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase, int packed)
     tess_dev_send_t  send[26];
     int              n = 0;
     fields_of(c, phase, &fl);
-    memcpy(plan.off, c->off[set][par][0], sizeof(plan.off));
-    int any = 0;
-    for (int d = 0; d < 27; d++)
-        any |= plan.off[d] >= 0;
+    int pack = plan_of(c, set, par, 0, &plan) && !packed;
     kernel_part = part_of(phase);
-    if (any && !packed && phase == PH_MONOQ)
+    if (pack && phase == PH_MONOQ)
         lul_xch_pack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
-    else if (any && !packed)
+    else if (pack)
         lul_xch_pack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
     for (int d = 0; d < 27; d++) {
         if (plan.off[d] < 0)
@@ -462,7 +459,7 @@ static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
     if (!c->expect[phase])
         return;
     fields_of(c, phase, &fl);
-    memcpy(plan.off, c->off[set][par][1], sizeof(plan.off));
+    plan_of(c, set, par, 1, &plan);
     kernel_part = part_of(phase);
     if (phase == PH_MONOQ)
         lul_xch_unpack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
