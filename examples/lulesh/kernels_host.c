@@ -229,7 +229,7 @@ static int domain_dev_fields(lul_domain_t *d, dev_field_t *f)
     for (int q = 0; q < 6; q++)
         FIELD(conn[q], ne * I);
     FIELD(&d->regElemlist, ne * I), FIELD(&d->regStart, (nr + 1) * I), FIELD(&d->regRep, nr * I);
-    FIELD(&d->err, I), FIELD(&d->dt_part, 2 * LUL_DT_PART_BLOCKS * D);
+    FIELD(&d->err, I);
     FIELD(&d->out_dev, sizeof(lul_out_t));
 #undef FIELD
     return k;
@@ -337,6 +337,8 @@ int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t 
     double *zero_g[] = {d->delv_xi, d->delv_eta, d->delv_zeta}; /* ng <= 7 ne < scratch_n */
     for (int f = 0; f < 3; f++)
         lul_copy_to_dev(zero_g[f], hd, sizeof(double) * (size_t)ng);
+    lul_out_t none = {.dtcourant = 1.0e20, .dthydro = 1.0e20}; /* the CUDA kernel's start */
+    lul_copy_to_dev(d->out_dev, &none, sizeof(none));
     double scale = (double)n / 45.0;
     d->einit     = LUL_EBASE * scale * scale * scale;
     if (ox == 0 && oy == 0 && oz == 0)
@@ -583,12 +585,8 @@ static void host_eos(void *p)
                 err = e;
         }
     set_err(d, err);
-}
 
-static void host_constraints(void *p)
-{
-    lul_domain_t *d = ((stage_args_t *)p)->d;
-    double        courant = 1.0e20, hydro = 1.0e20;
+    double courant = 1.0e20, hydro = 1.0e20;
     for (int64_t k = 0; k < d->numElem; k++) {
         double c, h;
         lul_elem_constraints(d, k, &c, &h);
@@ -668,16 +666,4 @@ void lul_stage_eos(void *stream, lul_domain_t *d)
 #endif
     stage_args_t a = stage_args(d, NULL);
     launch(stream, host_eos, &a, sizeof(a));
-}
-
-void lul_stage_constraints(void *stream, lul_domain_t *d)
-{
-#ifdef LULESH_CUDA
-    if (lul_backend == LUL_CUDA) {
-        lul_cuda_constraints(stream, d);
-        return;
-    }
-#endif
-    stage_args_t a = stage_args(d, NULL);
-    launch(stream, host_constraints, &a, sizeof(a));
 }

@@ -30,8 +30,8 @@
  *          node-copy(x, y, z, xd, yd, zd)    as the reference's MPI program does by default
  *     4.   lul_stage_gradients(s, d)         kinematics, monotonic-Q gradients
  *          element ghosts(delv_xi, delv_eta, delv_zeta)   6 face neighbours
- *          lul_stage_eos(s, d)               monotonic Q, EOS per region, volume update
- *     5.   lul_stage_constraints(s, d)       dtcourant, dthydro, error code → d->out (pinned host)
+ *          lul_stage_eos(s, d)               monotonic Q, EOS per region, volume update, and
+ *     5.                                     dtcourant, dthydro, error code → d->out (pinned host)
  *          wait for the stream; d->out->err != 0 ends the run (lul_error_string)
  *
  * Errors the reference aborts on (a negative volume, q above qstop) are recorded on the device
@@ -96,13 +96,13 @@ enum {
 
 /* ---- the domain of one block ----------------------------------------------------------------- */
 
-#define LUL_DT_PART_BLOCKS 1024 /* blocks of the device's constraint reduction (d->dt_part) */
-
-/** What lul_stage_constraints leaves in pinned host memory (d->out). */
+/** What lul_stage_eos leaves in pinned host memory (d->out). On the device (d->out_dev), the
+ *  running minima of the CUDA kernel's blocks (1e20 between cycles). */
 typedef struct lul_out {
-    double  dtcourant, dthydro; /* this block's constraints (1e20: none) */
-    int32_t err;                /* LUL_OK, LUL_VOLUME_ERROR or LUL_QSTOP_ERROR */
-    int32_t pad;
+    double   dtcourant, dthydro; /* this block's constraints (1e20: none) */
+    int32_t  err;                /* LUL_OK, LUL_VOLUME_ERROR or LUL_QSTOP_ERROR */
+    uint32_t done; /* out_dev only: blocks of the CUDA kernel that finished (the last one writes
+                    * d->out and sets it back to 0) */
 } lul_out_t;
 
 typedef struct lul_domain {
@@ -139,10 +139,9 @@ typedef struct lul_domain {
     int32_t *h_regStart, *h_regRep, *h_regOf; /* host copies; h_regOf[g]: the region of group g */
 
     /* reductions */
-    double    *dt_part;  /* device scratch of the constraint reduction */
     int32_t   *err;      /* device: error code */
-    lul_out_t *out_dev;  /* device */
-    lul_out_t *out;      /* pinned host: the last lul_stage_constraints result */
+    lul_out_t *out_dev;  /* device: the CUDA kernel's running minima */
+    lul_out_t *out;      /* pinned host: the constraints of the last lul_stage_eos */
 
     /* host scalars */
     double time, deltatime, stoptime, dtmax;
@@ -852,8 +851,8 @@ void lul_stage_force(void *stream, lul_domain_t *d); /* 2: fx, fy, fz (local sum
 /* 3: xd.., x.. (uses d->deltatime); fz may be NULL */
 void lul_stage_nodes(void *stream, lul_domain_t *d, const lul_fuse_t *fz);
 void lul_stage_gradients(void *stream, lul_domain_t *d); /* 4a: vnew.., delv_* (local) */
-void lul_stage_eos(void *stream, lul_domain_t *d);         /* 4b: q, e, p, ss, v */
-void lul_stage_constraints(void *stream, lul_domain_t *d); /* 5: → d->out (host) */
+/* 4b: q, e, p, ss, v; 5: the constraints → d->out (host) */
+void lul_stage_eos(void *stream, lul_domain_t *d);
 
 #ifdef LULESH_CUDA
 /* The CUDA launchers (kernels_cuda.cu); the ones above call them when lul_backend says so. */
@@ -861,7 +860,6 @@ void  lul_cuda_force(void *s, const lul_domain_t *d);
 void  lul_cuda_nodes(void *s, const lul_domain_t *d, double dt, const lul_fuse_t *fz);
 void  lul_cuda_gradients(void *s, const lul_domain_t *d, double dt);
 void  lul_cuda_eos(void *s, const lul_domain_t *d);
-void  lul_cuda_constraints(void *s, const lul_domain_t *d);
 void *lul_cuda_malloc(size_t bytes);
 void  lul_cuda_free(void *p);
 void *lul_cuda_malloc_host(size_t bytes);

@@ -335,7 +335,6 @@ int main(int argc, char **argv)
 
         stages_3_4a(&x, d, force, posv, grad);
         lul_stage_eos(app_stream, d);
-        lul_stage_constraints(app_stream, d);
         record_constraints();
         pending = 1;
         if (rank == 0)

@@ -8,7 +8,7 @@
  *       -> node-sum of fx, fy, fz with every neighbour          (device messages, PH_FORCE)
  *       -> lul_stage_nodes -> node-copy of x, y, z, xd, yd, zd   (PH_POSVEL)
  *       -> lul_stage_gradients -> ghosts of delv_xi/eta/zeta     (PH_MONOQ)
- *       -> lul_stage_eos, lul_stage_constraints -> (stream drained: tess_gpu_then)
+ *       -> lul_stage_eos (and the constraints) -> (stream drained: tess_gpu_then)
  *       -> contribute min(dtcourant), min(dthydro) -> broadcast to every chare: the next cycle
  *
  * Every exchange is a device message whose header carries the phase, the cycle and the
@@ -315,7 +315,7 @@ static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
         REBASE(nodelist), REBASE(lxim), REBASE(lxip), REBASE(letam), REBASE(letap);
         REBASE(lzetam), REBASE(lzetap), REBASE(elemBC);
         REBASE(regElemlist), REBASE(regStart), REBASE(regRep);
-        REBASE(dt_part), REBASE(err), REBASE(out_dev);
+        REBASE(err), REBASE(out_dev);
 #undef REBASE
         /* A device array added to the domain and not rebased above would point into the old
          * arena: say so instead of computing with freed memory. (Within a process the new
@@ -518,7 +518,6 @@ static void advance(tess_ctx_h ctx, chare_t *c)
         case PH_MONOQ:
             kernel_part = KP_EOS;
             lul_stage_eos(s, &c->d);
-            lul_stage_constraints(s, &c->d);
             tess_gpu_then(ctx, E_DTREADY, NULL, 0);
             enqueue_next_force(ctx, c);
             return;
