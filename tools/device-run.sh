@@ -26,6 +26,11 @@
 #   modes   Jacobi2D ODF 16 sweeps with TESS_BATCH_STREAM on and off (auto, adapt, is the
 #           sweeps stage's), the adapt choice's counts at 4096² and 8192², finegrain at M = 4
 #           and 26, and the traces of 4096² ODF 16 (Tessera 1 x 1, MPI) for the Jacobi2D README
+#   lulesh-ab  the lulesh list on CUDA (under MPS), lulesh_mpi on 8 ranks (MPS) at -s 64 and 128
+#           for the old build and each LULESH_FUSE mode of the new one, LLNL's CUDA LULESH against
+#           lulesh_mpi (gpu-compare, 200 cycles), examples/lulesh/ab (ODF 8 / MPI at 128³ and
+#           256³, old and new alternating; AB_OLD, AB_FUSE, AB_REPS), ncu kernel times at 256³
+#           (MPI, and Tessera ODF 8 with the first AB_FUSE mode); about 6 minutes
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
 #           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
@@ -245,6 +250,48 @@ modes)
     ;;
 rdma)
     bash tools/rdma-run.sh "$work" "$b" "$summary"
+    ;;
+lulesh-ab)
+    L=$b/examples/lulesh
+    old=${AB_OLD:-$L/old}
+    fuse=${AB_FUSE:-nodes none}
+    export OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl=^uct OMPI_MCA_btl_vader_single_copy_mechanism=none
+    mps_on
+    t0=$SECONDS
+    TESS_GPU=$gpu timeout 200 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" lulesh \
+        >"$work/tests.log" 2>&1
+    note "lulesh tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
+    grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
+    for s in 64 128; do
+        line="lulesh_mpi, 8 ranks (MPS), -s $s, ms per cycle:"
+        for v in old $fuse; do
+            d=$L f=$v
+            [ "$v" = old ] && d=$old f=nodes
+            [ -x "$d/lulesh_mpi" ] || continue
+            o=$(LULESH_FUSE=$f timeout 90 mpirun --oversubscribe --bind-to none -n 8 -x LULESH_FUSE \
+                "$d/lulesh_mpi" -q -s $s -i 100 2>&1)
+            echo "$o" >"$work/mpi8-$v-$s.txt"
+            line="$line $v $(echo "$o" | grep '^RESULT' | tr ' ' '\n' |
+                awk -F= '$1 == "elapsed" { e = $2 } $1 == "iterations" { i = $2 } END { if (i) printf "%.3f", e * 1e3 / i }')"
+        done
+        note "$line"
+    done
+    mps_off
+    t0=$SECONDS
+    ITERS=200 timeout 120 examples/lulesh/gpu-compare "$b" "$b/peer/lulesh-cuda" >"$work/compare.txt" 2>&1
+    note "gpu-compare exit $? ($((SECONDS - t0)) s)"
+    cat "$work/compare.txt" >>"$summary"
+    t0=$SECONDS
+    AB_OLD=$old AB_FUSE=$fuse timeout 300 examples/lulesh/ab "$work/ab" "$b" >"$work/ab.log" 2>&1
+    note "ab exit $? ($((SECONDS - t0)) s)"
+    cat "$work/ab.log" >>"$summary"
+    NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    t0=$SECONDS
+    timeout 60 "$NCU" --metrics gpu__time_duration.sum --csv "$L/lulesh_mpi" -q -s 256 -i 3 \
+        >"$work/ncu-mpi-256.csv" 2>"$work/ncu.err"
+    LULESH_FUSE=${fuse%% *} timeout 100 "$NCU" --metrics gpu__time_duration.sum --csv "$L/lulesh_tess" \
+        +ppn 1 -q -g 256 -odf 8 -i 3 >"$work/ncu-tess-256.csv" 2>>"$work/ncu.err"
+    note "ncu exit $? ($((SECONDS - t0)) s)"
     ;;
 extras)
     t0=$SECONDS
