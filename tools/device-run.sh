@@ -254,7 +254,7 @@ rdma)
 lulesh-ab)
     L=$b/examples/lulesh
     old=${AB_OLD:-$L/old}
-    fuse=${AB_FUSE:-nodes none}
+    fuse=${AB_FUSE:-nodes force none}
     export OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl=^uct OMPI_MCA_btl_vader_single_copy_mechanism=none
     mps_on
     t0=$SECONDS

@@ -39,11 +39,13 @@ static __global__ void __launch_bounds__(LUL_BLOCK, LUL_FORCE_MINB)
         record_err(d, lul_elem_force(&d, k));
 }
 
-static __global__ void k_force_node(const lul_domain_t d, int64_t nsurf)
+/* fused: the surface nodes' forces also go into the node-sum's messages (lul_fuse_t). */
+template <int fused>
+static __global__ void k_force_node(const lul_domain_t d, int64_t nsurf, lul_fuse_t fz)
 {
     int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (s < nsurf)
-        lul_node_force(&d, lul_surface_node(d.ex, d.ey, d.ez, s));
+        lul_node_force(&d, lul_surface_node(d.ex, d.ey, d.ez, s), fused ? &fz : NULL);
 }
 
 /* fused: the exchange work of fz (lul_fuse_t) is done here; without it fz is not read. (Giving
@@ -81,12 +83,13 @@ static __device__ inline double warp_min(double v)
 }
 
 /* Stages 4b and 5 in one kernel: each element's monotonic Q, EOS and volume, then its time
- * constraints; a block's minima go into out_dev with integer atomics, and the block that
- * finishes last (the counter out_dev->done) writes them and the error code straight into the
- * pinned host block d.out (device-visible: no copy to launch, no second kernel), then sets
- * out_dev back for the next cycle. (Every block's atomics go to one address: at 256³ elements
- * on one domain, 131072 blocks, the kernel took 1.81 ms against 1.72 for the EOS and minimum
- * kernels before; at ODF 8 it saves two launches per block and cycle.) */
+ * constraints. A block's minima go to its slot of d.red with integer atomics (lul_red_t); the
+ * block that finishes last writes the minima and the error code straight into the pinned host
+ * block d.out (device-visible: no copy to launch, no second kernel) and sets d.red back for the
+ * next cycle. ncu at 256³ elements on one domain (131072 blocks): 1.80 ms, 1.81 with every
+ * block's atomics on one word, against 1.72 for the EOS and a reduction kernel apart: the
+ * constraint's extra loads (arealg), gathered in region order, cost more than a pass in element
+ * order; at ODF 8 the kernel saves two launches per chare and cycle, which 128³ needs. */
 static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lul_domain_t d)
 {
     __shared__ double sc[LUL_BLOCK / 32], sh[LUL_BLOCK / 32];
@@ -107,27 +110,39 @@ static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lu
         sh[threadIdx.x / 32] = h;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < LUL_BLOCK / 32; w++) {
-            c = fmin(c, sc[w]);
-            h = fmin(h, sh[w]);
-        }
-        lul_out_t *o = d.out_dev;
-        atomic_min_pos(&o->dtcourant, c);
-        atomic_min_pos(&o->dthydro, h);
-        __threadfence();
-        if (atomicAdd(&o->done, 1u) == gridDim.x - 1) {
-            __threadfence();
-            volatile lul_out_t *vo = o;
-            d.out->dtcourant       = vo->dtcourant;
-            d.out->dthydro         = vo->dthydro;
-            d.out->err             = *(volatile int32_t *)d.err;
-            vo->dtcourant          = 1.0e20;
-            vo->dthydro            = 1.0e20;
-            vo->done               = 0;
-            __threadfence_system();
-        }
+    if (threadIdx.x != 0)
+        return;
+    for (int w = 1; w < LUL_BLOCK / 32; w++) {
+        c = fmin(c, sc[w]);
+        h = fmin(h, sh[w]);
     }
+    unsigned        nslots = gridDim.x < LUL_RED_SLOTS ? gridDim.x : LUL_RED_SLOTS;
+    unsigned        s      = blockIdx.x % LUL_RED_SLOTS;
+    unsigned        blocks = gridDim.x / LUL_RED_SLOTS + (s < gridDim.x % LUL_RED_SLOTS);
+    lul_red_slot_t *slot   = &d.red->slot[s];
+    atomic_min_pos(&slot->dtcourant, c);
+    atomic_min_pos(&slot->dthydro, h);
+    __threadfence();
+    if (atomicAdd(&slot->blocks, 1u) != blocks - 1)
+        return;
+    __threadfence();
+    if (atomicAdd(&d.red->slots_done, 1u) != nslots - 1)
+        return;
+    __threadfence();
+    volatile lul_red_t *r = d.red;
+    c = h = 1.0e20;
+    for (unsigned i = 0; i < nslots; i++) {
+        c                    = fmin(c, r->slot[i].dtcourant);
+        h                    = fmin(h, r->slot[i].dthydro);
+        r->slot[i].dtcourant = 1.0e20;
+        r->slot[i].dthydro   = 1.0e20;
+        r->slot[i].blocks    = 0;
+    }
+    r->slots_done    = 0;
+    d.out->dtcourant = c;
+    d.out->dthydro   = h;
+    d.out->err       = *(volatile int32_t *)d.err;
+    __threadfence_system();
 }
 
 static unsigned blocks_for(int64_t n, unsigned block)
@@ -137,13 +152,17 @@ static unsigned blocks_for(int64_t n, unsigned block)
 
 extern "C" {
 
-void lul_cuda_force(void *s, const lul_domain_t *d)
+void lul_cuda_force(void *s, const lul_domain_t *d, const lul_fuse_t *fz)
 {
     cudaStream_t st = (cudaStream_t)s;
     k_force_elem<<<blocks_for(d->numElem, LUL_BLOCK), LUL_BLOCK, 0, st>>>(*d);
     if (!d->gather_in_nodes) {
-        int64_t ns = lul_surface_count(d->ex, d->ey, d->ez);
-        k_force_node<<<blocks_for(ns, 256), 256, 0, st>>>(*d, ns);
+        int64_t  ns = lul_surface_count(d->ex, d->ey, d->ez);
+        unsigned nb = blocks_for(ns, 256);
+        if (fz && fz->send)
+            k_force_node<1><<<nb, 256, 0, st>>>(*d, ns, *fz);
+        else
+            k_force_node<0><<<nb, 256, 0, st>>>(*d, ns, lul_fuse_t{});
     }
 }
 

@@ -230,7 +230,7 @@ static int domain_dev_fields(lul_domain_t *d, dev_field_t *f)
         FIELD(conn[q], ne * I);
     FIELD(&d->regElemlist, ne * I), FIELD(&d->regStart, (nr + 1) * I), FIELD(&d->regRep, nr * I);
     FIELD(&d->err, I);
-    FIELD(&d->out_dev, sizeof(lul_out_t));
+    FIELD(&d->red, sizeof(lul_red_t));
 #undef FIELD
     return k;
 }
@@ -281,7 +281,7 @@ int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t 
     double *hd = malloc(sizeof(double) * (size_t)scratch_n);
     double *hy = malloc(sizeof(double) * (size_t)nn), *hz = malloc(sizeof(double) * (size_t)nn);
     int32_t *hi = malloc(sizeof(int32_t) * (size_t)(8 * ne));
-    if (rc || !d->out_dev || !d->out || !d->h_regStart || !d->h_regRep || !d->h_regOf || !hd ||
+    if (rc || !d->red || !d->out || !d->h_regStart || !d->h_regRep || !d->h_regOf || !hd ||
         !hy || !hz || !hi) {
         free(hd), free(hy), free(hz), free(hi);
         lul_domain_free(d);
@@ -337,8 +337,10 @@ int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t 
     double *zero_g[] = {d->delv_xi, d->delv_eta, d->delv_zeta}; /* ng <= 7 ne < scratch_n */
     for (int f = 0; f < 3; f++)
         lul_copy_to_dev(zero_g[f], hd, sizeof(double) * (size_t)ng);
-    lul_out_t none = {.dtcourant = 1.0e20, .dthydro = 1.0e20}; /* the CUDA kernel's start */
-    lul_copy_to_dev(d->out_dev, &none, sizeof(none));
+    lul_red_t red = {.slots_done = 0}; /* the CUDA minimum's scratch, as between cycles */
+    for (int s = 0; s < LUL_RED_SLOTS; s++)
+        red.slot[s].dtcourant = red.slot[s].dthydro = 1.0e20;
+    lul_copy_to_dev(d->red, &red, sizeof(red));
     double scale = (double)n / 45.0;
     d->einit     = LUL_EBASE * scale * scale * scale;
     if (ox == 0 && oy == 0 && oz == 0)
@@ -541,7 +543,8 @@ static void set_err(lul_domain_t *d, int err)
 
 static void host_force(void *p)
 {
-    lul_domain_t *d   = ((stage_args_t *)p)->d;
+    stage_args_t *a   = p;
+    lul_domain_t *d   = a->d;
     int           err = 0;
     for (int64_t k = 0; k < d->numElem; k++) {
         int e = lul_elem_force(d, k);
@@ -550,8 +553,9 @@ static void host_force(void *p)
     }
     if (!d->gather_in_nodes)
         for (int64_t s = 0, ns = lul_surface_count(d->ex, d->ey, d->ez); s < ns; s++)
-            lul_node_force(d, lul_surface_node(d->ex, d->ey, d->ez, s));
+            lul_node_force(d, lul_surface_node(d->ex, d->ey, d->ez, s), a->fz);
     set_err(d, err);
+    free(a->fz);
 }
 
 static void host_nodes(void *p)
@@ -600,7 +604,7 @@ static void host_eos(void *p)
     d->out->err       = *d->err;
 }
 
-int lul_fuse_nodes(void)
+int lul_fuse(void)
 {
     /* any thread (PEs) may be first: each finds the same */
     static atomic_int cached = -1;
@@ -608,11 +612,13 @@ int lul_fuse_nodes(void)
     if (fuse < 0) {
         const char *e = getenv("LULESH_FUSE");
         if (!e || !*e || !strcmp(e, "nodes"))
-            fuse = 1;
+            fuse = LUL_FUSE_NODES;
+        else if (!strcmp(e, "force"))
+            fuse = LUL_FUSE_FORCE;
         else if (!strcmp(e, "none"))
-            fuse = 0;
+            fuse = LUL_FUSE_NONE;
         else {
-            fprintf(stderr, "lulesh: LULESH_FUSE=%s: expected nodes or none\n", e);
+            fprintf(stderr, "lulesh: LULESH_FUSE=%s: expected nodes, force or none\n", e);
             exit(2);
         }
         atomic_store_explicit(&cached, fuse, memory_order_relaxed);
@@ -620,15 +626,15 @@ int lul_fuse_nodes(void)
     return fuse;
 }
 
-void lul_stage_force(void *stream, lul_domain_t *d)
+void lul_stage_force(void *stream, lul_domain_t *d, const lul_fuse_t *fz)
 {
 #ifdef LULESH_CUDA
     if (lul_backend == LUL_CUDA) {
-        lul_cuda_force(stream, d);
+        lul_cuda_force(stream, d, fz);
         return;
     }
 #endif
-    stage_args_t a = stage_args(d, NULL);
+    stage_args_t a = stage_args(d, fz);
     launch(stream, host_force, &a, sizeof(a));
 }
 

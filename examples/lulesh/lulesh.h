@@ -22,10 +22,11 @@
  *   loop while (d->time < d->stoptime && d->cycle < its):
  *     1.   global min of d->out->dtcourant, d->out->dthydro (previous step's; unused at cycle 0)
  *          lul_time_increment(d, mincourant, minhydro)   host
- *     2.   lul_stage_force(s, d)             fx, fy, fz of this block's elements (it needs no
+ *     2.   lul_stage_force(s, d, fz)         fx, fy, fz of this block's elements (it needs no
  *                                            time step: a driver may launch it before 1.)
- *          node-sum(fx, fy, fz)              26 neighbours (stage 3 may add the sums it
- *                                            receives and pack the node-copy: lul_fuse_t)
+ *          node-sum(fx, fy, fz)              26 neighbours (stage 2 may pack the sums, stage 3
+ *                                            add those it receives and pack the node-copy:
+ *                                            lul_fuse_t)
  *     3.   lul_stage_nodes(s, d, fz)         acceleration, symmetry BCs, velocity, position
  *          node-copy(x, y, z, xd, yd, zd)    as the reference's MPI program does by default
  *     4.   lul_stage_gradients(s, d)         kinematics, monotonic-Q gradients
@@ -96,14 +97,28 @@ enum {
 
 /* ---- the domain of one block ----------------------------------------------------------------- */
 
-/** What lul_stage_eos leaves in pinned host memory (d->out). On the device (d->out_dev), the
- *  running minima of the CUDA kernel's blocks (1e20 between cycles). */
+/** What lul_stage_eos leaves in pinned host memory (d->out). */
 typedef struct lul_out {
-    double   dtcourant, dthydro; /* this block's constraints (1e20: none) */
-    int32_t  err;                /* LUL_OK, LUL_VOLUME_ERROR or LUL_QSTOP_ERROR */
-    uint32_t done; /* out_dev only: blocks of the CUDA kernel that finished (the last one writes
-                    * d->out and sets it back to 0) */
+    double  dtcourant, dthydro; /* this block's constraints (1e20: none) */
+    int32_t err;                /* LUL_OK, LUL_VOLUME_ERROR or LUL_QSTOP_ERROR */
+    int32_t pad;
 } lul_out_t;
+
+/** The CUDA constraint minimum's device scratch (d->red): a kernel block adds its minima to
+ *  slot (block mod LUL_RED_SLOTS), so that no address takes more than a few thousand atomics;
+ *  the last block of a slot counts the slot done, and the last slot's writes d->out. Between
+ *  cycles: minima 1e20, counts 0. One slot per 64 bytes (no two in a sector). */
+#define LUL_RED_SLOTS 64
+typedef struct lul_red_slot {
+    double   dtcourant, dthydro;
+    uint32_t blocks; /* of this slot, finished */
+    uint32_t pad[11];
+} lul_red_slot_t;
+typedef struct lul_red {
+    lul_red_slot_t slot[LUL_RED_SLOTS];
+    uint32_t       slots_done;
+    uint32_t       pad[15];
+} lul_red_t;
 
 typedef struct lul_domain {
     /* geometry: the block [ox, ox+ex) × [oy, oy+ey) × [oz, oz+ez) of an n³ mesh */
@@ -140,7 +155,7 @@ typedef struct lul_domain {
 
     /* reductions */
     int32_t   *err;      /* device: error code */
-    lul_out_t *out_dev;  /* device: the CUDA kernel's running minima */
+    lul_red_t *red;      /* device: the CUDA minimum's scratch */
     lul_out_t *out;      /* pinned host: the constraints of the last lul_stage_eos */
 
     /* host scalars */
@@ -149,9 +164,11 @@ typedef struct lul_domain {
     double einit; /* the energy deposited at the origin */
 } lul_domain_t;
 
-/** The exchange work stage 3 does for the driver (two kernels less a cycle): it adds the force
- *  sums the neighbours sent (recv, at rplan: the node-sum's receive plan) and packs x, y, z, xd,
- *  yd, zd for the node-copy (send, at splan). A NULL buffer: nothing to do. */
+/** Exchange work a stage does for the driver (a kernel less for each). Stage 2 packs the
+ *  surface nodes' forces for the node-sum (send, at splan: the node-sum's send plan); stage 3
+ *  adds the force sums the neighbours sent (recv, at rplan: the node-sum's receive plan) and
+ *  packs x, y, z, xd, yd, zd for the node-copy (send, at splan: the node-copy's send plan). A
+ *  NULL buffer: nothing to do. */
 typedef struct lul_fuse {
     const double  *recv;
     double        *send;
@@ -440,8 +457,9 @@ static inline TESS_HD int lul_node_on_surface(const lul_domain_t *TESS_RESTRICT 
 }
 
 /* Stage 2, one node: its force from the corner forces of this block's elements (only for the
- * block's surface nodes: see gather_in_nodes). */
-static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, int64_t n)
+ * block's surface nodes: see gather_in_nodes), and with fz->send into the node-sum's messages. */
+static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, int64_t n,
+                                          const lul_fuse_t *fz)
 {
     int64_t i, j, k;
     double  f[3];
@@ -450,6 +468,8 @@ static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, i
     d->fx[n] = f[0];
     d->fy[n] = f[1];
     d->fz[n] = f[2];
+    if (fz && fz->send)
+        lul_pack_node_vals(f, 3, d->ex, d->ey, d->ez, &fz->splan, fz->send, i, j, k);
 }
 
 /* Stage 3, one node: acceleration, symmetry-plane BCs, velocity and position. The force of an
@@ -842,12 +862,15 @@ extern void (*lul_pinned_release)(void *p);
 void lul_copy_to_dev(void *dst, const void *src, size_t bytes);
 void lul_copy_from_dev(void *dst, const void *src, size_t bytes);
 
-/** Whether stage 3 does the exchange work of lul_fuse_t: LULESH_FUSE=nodes (the default) or
- *  none (separate unpack and pack kernels) in the environment; anything else ends the program
- *  with a message. Both drivers ask it, so they run the same kernels. Any thread. */
-int lul_fuse_nodes(void);
+/** Which stages do the exchange work of lul_fuse_t, from LULESH_FUSE in the environment: none
+ *  (separate pack and unpack kernels), force (stage 2 packs the forces) or nodes (the default:
+ *  stage 2 packs the forces, stage 3 adds the sums and packs the node-copy); anything else ends
+ *  the program with a message. Both drivers ask it, so they run the same kernels. Any thread. */
+enum { LUL_FUSE_NONE = 0, LUL_FUSE_FORCE = 1, LUL_FUSE_NODES = 2 };
+int lul_fuse(void);
 
-void lul_stage_force(void *stream, lul_domain_t *d); /* 2: fx, fy, fz (local sums) */
+/* 2: fx, fy, fz (local sums); fz may be NULL (only fz->send, fz->splan are read) */
+void lul_stage_force(void *stream, lul_domain_t *d, const lul_fuse_t *fz);
 /* 3: xd.., x.. (uses d->deltatime); fz may be NULL */
 void lul_stage_nodes(void *stream, lul_domain_t *d, const lul_fuse_t *fz);
 void lul_stage_gradients(void *stream, lul_domain_t *d); /* 4a: vnew.., delv_* (local) */
@@ -856,7 +879,7 @@ void lul_stage_eos(void *stream, lul_domain_t *d);
 
 #ifdef LULESH_CUDA
 /* The CUDA launchers (kernels_cuda.cu); the ones above call them when lul_backend says so. */
-void  lul_cuda_force(void *s, const lul_domain_t *d);
+void  lul_cuda_force(void *s, const lul_domain_t *d, const lul_fuse_t *fz);
 void  lul_cuda_nodes(void *s, const lul_domain_t *d, double dt, const lul_fuse_t *fz);
 void  lul_cuda_gradients(void *s, const lul_domain_t *d, double dt);
 void  lul_cuda_eos(void *s, const lul_domain_t *d);

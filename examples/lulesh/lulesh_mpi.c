@@ -4,7 +4,7 @@
  * the 26 neighbours, positions and velocities copied, monotonic-Q gradients on faces every
  * cycle) packed and unpacked in kernels (exchange.h), staged through pinned host memory: pack
  * kernel, one copy, MPI, one copy, unpack kernel (or device buffers straight to MPI when it is
- * CUDA-aware). The time step is the global minimum of every cycle's constraints. Without a GPU
+ * CUDA-aware: then the element ghosts land in their ghost slabs, no unpack kernel). The time step is the global minimum of every cycle's constraints. Without a GPU
  * it runs the same kernels on the host. It shares its kernels, options and report with
  * lulesh_tess.
  *
@@ -148,6 +148,38 @@ static void xch_move(xch_t *x, const xch_plan_t *p, int tag)
         app_copy(x->drecv, x->hrecv, sizeof(double) * (size_t)p->rtotal);
 }
 
+/* The element ghosts of plan p (packed in dsend). With CUDA-aware MPI (or none needed), one
+ * message a face and field, received straight into the ghost slab of that field: no unpack
+ * kernel, as lulesh_tess. Staged, one message a face into hrecv, one copy to drecv and the
+ * unpack kernel (cheaper than a copy a slab). */
+static void xch_ghosts(xch_t *x, const xch_plan_t *p, lul_fields_t grad, const lul_xch_plan_t *rp)
+{
+    const lul_domain_t *d = x->d;
+    if (staged) {
+        xch_move(x, p, TAG_ELEMS);
+        lul_xch_unpack_elems_all(app_stream, grad, d->ex, d->ey, d->ez, rp, x->drecv);
+        return;
+    }
+    app_sync_stream();
+    MPI_Request req[36];
+    int         nreq = 0;
+    for (int f = 0; f < 6; f++) {
+        int dir = lul_face_dir(f);
+        if (!(p->snd >> dir & 1))
+            continue;
+        int64_t cnt = lul_face_count(d->ex, d->ey, d->ez, f);
+        int64_t off = lul_ghost_offset(d->ex, d->ey, d->ez, f);
+        for (int q = 0; q < grad.nf; q++) {
+            MPI_Irecv(grad.f[q] + off, (int)cnt, MPI_DOUBLE, x->nbr[dir],
+                      TAG_ELEMS + 27 * q + lul_dir_opposite(dir), MPI_COMM_WORLD, &req[nreq++]);
+            MPI_Isend(x->dsend + p->soff[dir] + q * cnt, (int)cnt, MPI_DOUBLE, x->nbr[dir],
+                      TAG_ELEMS + 27 * q + dir, MPI_COMM_WORLD, &req[nreq++]);
+        }
+    }
+    MPI_Status st[36];
+    MPI_Waitall(nreq, req, st);
+}
+
 /* The plan of a node exchange of nf fields: node-sum (add = 1: nodal mass, forces) with every
  * neighbour, or node-copy (add = 0: positions and velocities; send to dir < 13, receive from
  * dir > 13); sp and rp its whole-exchange plans. Returns 0 when there is nothing to exchange. */
@@ -201,20 +233,33 @@ static void xch_nodes(xch_t *x, lul_fields_t fl, int add)
     lul_xch_unpack_nodes_all(app_stream, fl, d->ex, d->ey, d->ez, &rp, x->drecv, add);
 }
 
+/* Stage 2's part of the exchange work (lul_fuse_t): with LULESH_FUSE=force or nodes, it packs
+ * the forces into the send buffer (free: the last exchange has been moved). */
+static lul_fuse_t force_fuse(const xch_t *x)
+{
+    xch_plan_t     p;
+    lul_xch_plan_t rp;
+    lul_fuse_t     f = {.recv = NULL};
+    if (plan_nodes(x, 3, 1, &p, &f.splan, &rp) && lul_fuse() >= LUL_FUSE_FORCE)
+        f.send = x->dsend;
+    return f;
+}
+
 /* Stages 3 and 4a of a cycle with their exchanges, as lulesh_tess does them: the forces packed
- * and moved, then the node stage adds them and packs the node-copy (lul_fuse_t, unless
- * LULESH_FUSE=none); the node-copy moved and unpacked; the gradient stage, its element ghosts
- * packed, moved and unpacked. (xch_move waits for the stream before it receives into drecv,
- * which the node stage reads.) */
+ * (unless stage 2 did: force_fuse) and moved, then the node stage adds them and packs the
+ * node-copy (lul_fuse_t, with LULESH_FUSE=nodes); the node-copy moved and unpacked; the gradient
+ * stage, its element ghosts packed, moved and unpacked. (xch_move waits for the stream before
+ * it receives into drecv, which the node stage reads.) */
 static void stages_3_4a(xch_t *x, lul_domain_t *d, lul_fields_t force, lul_fields_t posv,
-                        lul_fields_t grad)
+                        lul_fields_t grad, int force_packed)
 {
     xch_plan_t     pf, pp, pg;
     lul_xch_plan_t sf, rp, sg, rg;
     lul_fuse_t     fn = {.recv = NULL};
-    int            f3 = lul_fuse_nodes();
+    int            f3 = lul_fuse() == LUL_FUSE_NODES;
     if (plan_nodes(x, force.nf, 1, &pf, &sf, &fn.rplan)) {
-        lul_xch_pack_nodes_all(app_stream, force, d->ex, d->ey, d->ez, &sf, x->dsend);
+        if (!force_packed)
+            lul_xch_pack_nodes_all(app_stream, force, d->ex, d->ey, d->ez, &sf, x->dsend);
         xch_move(x, &pf, TAG_NODES);
         if (f3)
             fn.recv = x->drecv;
@@ -234,8 +279,7 @@ static void stages_3_4a(xch_t *x, lul_domain_t *d, lul_fields_t force, lul_field
     lul_stage_gradients(app_stream, d);
     if (plan_elems(x, grad.nf, &pg, &sg, &rg)) {
         lul_xch_pack_elems_all(app_stream, grad, d->ex, d->ey, d->ez, &sg, x->dsend);
-        xch_move(x, &pg, TAG_ELEMS);
-        lul_xch_unpack_elems_all(app_stream, grad, d->ex, d->ey, d->ez, &rg, x->drecv);
+        xch_ghosts(x, &pg, grad, &rg);
     }
 }
 
@@ -286,7 +330,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     lul_opts_t opt = lul_parse(argc, argv, rank);
-    lul_fuse_nodes(); /* LULESH_FUSE checked before the run */
+    lul_fuse(); /* LULESH_FUSE checked before the run */
     select_device();
 
     /* a cube of ranks, rank = (plane * p + row) * p + col, as the reference's InitMeshDecomp */
@@ -319,13 +363,14 @@ int main(int argc, char **argv)
     app_sync_stream();
     MPI_Barrier(MPI_COMM_WORLD);
 
-    double t0      = MPI_Wtime();
-    int    pending = 0; /* the last cycle's constraints are on their way to d->out */
+    lul_fuse_t ff = force_fuse(&x);
+    double     t0 = MPI_Wtime();
+    int        pending = 0; /* the last cycle's constraints are on their way to d->out */
     while (d->time < d->stoptime && d->cycle < opt.its) {
         /* The forces need no time step: they start before the host waits for the last cycle's
          * constraints and takes the global minimum (as LLNL's CUDA port does), which hides the
          * wait and the reduction behind them. */
-        lul_stage_force(app_stream, d);
+        lul_stage_force(app_stream, d, &ff);
         if (pending)
             wait_constraints(d, rank);
         double local[2] = {d->out->dtcourant, d->out->dthydro}, global[2] = {1e20, 1e20};
@@ -333,7 +378,7 @@ int main(int argc, char **argv)
             MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
         lul_time_increment(d, global[0], global[1]);
 
-        stages_3_4a(&x, d, force, posv, grad);
+        stages_3_4a(&x, d, force, posv, grad, ff.send != NULL);
         lul_stage_eos(app_stream, d);
         record_constraints();
         pending = 1;

@@ -75,6 +75,7 @@ typedef struct chare {
     _Atomic int64_t kernel_ns;     /* host backend: nanoseconds its kernels ran (executor threads) */
     int64_t      kernel_ns_step;   /* … at the last load-balancing step */
     int          force_ready;      /* the next cycle's forces are already enqueued */
+    int          force_packed;     /* … and packed for the node-sum (lul_fuse_t) */
 } chare_t;
 
 static lul_opts_t   opt;
@@ -217,7 +218,8 @@ static void xbuf_alloc(chare_t *c)
             for (int r = 0; r < 2; r++)
                 for (int d = 0; d < 27; d++) {
                     int64_t n  = set_count(c, s, d);
-                    int     ok = c->nbr[d] && n > 0 &&
+                    /* element ghosts land in the ghost slabs themselves (xch_post) */
+                    int ok = c->nbr[d] && n > 0 && !(s == PH_MONOQ && r) &&
                              (s != PH_POSVEL || (r ? lul_xch_sync_recvs(d) : lul_xch_sync_sends(d)));
                     c->off[s][p][r][d] = ok ? total : -1;
                     if (ok)
@@ -291,7 +293,8 @@ static void chare_dtor(tess_ctx_h ctx, void *e, void *arg)
 
 /* Migration: the arena moves with its data and the domain's pointers into it are rebased; the
  * pinned output block and the exchange buffers (nothing in them is still to be read at a
- * load-balancing step) are made anew; the host arrays of the region sets move as bytes. */
+ * load-balancing step but the next cycle's forces, packed again) are made anew; the host arrays
+ * of the region sets move as bytes. */
 static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
 {
     chare_t      *c  = e;
@@ -315,7 +318,7 @@ static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
         REBASE(nodelist), REBASE(lxim), REBASE(lxip), REBASE(letam), REBASE(letap);
         REBASE(lzetam), REBASE(lzetap), REBASE(elemBC);
         REBASE(regElemlist), REBASE(regStart), REBASE(regRep);
-        REBASE(err), REBASE(out_dev);
+        REBASE(err), REBASE(red);
 #undef REBASE
         /* A device array added to the domain and not rebased above would point into the old
          * arena: say so instead of computing with freed memory. (Within a process the new
@@ -346,8 +349,10 @@ static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
         free(d->h_regOf);
         tess_pinned_release(d->out);
     }
-    if (tess_pup_is_unpacking(p))
+    if (tess_pup_is_unpacking(p)) {
         xbuf_alloc(c);
+        c->force_packed = 0; /* the forces (in the arena) are packed again */
+    }
 }
 
 /* ---- the cycle ------------------------------------------------------------------------------ */
@@ -419,7 +424,7 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase, int packed)
     lul_fields_t     fl;
     lul_xch_plan_t   plan;
     xhdr_t           h[26];
-    tess_dev_buf_t   buf[26];
+    tess_dev_buf_t   buf[26][3];
     tess_dev_send_t  send[26];
     int              n = 0;
     fields_of(c, phase, &fl);
@@ -434,11 +439,15 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase, int packed)
             continue;
         int nc[3] = {0, 0, 0};
         lul_dir_neighbor(grid3, c->c, d, nc);
-        h[n]    = (xhdr_t){c->cycle, (int16_t)phase, (int16_t)lul_dir_opposite(d)};
-        buf[n]  = (tess_dev_buf_t){c->xbuf + plan.off[d],
-                                   (size_t)(set_count(c, set, d) * fl.nf) * sizeof(double)};
-        send[n] = (tess_dev_send_t){chares, chare_index(nc), E_XCH, &h[n], sizeof(h[n]), &buf[n],
-                                    1, NULL, NULL};
+        /* The element ghosts go one field a buffer, each straight into its ghost slab there. */
+        int     nb  = phase == PH_MONOQ ? fl.nf : 1;
+        int64_t cnt = set_count(c, set, d) * (phase == PH_MONOQ ? 1 : fl.nf);
+        h[n]        = (xhdr_t){c->cycle, (int16_t)phase, (int16_t)lul_dir_opposite(d)};
+        for (int q = 0; q < nb; q++)
+            buf[n][q] = (tess_dev_buf_t){c->xbuf + plan.off[d] + q * cnt,
+                                         (size_t)cnt * sizeof(double)};
+        send[n] = (tess_dev_send_t){chares, chare_index(nc), E_XCH, &h[n], sizeof(h[n]), buf[n],
+                                    nb, NULL, NULL};
         n++;
     }
     if (n && tess_send_device_many(send, n, s) != TESS_OK)
@@ -456,15 +465,25 @@ static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
     const lul_box_t *b   = &c->box;
     lul_fields_t     fl;
     lul_xch_plan_t   plan;
-    if (!c->expect[phase])
+    if (!c->expect[phase] || phase == PH_MONOQ) /* the element ghosts are in place already */
         return;
     fields_of(c, phase, &fl);
     plan_of(c, set, par, 1, &plan);
     kernel_part = part_of(phase);
-    if (phase == PH_MONOQ)
-        lul_xch_unpack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
-    else
-        lul_xch_unpack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf, phase != PH_POSVEL);
+    lul_xch_unpack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf, phase != PH_POSVEL);
+}
+
+/* Stage 2 for the cycle d.cycle + 1 will be (its exchange buffers' parity): with
+ * LULESH_FUSE=force or nodes it also packs the forces into that cycle's send buffers, whose
+ * last messages (two cycles back) every neighbour has received. */
+static void stage_force(tess_ctx_h ctx, chare_t *c)
+{
+    lul_fuse_t fz = {.recv = NULL};
+    if (lul_fuse() >= LUL_FUSE_FORCE)
+        fz.send = plan_of(c, PH_FORCE, (c->d.cycle + 1) % 2, 0, &fz.splan);
+    c->force_packed = fz.send != NULL;
+    kernel_part     = KP_FORCE;
+    lul_stage_force(tess_ctx_stream(ctx), &c->d, &fz);
 }
 
 /* The forces need no time step: the next cycle's are enqueued behind the constraints (after
@@ -473,8 +492,7 @@ static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
 static void enqueue_next_force(tess_ctx_h ctx, chare_t *c)
 {
     if (c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
-        kernel_part = KP_FORCE;
-        lul_stage_force(tess_ctx_stream(ctx), &c->d);
+        stage_force(ctx, c);
         c->force_ready = 1;
     }
 }
@@ -489,7 +507,7 @@ static void advance(tess_ctx_h ctx, chare_t *c)
             return;
         c->got[ph][par] = 0;
         c->waiting      = -1;
-        if (ph != PH_FORCE || !lul_fuse_nodes()) /* else the node stage adds the sums */
+        if (ph != PH_FORCE || lul_fuse() != LUL_FUSE_NODES) /* else the node stage adds them */
             unpack(ctx, c, ph);
         switch (ph) {
         case PH_MASS: /* cycle 0: the sum of the nodal mass; the first dt is the initial one */
@@ -499,8 +517,8 @@ static void advance(tess_ctx_h ctx, chare_t *c)
                             tess_cb_broadcast(chares, E_DT));
             return;
         case PH_FORCE: { /* the node stage may unpack the forces and pack the node-copy */
-            lul_fuse_t fz = {.recv = NULL};
-            int        fused = lul_fuse_nodes();
+            lul_fuse_t fz    = {.recv = NULL};
+            int        fused = lul_fuse() == LUL_FUSE_NODES;
             if (fused) {
                 fz.recv = plan_of(c, PH_FORCE, par, 1, &fz.rplan);
                 fz.send = plan_of(c, PH_POSVEL, par, 0, &fz.splan);
@@ -530,12 +548,36 @@ static void xch_post(tess_ctx_h ctx, void *e, const void *header, size_t header_
 {
     (void)ctx;
     (void)header_len;
-    (void)nbufs;
-    (void)sizes;
     (void)stream_p;
     chare_t      *c = e;
     const xhdr_t *h = header;
-    dst[0]          = xbuf(c, set_of(h->phase), h->cycle % 2, 1, h->dir);
+    if (h->phase != PH_MONOQ) {
+        dst[0] = xbuf(c, set_of(h->phase), h->cycle % 2, 1, h->dir);
+        return;
+    }
+    /* The neighbour across face f sent its layer next to the opposite face, one field a
+     * buffer: each lands in f's ghost slab of that field (read by this cycle's EOS, which
+     * every chare has finished before any sends the next cycle's gradients). */
+    const lul_box_t *b = &c->box;
+    int              f = 0;
+    while (lul_face_dir(f) != h->dir)
+        f++;
+    lul_fields_t fl;
+    fields_of(c, PH_MONOQ, &fl);
+    int64_t off = lul_ghost_offset(b->ex, b->ey, b->ez, f);
+    size_t  len = (size_t)lul_face_count(b->ex, b->ey, b->ez, f) * sizeof(double);
+    if (nbufs != fl.nf) {
+        fprintf(stderr, "lulesh_tess: element ghosts in %d buffers, expected %d\n", nbufs, fl.nf);
+        exit(1);
+    }
+    for (int q = 0; q < nbufs; q++) {
+        if (sizes[q] != len) {
+            fprintf(stderr, "lulesh_tess: element ghosts of %zu bytes for a slab of %zu\n",
+                    sizes[q], len);
+            exit(1);
+        }
+        dst[q] = fl.f[q] + off;
+    }
 }
 
 static void on_xch(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -617,15 +659,14 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         lul_stats_cycle(c->d.time < c->d.stoptime && c->d.cycle < opt.its ? c->d.cycle : -1);
     if (!(c->d.time < c->d.stoptime && c->d.cycle < opt.its))
         return; /* the end: every chare stops here, and the phase ends when all is quiet */
+    if (!c->force_ready)
+        stage_force(ctx, c); /* for d.cycle + 1: the cycle about to start */
     lul_time_increment(&c->d, m[0], m[1]);
     c->cycle = c->d.cycle;
     if (c->c[0] == 0 && c->c[1] == 0 && c->c[2] == 0)
         lul_print_progress(&opt, c->d.cycle, c->d.time, c->d.deltatime);
-    kernel_part = KP_FORCE;
-    if (!c->force_ready)
-        lul_stage_force(tess_ctx_stream(ctx), &c->d);
     c->force_ready = 0;
-    exchange(ctx, c, PH_FORCE, 0);
+    exchange(ctx, c, PH_FORCE, c->force_packed);
 }
 
 static void start_phase(void *arg)
@@ -751,7 +792,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     parse_tess(&argc, argv, rank);
     opt = lul_parse(argc, argv, rank);
-    lul_fuse_nodes(); /* LULESH_FUSE checked before the run */
+    lul_fuse(); /* LULESH_FUSE checked before the run */
 #ifdef LULESH_CUDA
     if (tess_gpu_backend() == TESS_GPU_CUDA) {
         lul_backend     = LUL_CUDA;
