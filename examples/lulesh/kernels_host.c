@@ -612,13 +612,18 @@ int lul_fuse(void)
     if (fuse < 0) {
         const char *e = getenv("LULESH_FUSE");
         if (!e || !*e || !strcmp(e, "nodes"))
-            fuse = LUL_FUSE_NODES;
+            fuse = LUL_FUSE_FORCE | LUL_FUSE_SUMS | LUL_FUSE_COPY;
+        else if (!strcmp(e, "sums"))
+            fuse = LUL_FUSE_FORCE | LUL_FUSE_SUMS;
+        else if (!strcmp(e, "copy"))
+            fuse = LUL_FUSE_FORCE | LUL_FUSE_COPY;
         else if (!strcmp(e, "force"))
             fuse = LUL_FUSE_FORCE;
         else if (!strcmp(e, "none"))
-            fuse = LUL_FUSE_NONE;
+            fuse = 0;
         else {
-            fprintf(stderr, "lulesh: LULESH_FUSE=%s: expected nodes, force or none\n", e);
+            fprintf(stderr, "lulesh: LULESH_FUSE=%s: expected nodes, sums, copy, force or none\n",
+                    e);
             exit(2);
         }
         atomic_store_explicit(&cached, fuse, memory_order_relaxed);

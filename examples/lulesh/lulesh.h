@@ -862,11 +862,12 @@ extern void (*lul_pinned_release)(void *p);
 void lul_copy_to_dev(void *dst, const void *src, size_t bytes);
 void lul_copy_from_dev(void *dst, const void *src, size_t bytes);
 
-/** Which stages do the exchange work of lul_fuse_t, from LULESH_FUSE in the environment: none
- *  (separate pack and unpack kernels), force (stage 2 packs the forces) or nodes (the default:
- *  stage 2 packs the forces, stage 3 adds the sums and packs the node-copy); anything else ends
- *  the program with a message. Both drivers ask it, so they run the same kernels. Any thread. */
-enum { LUL_FUSE_NONE = 0, LUL_FUSE_FORCE = 1, LUL_FUSE_NODES = 2 };
+/** Which stages do the exchange work of lul_fuse_t (flags), from LULESH_FUSE in the
+ *  environment: none (separate pack and unpack kernels), force (stage 2 packs the forces), sums
+ *  (force, and stage 3 adds the sums), copy (force, and stage 3 packs the node-copy) or nodes
+ *  (the default: all three); anything else ends the program with a message. Both drivers ask
+ *  it, so they run the same kernels. Any thread. */
+enum { LUL_FUSE_FORCE = 1, LUL_FUSE_SUMS = 2, LUL_FUSE_COPY = 4 };
 int lul_fuse(void);
 
 /* 2: fx, fy, fz (local sums); fz may be NULL (only fz->send, fz->splan are read) */

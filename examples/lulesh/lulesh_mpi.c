@@ -240,7 +240,7 @@ static lul_fuse_t force_fuse(const xch_t *x)
     xch_plan_t     p;
     lul_xch_plan_t rp;
     lul_fuse_t     f = {.recv = NULL};
-    if (plan_nodes(x, 3, 1, &p, &f.splan, &rp) && lul_fuse() >= LUL_FUSE_FORCE)
+    if (plan_nodes(x, 3, 1, &p, &f.splan, &rp) && (lul_fuse() & LUL_FUSE_FORCE))
         f.send = x->dsend;
     return f;
 }
@@ -256,22 +256,22 @@ static void stages_3_4a(xch_t *x, lul_domain_t *d, lul_fields_t force, lul_field
     xch_plan_t     pf, pp, pg;
     lul_xch_plan_t sf, rp, sg, rg;
     lul_fuse_t     fn = {.recv = NULL};
-    int            f3 = lul_fuse() == LUL_FUSE_NODES;
+    int            sums = lul_fuse() & LUL_FUSE_SUMS, copy = lul_fuse() & LUL_FUSE_COPY;
     if (plan_nodes(x, force.nf, 1, &pf, &sf, &fn.rplan)) {
         if (!force_packed)
             lul_xch_pack_nodes_all(app_stream, force, d->ex, d->ey, d->ez, &sf, x->dsend);
         xch_move(x, &pf, TAG_NODES);
-        if (f3)
+        if (sums)
             fn.recv = x->drecv;
         else
             lul_xch_unpack_nodes_all(app_stream, force, d->ex, d->ey, d->ez, &fn.rplan, x->drecv,
                                      1);
     }
     int posvel = plan_nodes(x, posv.nf, 0, &pp, &fn.splan, &rp);
-    fn.send    = posvel && f3 ? x->dsend : NULL;
+    fn.send    = posvel && copy ? x->dsend : NULL;
     lul_stage_nodes(app_stream, d, &fn);
     if (posvel) {
-        if (!f3)
+        if (!copy)
             lul_xch_pack_nodes_all(app_stream, posv, d->ex, d->ey, d->ez, &fn.splan, x->dsend);
         xch_move(x, &pp, TAG_NODES);
         lul_xch_unpack_nodes_all(app_stream, posv, d->ex, d->ey, d->ez, &rp, x->drecv, 0);

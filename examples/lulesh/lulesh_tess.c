@@ -479,7 +479,7 @@ static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
 static void stage_force(tess_ctx_h ctx, chare_t *c)
 {
     lul_fuse_t fz = {.recv = NULL};
-    if (lul_fuse() >= LUL_FUSE_FORCE)
+    if (lul_fuse() & LUL_FUSE_FORCE)
         fz.send = plan_of(c, PH_FORCE, (c->d.cycle + 1) % 2, 0, &fz.splan);
     c->force_packed = fz.send != NULL;
     kernel_part     = KP_FORCE;
@@ -507,7 +507,7 @@ static void advance(tess_ctx_h ctx, chare_t *c)
             return;
         c->got[ph][par] = 0;
         c->waiting      = -1;
-        if (ph != PH_FORCE || lul_fuse() != LUL_FUSE_NODES) /* else the node stage adds them */
+        if (ph != PH_FORCE || !(lul_fuse() & LUL_FUSE_SUMS)) /* else the node stage adds them */
             unpack(ctx, c, ph);
         switch (ph) {
         case PH_MASS: /* cycle 0: the sum of the nodal mass; the first dt is the initial one */
@@ -517,15 +517,14 @@ static void advance(tess_ctx_h ctx, chare_t *c)
                             tess_cb_broadcast(chares, E_DT));
             return;
         case PH_FORCE: { /* the node stage may unpack the forces and pack the node-copy */
-            lul_fuse_t fz    = {.recv = NULL};
-            int        fused = lul_fuse() == LUL_FUSE_NODES;
-            if (fused) {
+            lul_fuse_t fz = {.recv = NULL};
+            if (lul_fuse() & LUL_FUSE_SUMS)
                 fz.recv = plan_of(c, PH_FORCE, par, 1, &fz.rplan);
+            if (lul_fuse() & LUL_FUSE_COPY)
                 fz.send = plan_of(c, PH_POSVEL, par, 0, &fz.splan);
-            }
             kernel_part = KP_NODES;
             lul_stage_nodes(s, &c->d, &fz);
-            exchange(ctx, c, PH_POSVEL, fused);
+            exchange(ctx, c, PH_POSVEL, fz.send != NULL);
             return;
         }
         case PH_POSVEL:
