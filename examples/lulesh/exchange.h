@@ -99,6 +99,15 @@ static inline int lul_face_opposite(int f)
     return f ^ 1;
 }
 
+/** The face (0..5) whose direction is d, or -1 when d is an edge, a corner or the block. */
+static inline int lul_dir_face(int d)
+{
+    for (int f = 0; f < 6; f++)
+        if (lul_face_dir(f) == d)
+            return f;
+    return -1;
+}
+
 /** Whether the block at c[] has a neighbour in direction d (never for d = 13); its position in
  *  nc[] (may be NULL). */
 static inline int lul_dir_neighbor(const int grid[3], const int c[3], int d, int nc_p[3])

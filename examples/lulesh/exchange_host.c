@@ -95,14 +95,6 @@ void lul_xch_unpack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey,
 
 /* ---- a whole exchange ------------------------------------------------------------------------ */
 
-static int face_of(int d)
-{
-    for (int f = 0; f < 6; f++)
-        if (lul_face_dir(f) == d)
-            return f;
-    return -1;
-}
-
 void lul_xch_pack_nodes_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
                             const lul_xch_plan_t *plan, double *buf)
 {
@@ -141,8 +133,8 @@ void lul_xch_pack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t e
     }
 #endif
     for (int d = 0; d < 27; d++)
-        if (plan->off[d] >= 0 && face_of(d) >= 0)
-            lul_xch_pack_elems(stream, fl, ex, ey, ez, face_of(d), buf + plan->off[d]);
+        if (plan->off[d] >= 0 && lul_dir_face(d) >= 0)
+            lul_xch_pack_elems(stream, fl, ex, ey, ez, lul_dir_face(d), buf + plan->off[d]);
 }
 
 void lul_xch_unpack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
@@ -155,6 +147,6 @@ void lul_xch_unpack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t
     }
 #endif
     for (int d = 0; d < 27; d++)
-        if (plan->off[d] >= 0 && face_of(d) >= 0)
-            lul_xch_unpack_elems(stream, fl, ex, ey, ez, face_of(d), buf + plan->off[d]);
+        if (plan->off[d] >= 0 && lul_dir_face(d) >= 0)
+            lul_xch_unpack_elems(stream, fl, ex, ey, ez, lul_dir_face(d), buf + plan->off[d]);
 }

@@ -4,8 +4,9 @@
  * the 26 neighbours, positions and velocities copied, monotonic-Q gradients on faces every
  * cycle) packed and unpacked in kernels (exchange.h), staged through pinned host memory: pack
  * kernel, one copy, MPI, one copy, unpack kernel (or device buffers straight to MPI when it is
- * CUDA-aware: then the element ghosts land in their ghost slabs, no unpack kernel). The time step is the global minimum of every cycle's constraints. Without a GPU
- * it runs the same kernels on the host. It shares its kernels, options and report with
+ * CUDA-aware: then the element ghosts land in their ghost slabs, no unpack kernel). The time
+ * step is the global minimum of every cycle's constraints. Without a GPU it runs the same
+ * kernels on the host. It shares its kernels, options and report with
  * lulesh_tess.
  *
  *   mpirun -np P³ lulesh_mpi -s SIZE [-i ITERS] [-r R] [-b B] [-c C] [-rotate P] [-p] [-q]
@@ -104,14 +105,6 @@ static void plan_offsets(xch_plan_t *p)
         if (p->rcv >> dir & 1)
             p->rtotal += p->count[dir];
     }
-}
-
-static int face_of_dir(int dir)
-{
-    for (int f = 0; f < 6; f++)
-        if (lul_face_dir(f) == dir)
-            return f;
-    return -1;
 }
 
 /* The whole-exchange plans of exchange.h (one pack and one unpack kernel per exchange, as
@@ -295,7 +288,7 @@ static void xch_init(xch_t *x, const lul_domain_t *d, const int grid[3], const i
         if (x->nbr[dir] < 0)
             continue;
         int64_t cnt = lul_node_count(d->ex, d->ey, d->ez, dir) * LUL_XCH_MAX_FIELDS;
-        int     f   = face_of_dir(dir);
+        int     f   = lul_dir_face(dir);
         if (f >= 0 && lul_face_count(d->ex, d->ey, d->ez, f) * 3 > cnt)
             cnt = lul_face_count(d->ex, d->ey, d->ez, f) * 3;
         x->cap += cnt;

@@ -202,10 +202,8 @@ static int64_t set_count(const chare_t *c, int set, int d)
 {
     const lul_box_t *b = &c->box;
     if (set == PH_MONOQ) {
-        for (int f = 0; f < 6; f++)
-            if (lul_face_dir(f) == d)
-                return lul_face_count(b->ex, b->ey, b->ez, f);
-        return 0;
+        int f = lul_dir_face(d);
+        return f < 0 ? 0 : lul_face_count(b->ex, b->ey, b->ez, f);
     }
     return lul_node_count(b->ex, b->ey, b->ez, d);
 }
@@ -558,17 +556,16 @@ static void xch_post(tess_ctx_h ctx, void *e, const void *header, size_t header_
      * buffer: each lands in f's ghost slab of that field (read by this cycle's EOS, which
      * every chare has finished before any sends the next cycle's gradients). */
     const lul_box_t *b = &c->box;
-    int              f = 0;
-    while (lul_face_dir(f) != h->dir)
-        f++;
-    lul_fields_t fl;
+    int              f = lul_dir_face(h->dir);
+    lul_fields_t     fl;
     fields_of(c, PH_MONOQ, &fl);
-    int64_t off = lul_ghost_offset(b->ex, b->ey, b->ez, f);
-    size_t  len = (size_t)lul_face_count(b->ex, b->ey, b->ez, f) * sizeof(double);
-    if (nbufs != fl.nf) {
-        fprintf(stderr, "lulesh_tess: element ghosts in %d buffers, expected %d\n", nbufs, fl.nf);
+    if (f < 0 || nbufs != fl.nf) {
+        fprintf(stderr, "lulesh_tess: element ghosts from direction %d in %d buffers\n", h->dir,
+                nbufs);
         exit(1);
     }
+    int64_t off = lul_ghost_offset(b->ex, b->ey, b->ez, f);
+    size_t  len = (size_t)lul_face_count(b->ex, b->ey, b->ez, f) * sizeof(double);
     for (int q = 0; q < nbufs; q++) {
         if (sizes[q] != len) {
             fprintf(stderr, "lulesh_tess: element ghosts of %zu bytes for a slab of %zu\n",

@@ -119,11 +119,11 @@ void lul_stats_print(int64_t n, const int grid[3], int *owner, int rank, int npr
             int64_t nn = lul_node_count(b.ex, b.ey, b.ez, d), m = 1, by = nn * 3;
             if (lul_xch_sync_sends(d))
                 m++, by += nn * 6;
-            for (int f = 0; f < 6; f++)
-                if (lul_face_dir(f) == d) {
-                    m++, by += lul_face_count(b.ex, b.ey, b.ez, f) * 3;
-                    faces += x;
-                }
+            int f = lul_dir_face(d);
+            if (f >= 0) {
+                m++, by += lul_face_count(b.ex, b.ey, b.ez, f) * 3;
+                faces += x;
+            }
             msgs[x] += m;
             bytes[x] += by * (int64_t)sizeof(double);
         }
