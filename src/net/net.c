@@ -17,6 +17,7 @@
 #include "peer.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -464,6 +465,23 @@ void net_sendq_discard(net_lane_t *l)
     }
 }
 
+/* Queue a send for the lane lock's holder (any thread; the header and data stay the caller's
+ * until `done`). False when there is no memory for the record. */
+static bool net_sendq_push(net_lane_t *l, int dest, unsigned id, tess_net_hdr_t *hdr,
+                           size_t hdr_len, const void *data, size_t len, tess_net_done_fn_t done,
+                           void *arg)
+{
+    net_qsend_t *s = done ? malloc(sizeof(*s)) : NULL;
+    if (!s)
+        return false;
+    *s = (net_qsend_t){.dest = dest, .id = id, .hdr = hdr, .hdr_len = hdr_len, .len = len,
+                       .data = data, .done = done, .arg = arg};
+    atomic_fetch_add_explicit(&net.outstanding, 1, memory_order_relaxed);
+    tess_mpsc_push(&l->sendq, &s->node);
+    atomic_fetch_add_explicit(&l->sendq_len, 1, memory_order_seq_cst);
+    return true;
+}
+
 tess_status_t tess_net_am_send(int dest, unsigned id, tess_net_hdr_t *hdr, size_t hdr_len,
                                const void *data, size_t len, tess_net_done_fn_t done, void *arg)
 {
@@ -472,25 +490,32 @@ tess_status_t tess_net_am_send(int dest, unsigned id, tess_net_hdr_t *hdr, size_
     net_lane_t *l = net_lane_self();
     if (!net_lane_trylock(l)) {
         /* Busy (another PE progresses or sends on it): queue the send for the lock's holder
-         * rather than sleep on the lock; the header and data stay the caller's until `done`. */
-        net_qsend_t *s = done ? malloc(sizeof(*s)) : NULL;
-        if (!s) {
+         * rather than sleep on the lock. */
+        if (!net_sendq_push(l, dest, id, hdr, hdr_len, data, len, done, arg)) {
             net_lane_lock(l);
             goto locked;
         }
-        *s = (net_qsend_t){.dest = dest, .id = id, .hdr = hdr, .hdr_len = hdr_len,
-                           .len = len, .data = data, .done = done, .arg = arg};
-        atomic_fetch_add_explicit(&net.outstanding, 1, memory_order_relaxed);
-        tess_mpsc_push(&l->sendq, &s->node);
-        atomic_fetch_add_explicit(&l->sendq_len, 1, memory_order_seq_cst);
         if (net_lane_trylock(l))
             net_lane_unlock(l); /* posts it (and any other queued) */
         return TESS_INPROGRESS;
     }
 locked:
-    /* This PE's earlier queued sends go first: order per source is kept. */
-    if (atomic_load_explicit(&l->sendq_len, memory_order_relaxed) > 0)
+    /* This PE's earlier queued sends go first: order per source is kept. One of them may sit
+     * behind a push that another PE has not finished (nothing pops past it until it has): this
+     * send then joins the queue behind them instead of overtaking them, or, when it cannot be
+     * queued, waits for that push. */
+    if (!tess_mpsc_empty(&l->sendq)) {
         net_sendq_drain(l);
+        if (!tess_mpsc_empty(&l->sendq)) {
+            if (net_sendq_push(l, dest, id, hdr, hdr_len, data, len, done, arg)) {
+                net_lane_unlock(l);
+                return TESS_INPROGRESS;
+            }
+            while (!tess_mpsc_empty(&l->sendq))
+                if (!net_sendq_drain(l))
+                    sched_yield();
+        }
+    }
     tess_status_t st = net_post(l, dest, id, hdr, hdr_len, data, len, done, arg);
     net_lane_unlock(l);
     return st;

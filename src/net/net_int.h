@@ -9,6 +9,7 @@
 #include "net.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <ucp/api/ucp.h>
 
 /* A message that arrived ahead of its turn. */
@@ -144,10 +145,12 @@ int  net_sendq_drain(net_lane_t *l);   /* net.c: post the queued sends (lock hel
 void net_sendq_discard(net_lane_t *l); /* net.c: drop what is left at close, with a warning */
 
 /* Unlock, having posted the sends that others queued meanwhile. A sender that queues a send
- * counts it, then tries the lock; whoever holds the lock looks at the count after releasing it
- * (both through read-modify-writes of the count), so one of the two posts it. A drain that
- * found nothing to pop (a push still half done) leaves it to that pusher, which tries the lock
- * once it is done. */
+ * counts it once its push is done, then tries the lock; whoever holds the lock looks at the
+ * count after releasing it (both through read-modify-writes of the count), so one of the two
+ * posts it. A count above zero means a pushed send is not posted yet; when a drain pops nothing
+ * it sits behind a push another PE has not finished, and the holder tries again after giving
+ * up the core (returning then could strand it: that pusher may have tried the lock, and
+ * failed, while the holder still had it). */
 static inline void net_lane_unlock(net_lane_t *l)
 {
     for (;;) {
@@ -158,8 +161,11 @@ static inline void net_lane_unlock(net_lane_t *l)
         pthread_mutex_unlock(&l->lock);
         /* A read-modify-write, not a load: it reads the last count (a queued send counted after
          * our unlock reads, through its own read-modify-write, that we unlocked). */
-        if (!drained || atomic_fetch_add_explicit(&l->sendq_len, 0, memory_order_seq_cst) <= 0 ||
-            !net_lane_trylock(l))
+        if (atomic_fetch_add_explicit(&l->sendq_len, 0, memory_order_seq_cst) <= 0)
+            return;
+        if (!drained)
+            sched_yield();
+        if (!net_lane_trylock(l))
             return;
     }
 }
