@@ -29,8 +29,9 @@
 #   lulesh-ab  the lulesh list on CUDA (under MPS), lulesh_mpi on 8 ranks (MPS) at -s 64 and 128
 #           for the old build and each LULESH_FUSE mode of the new one, LLNL's CUDA LULESH against
 #           lulesh_mpi (gpu-compare, 200 cycles), examples/lulesh/ab (ODF 8 / MPI at 128³ and
-#           256³, old and new alternating; AB_OLD, AB_FUSE, AB_REPS), ncu kernel times at 256³
-#           (MPI, and Tessera ODF 8 with the first AB_FUSE mode); about 6 minutes
+#           256³, old and new alternating; AB_OLD, AB_FUSE, AB_REPS, AB_SPLIT), ncu kernel times
+#           at 256³ (MPI, and Tessera ODF 8 with the first AB_FUSE mode; with AB_SPLIT also both
+#           with LULESH_EOS_SPLIT=on); about 6 minutes (8 with AB_SPLIT="off auto")
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
 #           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
@@ -291,6 +292,13 @@ lulesh-ab)
         >"$work/ncu-mpi-256.csv" 2>"$work/ncu.err"
     LULESH_FUSE=${fuse%% *} timeout 100 "$NCU" --metrics gpu__time_duration.sum --csv "$L/lulesh_tess" \
         +ppn 1 -q -g 256 -odf 8 -i 3 >"$work/ncu-tess-256.csv" 2>>"$work/ncu.err"
+    if [ -n "${AB_SPLIT:-}" ]; then
+        LULESH_EOS_SPLIT=on timeout 60 "$NCU" --metrics gpu__time_duration.sum --csv \
+            "$L/lulesh_mpi" -q -s 256 -i 3 >"$work/ncu-mpi-256-split.csv" 2>>"$work/ncu.err"
+        LULESH_EOS_SPLIT=on LULESH_FUSE=${fuse%% *} timeout 100 "$NCU" --metrics \
+            gpu__time_duration.sum --csv "$L/lulesh_tess" +ppn 1 -q -g 256 -odf 8 -i 3 \
+            >"$work/ncu-tess-256-split.csv" 2>>"$work/ncu.err"
+    fi
     note "ncu exit $? ($((SECONDS - t0)) s)"
     ;;
 extras)

@@ -82,27 +82,13 @@ static __device__ inline double warp_min(double v)
     return v;
 }
 
-/* Stages 4b and 5 in one kernel: each element's monotonic Q, EOS and volume, then its time
- * constraints. A block's minima go to its slot of d.red with integer atomics (lul_red_t); the
- * block that finishes last writes the minima and the error code straight into the pinned host
- * block d.out (device-visible: no copy to launch, no second kernel) and sets d.red back for the
- * next cycle. ncu at 256³ elements on one domain (131072 blocks): 1.80 ms, 1.81 with every
- * block's atomics on one word, against 1.72 for the EOS and a reduction kernel apart: the
- * constraint's extra loads (arealg), gathered in region order, cost more than a pass in element
- * order; at ODF 8 the kernel saves two launches per chare and cycle, which 128³ needs. */
-static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lul_domain_t d)
+/* Stage 5's reduction: the block's minima go to its slot of d.red with integer atomics
+ * (lul_red_t); the block that finishes last writes the minima and the error code straight into
+ * the pinned host block d.out (device-visible: no copy to launch, no second kernel) and sets
+ * d.red back for the next cycle. Every thread of the block calls it. */
+static __device__ void publish_minima(const lul_domain_t &d, double c, double h)
 {
     __shared__ double sc[LUL_BLOCK / 32], sh[LUL_BLOCK / 32];
-    int64_t           t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    double            c = 1.0e20, h = 1.0e20;
-    if (t < d.numElem) {
-        int g = 0;
-        while (g < d.numReg - 1 && t >= d.regStart[g + 1])
-            g++;
-        int32_t k = d.regElemlist[t];
-        record_err(d, lul_elem_eos(&d, k, d.regRep[g]));
-        lul_elem_constraints(&d, k, &c, &h);
-    }
     c = warp_min(c);
     h = warp_min(h);
     if (threadIdx.x % 32 == 0) {
@@ -112,7 +98,7 @@ static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lu
     __syncthreads();
     if (threadIdx.x != 0)
         return;
-    for (int w = 1; w < LUL_BLOCK / 32; w++) {
+    for (unsigned w = 1; w < blockDim.x / 32; w++) {
         c = fmin(c, sc[w]);
         h = fmin(h, sh[w]);
     }
@@ -143,6 +129,44 @@ static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lu
     d.out->dthydro   = h;
     d.out->err       = *(volatile int32_t *)d.err;
     __threadfence_system();
+}
+
+/* Stage 4b (each element's monotonic Q, EOS and volume, over the elements grouped by region)
+ * and, when `constraints`, stage 5 in the same kernel: each element's time constraints, then
+ * publish_minima. Fused, it saves a launch per domain (or chare) and cycle, which small blocks
+ * need; but the constraint's loads (arealg), gathered in region order, cost more than a pass in
+ * element order, which large domains feel: ncu at 256³ elements on one domain, 1.80 ms fused
+ * against 1.72 for the EOS and a reduction apart (lul_eos_split decides). */
+template <bool constraints>
+static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lul_domain_t d)
+{
+    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    double  c = 1.0e20, h = 1.0e20;
+    if (t < d.numElem) {
+        int g = 0;
+        while (g < d.numReg - 1 && t >= d.regStart[g + 1])
+            g++;
+        int32_t k = d.regElemlist[t];
+        record_err(d, lul_elem_eos(&d, k, d.regRep[g]));
+        if (constraints)
+            lul_elem_constraints(&d, k, &c, &h);
+    }
+    if (constraints)
+        publish_minima(d, c, h);
+}
+
+/* Stage 5 apart: the time constraints in element order, then publish_minima. */
+static __global__ void __launch_bounds__(LUL_BLOCK) k_constraints(const lul_domain_t d)
+{
+    double c = 1.0e20, h = 1.0e20;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < d.numElem;
+         k += (int64_t)blockDim.x * gridDim.x) {
+        double ck, hk;
+        lul_elem_constraints(&d, k, &ck, &hk);
+        c = fmin(c, ck);
+        h = fmin(h, hk);
+    }
+    publish_minima(d, c, h);
 }
 
 static unsigned blocks_for(int64_t n, unsigned block)
@@ -180,9 +204,17 @@ void lul_cuda_gradients(void *s, const lul_domain_t *d, double dt)
     k_gradients<<<blocks_for(d->numElem, LUL_BLOCK), LUL_BLOCK, 0, (cudaStream_t)s>>>(*d, dt);
 }
 
-void lul_cuda_eos(void *s, const lul_domain_t *d)
+void lul_cuda_eos(void *s, const lul_domain_t *d, int split)
 {
-    k_eos<<<blocks_for(d->numElem, LUL_BLOCK), LUL_BLOCK, 0, (cudaStream_t)s>>>(*d);
+    cudaStream_t st = (cudaStream_t)s;
+    unsigned     nb = blocks_for(d->numElem, LUL_BLOCK);
+    if (!split) {
+        k_eos<true><<<nb, LUL_BLOCK, 0, st>>>(*d);
+        return;
+    }
+    k_eos<false><<<nb, LUL_BLOCK, 0, st>>>(*d);
+    /* Four elements a thread: a quarter of the blocks' minima to take. */
+    k_constraints<<<blocks_for(d->numElem, 4 * LUL_BLOCK), LUL_BLOCK, 0, st>>>(*d);
 }
 
 void *lul_cuda_malloc(size_t bytes)

@@ -631,6 +631,27 @@ int lul_fuse(void)
     return fuse;
 }
 
+int lul_eos_split(int64_t elems)
+{
+    static atomic_int cached = -1; /* -1: not read; 0 off, 1 on, 2 auto */
+    int               mode   = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (mode < 0) {
+        const char *e = getenv("LULESH_EOS_SPLIT");
+        if (!e || !*e || !strcmp(e, "off"))
+            mode = 0;
+        else if (!strcmp(e, "on"))
+            mode = 1;
+        else if (!strcmp(e, "auto"))
+            mode = 2;
+        else {
+            fprintf(stderr, "lulesh: LULESH_EOS_SPLIT=%s: expected auto, on or off\n", e);
+            exit(2);
+        }
+        atomic_store_explicit(&cached, mode, memory_order_relaxed);
+    }
+    return mode == 2 ? elems >= LUL_EOS_SPLIT_MIN : mode;
+}
+
 void lul_stage_force(void *stream, lul_domain_t *d, const lul_fuse_t *fz)
 {
 #ifdef LULESH_CUDA
@@ -671,7 +692,7 @@ void lul_stage_eos(void *stream, lul_domain_t *d)
 {
 #ifdef LULESH_CUDA
     if (lul_backend == LUL_CUDA) {
-        lul_cuda_eos(stream, d);
+        lul_cuda_eos(stream, d, lul_eos_split(d->numElem));
         return;
     }
 #endif

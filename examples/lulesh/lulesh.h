@@ -870,6 +870,16 @@ void lul_copy_from_dev(void *dst, const void *src, size_t bytes);
 enum { LUL_FUSE_FORCE = 1, LUL_FUSE_SUMS = 2, LUL_FUSE_COPY = 4 };
 int lul_fuse(void);
 
+/** Whether stage 5 (the time constraints' minimum) runs on the GPU as a kernel of its own after
+ *  the EOS instead of inside it, for a domain (or chare) of `elems` elements: from
+ *  LULESH_EOS_SPLIT in the environment, off (the default: one kernel), on, or auto (apart from
+ *  LUL_EOS_SPLIT_MIN elements on, where ncu on the H200 found the pass in element order faster
+ *  than the fused one: 1.72 against 1.80 ms at 256³ on one domain; not yet timed as a whole run,
+ *  hence not the default); anything else ends the program with a message. Both drivers ask it.
+ *  The host backend has one kernel for both stages whatever it says. Any thread. */
+#define LUL_EOS_SPLIT_MIN (1 << 20)
+int lul_eos_split(int64_t elems);
+
 /* 2: fx, fy, fz (local sums); fz may be NULL (only fz->send, fz->splan are read) */
 void lul_stage_force(void *stream, lul_domain_t *d, const lul_fuse_t *fz);
 /* 3: xd.., x.. (uses d->deltatime); fz may be NULL */
@@ -883,7 +893,7 @@ void lul_stage_eos(void *stream, lul_domain_t *d);
 void  lul_cuda_force(void *s, const lul_domain_t *d, const lul_fuse_t *fz);
 void  lul_cuda_nodes(void *s, const lul_domain_t *d, double dt, const lul_fuse_t *fz);
 void  lul_cuda_gradients(void *s, const lul_domain_t *d, double dt);
-void  lul_cuda_eos(void *s, const lul_domain_t *d);
+void  lul_cuda_eos(void *s, const lul_domain_t *d, int split);
 void *lul_cuda_malloc(size_t bytes);
 void  lul_cuda_free(void *p);
 void *lul_cuda_malloc_host(size_t bytes);

@@ -323,7 +323,8 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     lul_opts_t opt = lul_parse(argc, argv, rank);
-    lul_fuse(); /* LULESH_FUSE checked before the run */
+    lul_fuse(); /* LULESH_FUSE and LULESH_EOS_SPLIT checked before the run */
+    (void)lul_eos_split(0);
     select_device();
 
     /* a cube of ranks, rank = (plane * p + row) * p + col, as the reference's InitMeshDecomp */

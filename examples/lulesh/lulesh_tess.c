@@ -788,7 +788,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     parse_tess(&argc, argv, rank);
     opt = lul_parse(argc, argv, rank);
-    lul_fuse(); /* LULESH_FUSE checked before the run */
+    lul_fuse(); /* LULESH_FUSE and LULESH_EOS_SPLIT checked before the run */
+    (void)lul_eos_split(0);
 #ifdef LULESH_CUDA
     if (tess_gpu_backend() == TESS_GPU_CUDA) {
         lul_backend     = LUL_CUDA;
