@@ -7,7 +7,10 @@
  * in-process) interleaved with small eager ones, so a small message sent after a large one can
  * only arrive first if ordering is broken. Each receiver checks that every sender's sequence
  * numbers arrive strictly in order and each payload intact. The phase ends at quiescence;
- * afterwards every stream must be complete. */
+ * afterwards every stream must be complete. An out-of-order arrival is reported at once (the
+ * message, the one expected, their sizes and send paths) and the run goes on, so that the end
+ * tells whether the expected one came later or never (a phase that then cannot end times out);
+ * the test fails either way. */
 #include "tess_test.h"
 
 #define NRECV 3
@@ -20,7 +23,8 @@ typedef struct {
 typedef struct {
     int32_t  next_to_send;
     int32_t *next_seq;   /* receivers: next sequence number expected from each sender */
-    int64_t  received;
+    uint8_t *seen;       /* receivers: [sender * nmsgs + seq] arrived */
+    int64_t  received, out_of_order;
 } elem_t;
 
 static tess_array_h senders, receivers;
@@ -30,6 +34,17 @@ static int32_t      nsend, nmsgs, burst;
 static uint64_t msg_seed(int32_t s, int32_t r, int32_t q)
 {
     return test_mix(((uint64_t)s << 42) ^ ((uint64_t)r << 32) ^ (uint64_t)q);
+}
+
+/* How message q went: its size class and send call (for reports). */
+static const char *msg_kind(int32_t s, int32_t r, int32_t q)
+{
+    (void)r;
+    static const char *kinds[3][2] = {{"large, tess_send", "large, tess_send_msg"},
+                                      {"medium, tess_send", "medium, tess_send_msg"},
+                                      {"small, tess_send", "small, tess_send_msg"}};
+    int c = (q + s) % 5 == 0 ? 0 : (q + s) % 5 == 2 ? 1 : 2;
+    return kinds[c][q % 3 == 0];
 }
 
 /* Interleave: large every few messages, the rest small, the pattern shifted per sender. */
@@ -48,13 +63,15 @@ static void recv_ctor(tess_ctx_h ctx, void *e, void *arg)
     (void)ctx, (void)arg;
     elem_t *el   = e;
     el->next_seq = calloc((size_t)nsend, sizeof(int32_t));
-    CHECK(el->next_seq);
+    el->seen     = calloc((size_t)nsend * (size_t)nmsgs, 1);
+    CHECK(el->next_seq && el->seen);
 }
 
 static void recv_dtor(tess_ctx_h ctx, void *e, void *arg)
 {
     (void)ctx, (void)arg;
     free(((elem_t *)e)->next_seq);
+    free(((elem_t *)e)->seen);
 }
 
 static void burst_fn(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -98,13 +115,22 @@ static void recv_fn(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     int32_t me = (int32_t)tess_ctx_linear(ctx);
     CHECK_MSG(h.receiver == me && h.sender >= 0 && h.sender < nsend, "receiver %d got a message "
               "for %d from %d", me, h.receiver, h.sender);
-    CHECK_MSG(h.seq == el->next_seq[h.sender], "receiver %d: from sender %d got seq %d, expected "
-              "%d (FIFO per sender/receiver pair broken)", me, h.sender, h.seq,
-              el->next_seq[h.sender]);
+    CHECK_MSG(h.seq >= 0 && h.seq < nmsgs && !el->seen[h.sender * nmsgs + h.seq], "receiver %d: "
+              "message %d from sender %d arrived twice (or is out of range)", me, h.seq, h.sender);
     CHECK(size == msg_size(h.sender, me, h.seq) && h.seed == msg_seed(h.sender, me, h.seq));
     long bad = test_verify((const uint8_t *)msg + sizeof(h), size - sizeof(h), h.seed);
     CHECK_MSG(bad < 0, "message %d from %d: byte %ld of %zu corrupt", h.seq, h.sender, bad, size);
-    el->next_seq[h.sender]++;
+    int32_t want = el->next_seq[h.sender];
+    if (h.seq != want) {
+        el->out_of_order++;
+        fprintf(stderr, "test_fifo: FIFO broken: receiver %d (PE %d) got message %d from sender %d "
+                "(%s) while expecting %d (%s)\n", me, tess_pe(), h.seq, h.sender,
+                msg_kind(h.sender, me, h.seq), want, msg_kind(h.sender, me, want));
+        fflush(stderr);
+    }
+    el->seen[h.sender * nmsgs + h.seq] = 1;
+    while (el->next_seq[h.sender] < nmsgs && el->seen[h.sender * nmsgs + el->next_seq[h.sender]])
+        el->next_seq[h.sender]++;
     el->received++;
 }
 
@@ -123,6 +149,9 @@ static void check_recv(tess_ctx_h ctx, void *e, void *arg)
         CHECK_MSG(el->next_seq[s] == nmsgs, "receiver %lld has %d of %d messages from %d",
                   (long long)tess_ctx_linear(ctx), el->next_seq[s], nmsgs, s);
     CHECK(el->received == (int64_t)nsend * nmsgs);
+    CHECK_MSG(el->out_of_order == 0, "receiver %lld: %lld messages out of order (FIFO per "
+              "sender/receiver pair broken; each was reported as it came, and every message did "
+              "arrive)", (long long)tess_ctx_linear(ctx), (long long)el->out_of_order);
 }
 
 static void check_send(tess_ctx_h ctx, void *e, void *arg)
