@@ -348,10 +348,8 @@ void          dc_rdma_fini(void);
 tess_status_t dc_rdma_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
                            size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
                            tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
-int           dc_rdma_issue_pending(dc_pending_t *p);
 void          dc_rdma_recv(tess_msg_t *m, unsigned kind);
 void          dc_rdma_release(const dc_ack_msg_t *ack);
-void          dc_rdma_pump_chunks(void);
 /** Finish the direct receives whose gets completed in this PE's network progress (PE thread,
  *  each scheduler pass); returns how many. */
 unsigned      dc_rdma_progress(void);
@@ -363,5 +361,54 @@ bool              dc_is_ready_stream(tess_gpu_stream_h s);
 /** The PE found no work in a pass: check whether the streams of its recent direct receives are
  *  idle, so that the next receive for one of them needs no query (layer idle hook). */
 void          dc_rdma_idle(tess_pe_t *pe);
+/** A get completed: a DC_K_GOT notice to PE `pe` for `what` (a dc_rchunk_t if is_chunk, else a
+ *  direct dc_rrecv_t), handled there by dc_rdma_recv. */
+void          dc_got_post(int pe, int is_chunk, void *what);
+
+/* Receiver state of an RDMA message, direct or staged. */
+typedef struct dc_rrecv {
+    int        kind;     /* DC_K_RDMA or DC_K_RSTAGED */
+    int        waited;   /* direct: its gets waited for the stream (rdma_waiting_recvs) */
+    struct dc_rrecv *next_done; /* direct: in its PE's list of completed receives */
+    int        pe;       /* receiving PE */
+    int        src;      /* sending process */
+    dc_recv_t *r;
+    uint32_t   nchunks, copied;
+    _Atomic int gets;    /* direct: gets in flight */
+    dc_ack_msg_t ack;
+    int        ack_pe;
+    uint64_t   raddr[TESS_DEV_MAX_BUFS];
+    uint64_t   key_id[TESS_DEV_MAX_BUFS];
+    const void *rkey[TESS_DEV_MAX_BUFS]; /* direct: in the control message (r->keep) */
+    size_t     rkey_len[TESS_DEV_MAX_BUFS];
+} dc_rrecv_t;
+
+/* A chunk on the receiver side, from its announcement to its host-to-device copy. */
+typedef struct dc_rchunk {
+    struct dc_rchunk *next;
+    dc_rrecv_t       *rr;
+    dc_chunk_msg_t    msg;
+    int               slot;      /* receive slot */
+    int               sender_pe;
+} dc_rchunk_t;
+
+/* dc_staged.c (RDMA through bounce buffers; dc_rdma.c sets them up and dispatches) */
+/** (process, msg_id) -> dc_rrecv_t: staged messages being received (lock held). */
+extern tess_hmap_t dc_staged_recvs;
+/** (process, msg_id) -> list of dc_rchunk_t: chunk notices ahead of their header (lock held). */
+extern tess_hmap_t dc_staged_early;
+/** dc_rdma_send when staged: send the header, then stage the buffers chunk by chunk. */
+tess_status_t dc_staged_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
+                             size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
+                             tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
+int           dc_rdma_issue_pending(dc_pending_t *p); /* 1 every chunk on its way, 0 waits */
+/** Start the gets of chunks that wait for a receive slot, while slots last. */
+void          dc_rdma_pump_chunks(void);
+/** A staged message's header (DC_K_RSTAGED) arrived: track it, take its early notices. */
+void          dc_staged_recv_header(tess_msg_t *m);
+/** A chunk notice (DC_K_CHUNK) arrived: fetch it, or keep it until its header is in. */
+void          dc_staged_recv_chunk(tess_msg_t *m);
+/** A chunk's get completed (its GOT notice): copy it to the device, free the sender's slot. */
+void          dc_staged_chunk_arrived(dc_rchunk_t *ch);
 
 #endif /* TESS_DC_INT_H */
