@@ -368,8 +368,8 @@ tess_status_t dc_rdma_send(int dst_pe, uint64_t a0, uint64_t a1, const void *hea
                            tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg)
 {
     if (dc.rdma_staged)
-        return dc_staged_send(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream,
-                                   done, done_arg);
+        return dc_staged_send(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
+                              done_arg);
     return rdma_send_direct(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
                             done_arg);
 }
