@@ -604,52 +604,47 @@ static void host_eos(void *p)
     d->out->err       = *d->err;
 }
 
+/* The value of environment variable `var` among `names` (the first when unset or empty), read
+ * once into *cache (any thread may be first: each finds the same); anything else ends the
+ * program with "expected <expected>". */
+static int env_choice(atomic_int *cache, const char *var, const char *const *names,
+                      const int *values, int n, const char *expected)
+{
+    int v = atomic_load_explicit(cache, memory_order_relaxed);
+    if (v >= 0)
+        return v;
+    const char *e = getenv(var);
+    int         i = 0;
+    if (e && *e)
+        while (i < n && strcmp(e, names[i]) != 0)
+            i++;
+    if (i == n) {
+        fprintf(stderr, "lulesh: %s=%s: expected %s\n", var, e, expected);
+        exit(2);
+    }
+    atomic_store_explicit(cache, values[i], memory_order_relaxed);
+    return values[i];
+}
+
 int lul_fuse(void)
 {
-    /* any thread (PEs) may be first: each finds the same */
-    static atomic_int cached = -1;
-    int               fuse   = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (fuse < 0) {
-        const char *e = getenv("LULESH_FUSE");
-        if (!e || !*e || !strcmp(e, "nodes"))
-            fuse = LUL_FUSE_FORCE | LUL_FUSE_SUMS | LUL_FUSE_COPY;
-        else if (!strcmp(e, "sums"))
-            fuse = LUL_FUSE_FORCE | LUL_FUSE_SUMS;
-        else if (!strcmp(e, "copy"))
-            fuse = LUL_FUSE_FORCE | LUL_FUSE_COPY;
-        else if (!strcmp(e, "force"))
-            fuse = LUL_FUSE_FORCE;
-        else if (!strcmp(e, "none"))
-            fuse = 0;
-        else {
-            fprintf(stderr, "lulesh: LULESH_FUSE=%s: expected nodes, sums, copy, force or none\n",
-                    e);
-            exit(2);
-        }
-        atomic_store_explicit(&cached, fuse, memory_order_relaxed);
-    }
-    return fuse;
+    static atomic_int        cached  = -1;
+    static const char *const names[] = {"nodes", "sums", "copy", "force", "none"};
+    static const int         values[] = {LUL_FUSE_FORCE | LUL_FUSE_SUMS | LUL_FUSE_COPY,
+                                         LUL_FUSE_FORCE | LUL_FUSE_SUMS,
+                                         LUL_FUSE_FORCE | LUL_FUSE_COPY, LUL_FUSE_FORCE, 0};
+    return env_choice(&cached, "LULESH_FUSE", names, values, 5,
+                      "nodes, sums, copy, force or none");
 }
 
 int lul_eos_split(int64_t elems)
 {
-    static atomic_int cached = -1; /* -1: not read; 0 off, 1 on, 2 auto */
-    int               mode   = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (mode < 0) {
-        const char *e = getenv("LULESH_EOS_SPLIT");
-        if (!e || !*e || !strcmp(e, "off"))
-            mode = 0;
-        else if (!strcmp(e, "on"))
-            mode = 1;
-        else if (!strcmp(e, "auto"))
-            mode = 2;
-        else {
-            fprintf(stderr, "lulesh: LULESH_EOS_SPLIT=%s: expected auto, on or off\n", e);
-            exit(2);
-        }
-        atomic_store_explicit(&cached, mode, memory_order_relaxed);
-    }
-    return mode == 2 ? elems >= LUL_EOS_SPLIT_MIN : mode;
+    enum { OFF, ON, AUTO };
+    static atomic_int        cached  = -1;
+    static const char *const names[] = {"off", "on", "auto"};
+    static const int         values[] = {OFF, ON, AUTO};
+    int mode = env_choice(&cached, "LULESH_EOS_SPLIT", names, values, 3, "auto, on or off");
+    return mode == AUTO ? elems >= LUL_EOS_SPLIT_MIN : mode == ON;
 }
 
 void lul_stage_force(void *stream, lul_domain_t *d, const lul_fuse_t *fz)
