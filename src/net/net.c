@@ -622,7 +622,7 @@ unsigned tess_net_progress_wait(void)
     for (int i = 0; i < net.nlanes; i++) {
         net_lane_t *l = &net.lanes[i];
         net_lane_lock(l);
-            n += net_progress_locked(l);
+        n += net_progress_locked(l);
         net_lane_unlock(l);
     }
     return n;
@@ -640,6 +640,13 @@ size_t tess_net_outstanding(void)
     return atomic_load_explicit(&net.outstanding, memory_order_relaxed);
 }
 
+/* A lane UCX will not arm has events nobody has progressed: progress them here, under the lock
+ * this thread already holds, and try again. Returning at once instead sent the idle PE round
+ * its loop and back for every attempt (each one system calls in UCX) while the lane's own PE
+ * slept without the watch, and its traffic waited for the 20 µs serve delay, which the PE's own
+ * trickle of work kept putting off: two processes of two PEs on two cores lost seconds so. */
+#define NET_ARM_TRIES 4
+
 tess_status_t tess_net_arm(void)
 {
     if (net.efd < 0)
@@ -648,9 +655,13 @@ tess_status_t tess_net_arm(void)
         net_lane_t *l = &net.lanes[i];
         if (!net_lane_trylock(l))
             return TESS_ERR_BUSY;
-        ucs_status_t us = ucp_worker_arm(l->worker);
+        unsigned     did = 0;
+        ucs_status_t us;
+        for (int t = 0; (us = ucp_worker_arm(l->worker)) == UCS_ERR_BUSY && t < NET_ARM_TRIES; t++)
+            did += net_progress_locked(l);
         net_lane_unlock(l);
-        if (us == UCS_ERR_BUSY)
+        /* What the progress delivered or completed is the caller's to run before it sleeps. */
+        if (us == UCS_ERR_BUSY || did)
             return TESS_ERR_BUSY;
         if (us != UCS_OK)
             return net_ucx_error("ucp_worker_arm", us);

@@ -89,10 +89,11 @@ unsigned tess_net_backlog(int dest);
 size_t   tess_net_outstanding(void);
 
 /**
- * Blocking progress: arm every lane's worker for wake-up (one event fd covers them all). Returns
+ * Blocking progress: arm every lane's worker for wake-up (one event fd covers them all); a lane
+ * with unprocessed events is progressed here (any lane, as serving does) and armed again. Returns
  * TESS_OK when the caller may block on tess_net_event_fd() (nothing pending), TESS_ERR_BUSY when
- * there are events to progress first (or another thread holds a lane), TESS_ERR_UNSUPPORTED
- * when no event fd exists (then poll with a timeout).
+ * that progress did work the caller should run first (or events remain, or another thread
+ * holds a lane), TESS_ERR_UNSUPPORTED when no event fd exists (then poll with a timeout).
  */
 tess_status_t tess_net_arm(void);
 int           tess_net_event_fd(void);
