@@ -641,8 +641,8 @@ int lul_eos_split(int64_t elems)
 {
     enum { OFF, ON, AUTO };
     static atomic_int        cached  = -1;
-    static const char *const names[] = {"off", "on", "auto"};
-    static const int         values[] = {OFF, ON, AUTO};
+    static const char *const names[] = {"auto", "off", "on"}; /* the first is the default */
+    static const int         values[] = {AUTO, OFF, ON};
     int mode = env_choice(&cached, "LULESH_EOS_SPLIT", names, values, 3, "auto, on or off");
     return mode == AUTO ? elems >= LUL_EOS_SPLIT_MIN : mode == ON;
 }
