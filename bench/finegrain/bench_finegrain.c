@@ -23,7 +23,9 @@
  * Reported: host time per chare-step (Tessera: the timed phase's wall time × PEs per process /
  * the chare-steps of a process, i.e. PE time per chare-step while the PEs are saturated; raw:
  * wall time / chare-steps) and per message (that / M), medians of -r repetitions of -s steps
- * after -w warm-up steps. Every received word is checked by the kernels: any error fails the run.
+ * after -w warm-up steps. Also per message beyond the step's kernel launch ((per chare-step -
+ * its launch) / M, the launch timed in the same steps, on both sides): the cost messages add to
+ * a step the chare would launch anyway. Every received word is checked by the kernels: any error fails the run.
  *
  * Options: -c C, -m M, -b BYTES, -s STEPS (1000), -w WARMUP (100), -r REPS (3),
  * --where local|remote, --no-raw, --csv FILE (a row appended; header when the file is new),
@@ -372,6 +374,7 @@ int main(int argc, char **argv)
     /* Tessera: a warm-up phase, then -r timed phases of -s steps. */
     double  *tt = calloc((size_t)opt.reps, sizeof(double));
     double  *tr = calloc((size_t)opt.reps, sizeof(double));
+    double  *trl = calloc((size_t)opt.reps, sizeof(double)); /* raw: launch seconds per rep */
     double  *tb[R_N];
     for (int k = 0; k < R_N; k++)
         tb[k] = calloc((size_t)opt.reps, sizeof(double));
@@ -408,7 +411,7 @@ int main(int argc, char **argv)
             int64_t e = 0;
             MPI_Barrier(MPI_COMM_WORLD);
             tr[i] = fg_raw_run(ops, np_chares, opt.m, words, i ? opt.warmup / 4 : opt.warmup,
-                               opt.steps, &e);
+                               opt.steps, &e, &trl[i]);
             raw_errors += e;
         }
         MPI_Allreduce(MPI_IN_PLACE, &raw_errors, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
@@ -418,18 +421,24 @@ int main(int argc, char **argv)
     if (rank == 0) {
         double per_step = median(tt, opt.reps) * tess_ppn() / ((double)np_chares * opt.steps);
         double raw_step = opt.raw ? median(tr, opt.reps) / ((double)np_chares * opt.steps) : 0;
+        double launch   = median(tb[R_LAUNCH], opt.reps);
+        double raw_launch =
+            opt.raw ? median(trl, opt.reps) / ((double)np_chares * opt.steps) : 0;
+        double msg_xl = (per_step - launch) / opt.m, raw_msg_xl = (raw_step - raw_launch) / opt.m;
         const char *where = opt.remote ? "remote" : "local";
         printf("bench_finegrain: %d processes x %d PEs, %d chares per PE, M %d, %d B, %s, "
                "backend %s, %d steps x %d reps\n", nprocs, tess_ppn(), opt.c, opt.m, opt.bytes,
                where, tess_gpu_backend_name(), opt.steps, opt.reps);
-        printf("  tessera: %8.3f us per chare-step, %7.3f us per message\n", per_step * 1e6,
-               per_step * 1e6 / opt.m);
+        printf("  tessera: %8.3f us per chare-step, %7.3f us per message, %7.3f beyond the "
+               "launch (%.3f)\n", per_step * 1e6, per_step * 1e6 / opt.m, msg_xl * 1e6,
+               launch * 1e6);
         if (opt.raw)
-            printf("  raw:     %8.3f us per chare-step, %7.3f us per message; tessera / raw "
-                   "%.3f\n", raw_step * 1e6, raw_step * 1e6 / opt.m, per_step / raw_step);
+            printf("  raw:     %8.3f us per chare-step, %7.3f us per message, %7.3f beyond the "
+                   "launch (%.3f); tessera / raw %.3f\n", raw_step * 1e6, raw_step * 1e6 / opt.m,
+                   raw_msg_xl * 1e6, raw_launch * 1e6, per_step / raw_step);
         printf("  tessera's chare-step: kernel launch %.3f us, sends %.3f us, entries in all "
                "%.3f us, posts %.3f us; the rest (runtime: receives, scheduling, polling) "
-               "%.3f us\n", median(tb[R_LAUNCH], opt.reps) * 1e6,
+               "%.3f us\n", launch * 1e6,
                median(tb[R_SEND], opt.reps) * 1e6, median(tb[R_ENTRY], opt.reps) * 1e6,
                median(tb[R_POST], opt.reps) * 1e6,
                (per_step - median(tb[R_ENTRY], opt.reps) - median(tb[R_POST], opt.reps)) * 1e6);
@@ -447,11 +456,13 @@ int main(int argc, char **argv)
                 die("cannot open the CSV file", opt.csv);
             if (ftell(f) == 0)
                 fprintf(f, "where,procs,ppn,chares_per_pe,m,bytes,backend,tess_us_per_step,"
-                           "raw_us_per_step,tess_us_per_msg,raw_us_per_msg,ratio\n");
-            fprintf(f, "%s,%d,%d,%d,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%.4f\n", where, nprocs,
-                    tess_ppn(), opt.c, opt.m, opt.bytes, tess_gpu_backend_name(),
+                           "raw_us_per_step,tess_us_per_msg,raw_us_per_msg,ratio,"
+                           "tess_launch_us,raw_launch_us,tess_us_per_msg_xl,raw_us_per_msg_xl\n");
+            fprintf(f, "%s,%d,%d,%d,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+                    where, nprocs, tess_ppn(), opt.c, opt.m, opt.bytes, tess_gpu_backend_name(),
                     per_step * 1e6, raw_step * 1e6, per_step * 1e6 / opt.m,
-                    raw_step * 1e6 / opt.m, opt.raw ? per_step / raw_step : 0.0);
+                    raw_step * 1e6 / opt.m, opt.raw ? per_step / raw_step : 0.0, launch * 1e6,
+                    raw_launch * 1e6, msg_xl * 1e6, opt.raw ? raw_msg_xl * 1e6 : 0.0);
             fclose(f);
         }
         fflush(stdout);
@@ -465,6 +476,7 @@ int main(int argc, char **argv)
 #endif
     free(tt);
     free(tr);
+    free(trl);
     for (int k = 0; k < R_N; k++)
         free(tb[k]);
     tess_array_destroy(ring);

@@ -91,10 +91,10 @@ void                fg_cuda_calls(void); /* --calls: µs per CUDA call of a char
 const fg_raw_ops_t *fg_raw_host_ops(void);
 void                fg_step_host_launch(void *stream, const fg_args_t *a);
 /* The raw loop over `nchares` chares (a ring, offsets as above): `warmup` untimed steps, then
- * `steps` timed ones; returns their seconds and the errors the kernels found. Main thread,
- * outside tess_run. */
+ * `steps` timed ones; returns their seconds, the errors the kernels found and the seconds the
+ * timed steps spent in their kernel launches. Main thread, outside tess_run. */
 double fg_raw_run(const fg_raw_ops_t *ops, int nchares, int m, int words, int warmup, int steps,
-                  int64_t *errors_p);
+                  int64_t *errors_p, double *launch_p);
 #ifdef __cplusplus
 }
 #endif

@@ -88,7 +88,7 @@ static void *dalloc(size_t n)
 }
 
 double fg_raw_run(const fg_raw_ops_t *ops, int nchares, int m, int words, int warmup, int steps,
-                  int64_t *errors_p)
+                  int64_t *errors_p, double *launch_p)
 {
     size_t       bytes = (size_t)words * sizeof(int32_t);
     raw_chare_t *c     = calloc((size_t)nchares, sizeof(*c));
@@ -110,12 +110,13 @@ double fg_raw_run(const fg_raw_ops_t *ops, int nchares, int m, int words, int wa
         ops->step(c[i].stream, &a);
         ops->event_record(c[i].ev[1], c[i].stream);
     }
-    double t0 = 0;
+    double t0 = 0, launch = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) {
             for (int i = 0; i < nchares; i++)
                 ops->stream_sync(c[i].stream);
-            t0 = tess_wtime();
+            t0     = tess_wtime();
+            launch = 0;
         }
         int p = s % 2;
         for (int i = 0; i < nchares; i++) {
@@ -128,7 +129,9 @@ double fg_raw_run(const fg_raw_ops_t *ops, int nchares, int m, int words, int wa
             }
             fg_args_t a = {c[i].recv[p], c[i].send[1 - p], c[i].err, i, s, m, words, 1,
                            0, nchares, 0, 0};
+            double tl = tess_wtime();
             ops->step(c[i].stream, &a);
+            launch += tess_wtime() - tl;
             ops->event_record(c[i].ev[p], c[i].stream);
         }
     }
@@ -151,5 +154,6 @@ double fg_raw_run(const fg_raw_ops_t *ops, int nchares, int m, int words, int wa
     }
     free(c);
     *errors_p = errors;
+    *launch_p = launch;
     return t;
 }
