@@ -25,6 +25,14 @@
  *     nodes (lul_xch_sync_sends / lul_xch_sync_recvs), in ascending d (d orders neighbours as
  *     (z, y, x) does): every copy of a node ends with the value of the block highest in (z, y,
  *     x) order among those sharing it, which itself receives nothing for that node.
+ *     By default (lul_node_copy_ring) a face's message carries only its ring, the face nodes on
+ *     an edge of the block; edge and corner messages are whole. The rest of a face is shared by
+ *     exactly two blocks, and there the copy changes nothing: both hold the same mass and
+ *     force sums (own + the other's, and a + b == b + a in IEEE arithmetic), the same previous
+ *     position and velocity and the same time step, and update them with the same code, so
+ *     both compute the same bits. Only a node shared by three blocks or more, which lies on an
+ *     edge of each, can get sums in different orders (lulesh_tess and lulesh_mpi check the
+ *     answers bit for bit against the whole-face copy: LULESH_NODECOPY=full).
  *   - element ghosts (monotonic-Q gradients): the layer of elements next to face f goes to
  *     the neighbour across f and lands in its ghost slab of the opposite face.
  * Packed buffers hold nf fields one after the other: field q of item t at buf[q*count + t].
@@ -175,39 +183,110 @@ static inline int64_t lul_ghost_offset(int64_t ex, int64_t ey, int64_t ez, int f
     return off;
 }
 
+/** Whether node (i, j, k) of an ex × ey × ez block lies on an edge of the block (on its
+ *  boundary along two axes or three): the only nodes a node-copy of face rings moves. */
+static inline TESS_HD int lul_node_on_edge(int64_t ex, int64_t ey, int64_t ez, int64_t i,
+                                           int64_t j, int64_t k)
+{
+    return (i == 0 || i == ex) + (j == 0 || j == ey) + (k == 0 || k == ez) >= 2;
+}
+
+/** The nodes on the twelve edges of an ex × ey × ez block, in this order: the four lines along
+ *  x (j ∈ {0, ey}, k ∈ {0, ez}, corners included), then the inner nodes of the four along y
+ *  and of the four along z. */
+static inline TESS_HD int64_t lul_edge_count(int64_t ex, int64_t ey, int64_t ez)
+{
+    return 4 * (ex + 1) + 4 * (ey - 1) + 4 * (ez - 1);
+}
+
+/** Edge node s (0 ≤ s < lul_edge_count) as a node index. */
+static inline TESS_HD int64_t lul_edge_node(int64_t ex, int64_t ey, int64_t ez, int64_t s)
+{
+    int64_t nx = ex + 1, i, j, k, line;
+    if (s < 4 * nx) {
+        line = s / nx, i = s % nx;
+        j = line & 1 ? ey : 0, k = line & 2 ? ez : 0;
+    } else if ((s -= 4 * nx) < 4 * (ey - 1)) {
+        line = s / (ey - 1), j = 1 + s % (ey - 1);
+        i = line & 1 ? ex : 0, k = line & 2 ? ez : 0;
+    } else {
+        s -= 4 * (ey - 1);
+        line = s / (ez - 1), k = 1 + s % (ez - 1);
+        i = line & 1 ? ex : 0, j = line & 2 ? ey : 0;
+    }
+    return (k * (ey + 1) + j) * nx + i;
+}
+
 /* ---- regions (index math, one source for every backend) ------------------------------------ */
 
 /** The nodes a block shares with neighbour d: lo[a] .. lo[a] + n[a] - 1 on each axis, numbered
  *  x fastest (t = (k' * n[1] + j') * n[0] + i'). Neighbours see the same shape from both
- *  sides, so the sender's t is the receiver's t. */
+ *  sides, so the sender's t is the receiver's t. A ring region (ring != 0, a face only) holds
+ *  the face's boundary alone: with u and w its two axes (u the lower, na the normal axis), the
+ *  row w = 0, the row w = nw - 1, then for w = 1 … nw - 2 the nodes u = 0 and u = nu - 1.
+ *  (The ring math picks axes with selects, never an array index computed at run time: in a
+ *  kernel that would put the arrays in local memory.) */
 typedef struct lul_region {
     int64_t lo[3], n[3];
     int64_t ldx, ldy; /* nodes per row (ex + 1) and per plane (ey + 1) rows */
     int64_t count;
+    int64_t nu, nw;   /* ring: nodes along u and w */
+    int     ring, na;
 } lul_region_t;
 
-static inline TESS_HD lul_region_t lul_node_region(int64_t ex, int64_t ey, int64_t ez, int d)
+/** The region of direction d; ring: a face's ring only (edges and corners are whole). */
+static inline TESS_HD lul_region_t lul_node_region_of(int64_t ex, int64_t ey, int64_t ez, int d,
+                                                      int ring)
 {
     lul_region_t r;
-    int          v[3];
+    int          v[3], flat = 0;
     int64_t      e[3] = {ex, ey, ez};
     lul_dir_vec(d, v);
     for (int a = 0; a < 3; a++) {
         r.lo[a] = v[a] > 0 ? e[a] : 0;
         r.n[a]  = v[a] ? 1 : e[a] + 1;
+        flat += v[a] != 0;
     }
     r.ldx   = ex + 1;
     r.ldy   = ey + 1;
     r.count = r.n[0] * r.n[1] * r.n[2];
+    r.ring  = ring && flat == 1;
+    r.na    = v[0] ? 0 : v[1] ? 1 : 2;
+    r.nu    = r.na == 0 ? r.n[1] : r.n[0];
+    r.nw    = r.na == 2 ? r.n[1] : r.n[2];
+    if (r.ring)
+        r.count = 2 * r.nu + 2 * r.nw - 4;
     return r;
+}
+
+static inline TESS_HD lul_region_t lul_node_region(int64_t ex, int64_t ey, int64_t ez, int d)
+{
+    return lul_node_region_of(ex, ey, ez, d, 0);
 }
 
 /** Local node index of the t-th node of a region. */
 static inline TESS_HD int64_t lul_region_node(const lul_region_t *r, int64_t t)
 {
-    int64_t i = t % r->n[0], rest = t / r->n[0];
-    int64_t j = rest % r->n[1], k = rest / r->n[1];
-    return ((r->lo[2] + k) * r->ldy + (r->lo[1] + j)) * r->ldx + (r->lo[0] + i);
+    int64_t ci, cj, ck;
+    if (r->ring) {
+        int64_t nu = r->nu, nw = r->nw, u, w;
+        if (t < 2 * nu) {
+            u = t % nu;
+            w = t < nu ? 0 : nw - 1;
+        } else {
+            w = 1 + (t - 2 * nu) / 2;
+            u = (t - 2 * nu) % 2 ? nu - 1 : 0;
+        }
+        ci = r->na == 0 ? 0 : u;
+        cj = r->na == 0 ? u : r->na == 1 ? 0 : w;
+        ck = r->na == 2 ? 0 : w;
+    } else {
+        ci           = t % r->n[0];
+        int64_t rest = t / r->n[0];
+        cj           = rest % r->n[1];
+        ck           = rest / r->n[1];
+    }
+    return ((r->lo[2] + ck) * r->ldy + (r->lo[1] + cj)) * r->ldx + (r->lo[0] + ci);
 }
 
 /** Local element index of the t-th element of the layer next to face f (t in the ghost-slab
@@ -263,16 +342,8 @@ static inline TESS_HD void lul_unpack_node(const lul_fields_t *fl, const lul_reg
  *  nf fields one after the other, as above), off[d] < 0 when there is none. */
 typedef struct lul_xch_plan {
     int64_t off[27];
+    int     ring; /* face messages carry their rings only (the node-copy: lul_node_copy_ring) */
 } lul_xch_plan_t;
-
-/** Where node (i, j, k) lies in direction d's message (d must hold it). */
-static inline TESS_HD int64_t lul_node_slot(int64_t ex, int64_t ey, int64_t ez, int d, int64_t i,
-                                            int64_t j, int64_t k, int64_t *count)
-{
-    lul_region_t r = lul_node_region(ex, ey, ez, d);
-    *count         = r.count;
-    return ((k - r.lo[2]) * r.n[1] + (j - r.lo[1])) * r.n[0] + (i - r.lo[0]);
-}
 
 /* One axis of a node's message m: the node's side b on it (-1, 0, 1: low face, inside, high
  * face) and choice c (0, 1) give the direction's component, the smaller first; -2 when there is
@@ -298,7 +369,21 @@ static inline TESS_HD int lul_node_msg(int64_t ex, int64_t ey, int64_t ez,
     int d = lul_dir(dx, dy, dz);
     if (d == LUL_XCH_SELF || plan->off[d] < 0)
         return -1;
-    *t = lul_node_slot(ex, ey, ez, d, i, j, k, cnt);
+    if (plan->ring && (dx != 0) + (dy != 0) + (dz != 0) == 1) { /* a face's ring */
+        int64_t u = dx ? j : i, w = dz ? j : k;
+        int64_t nu = (dx ? ey : ex) + 1, nw = (dz ? ey : ez) + 1;
+        *cnt = 2 * nu + 2 * nw - 4;
+        if (w == 0 || w == nw - 1)
+            *t = (w ? nu : 0) + u;
+        else if (u == 0 || u == nu - 1)
+            *t = 2 * nu + 2 * (w - 1) + (u != 0);
+        else
+            return -1;
+        return d;
+    }
+    lul_region_t r = lul_node_region(ex, ey, ez, d);
+    *cnt           = r.count;
+    *t             = ((k - r.lo[2]) * r.n[1] + (j - r.lo[1])) * r.n[0] + (i - r.lo[0]);
     return d;
 }
 
@@ -310,6 +395,8 @@ static inline TESS_HD void lul_unpack_node_vals(double *v, int nf, int64_t ex, i
                                                 const double *TESS_RESTRICT buf, int64_t i,
                                                 int64_t j, int64_t k, int add)
 {
+    if (plan->ring && !lul_node_on_edge(ex, ey, ez, i, j, k))
+        return;
     for (int m = 0; m < 8; m++) {
         int64_t t, cnt;
         int     d = lul_node_msg(ex, ey, ez, plan, i, j, k, m, &t, &cnt);
@@ -328,6 +415,8 @@ static inline TESS_HD void lul_pack_node_vals(const double *v, int nf, int64_t e
                                               double *TESS_RESTRICT buf, int64_t i, int64_t j,
                                               int64_t k)
 {
+    if (plan->ring && !lul_node_on_edge(ex, ey, ez, i, j, k))
+        return;
     for (int m = 0; m < 8; m++) {
         int64_t t, cnt;
         int     d = lul_node_msg(ex, ey, ez, plan, i, j, k, m, &t, &cnt);
@@ -348,6 +437,8 @@ static inline TESS_HD void lul_unpack_node_all(const lul_fields_t *fl, int64_t e
                                                int add)
 {
     int64_t i = n % (ex + 1), j = n / (ex + 1) % (ey + 1), k = n / ((ex + 1) * (ey + 1));
+    if (plan->ring && !lul_node_on_edge(ex, ey, ez, i, j, k))
+        return;
     for (int m = 0; m < 8; m++) {
         int64_t t, cnt;
         int     d = lul_node_msg(ex, ey, ez, plan, i, j, k, m, &t, &cnt);
@@ -372,11 +463,22 @@ static inline int lul_xch_sync_recvs(int d)
     return d > LUL_XCH_SELF;
 }
 
-/** Nodes a block shares with neighbour d (a message carries nf times as many doubles). */
+/** Nodes a block shares with neighbour d (a message carries nf times as many doubles); ring:
+ *  those a node-copy of face rings moves. */
+static inline int64_t lul_node_count_of(int64_t ex, int64_t ey, int64_t ez, int d, int ring)
+{
+    return lul_node_region_of(ex, ey, ez, d, ring).count;
+}
 static inline int64_t lul_node_count(int64_t ex, int64_t ey, int64_t ez, int d)
 {
-    return lul_node_region(ex, ey, ez, d).count;
+    return lul_node_count_of(ex, ey, ez, d, 0);
 }
+
+/** Whether the node-copy moves face rings only (1, the default) or whole faces (0, as the
+ *  reference does: the same answer, bit for bit; see the top of this file), from
+ *  LULESH_NODECOPY (ring or full) in the environment; anything else ends the program with a
+ *  message. Both drivers ask it. Any thread. */
+int lul_node_copy_ring(void);
 
 /* ---- launchers ------------------------------------------------------------------------------ */
 
@@ -394,12 +496,13 @@ extern void (*lul_xch_host_launch)(void *stream, lul_xch_host_fn_t fn, const voi
 
 /* One direction or face at a time, on the host only (the host loops of the whole-exchange
  * launchers below, and exchange_check); both drivers call the whole-exchange ones. */
-/** buf ← the nodes shared with neighbour d of fl's fields (lul_node_count(…, d) × nf doubles). */
+/** buf ← the nodes shared with neighbour d of fl's fields (lul_node_count_of(…, d, ring) × nf
+ *  doubles; ring: a face's ring only). */
 void lul_xch_pack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int d,
-                        double *buf);
+                        int ring, double *buf);
 /** The nodes shared with neighbour d ← (add: +=) what d packed for this block. */
 void lul_xch_unpack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int d,
-                          const double *buf, int add);
+                          int ring, const double *buf, int add);
 /** buf ← the layer of elements next to face f of fl's fields (lul_face_count × nf doubles). */
 void lul_xch_pack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int f,
                         double *buf);

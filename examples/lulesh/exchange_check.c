@@ -4,10 +4,12 @@
  * exchange (buffers handed over in memory), and every result is checked exactly:
  *   node-sum:   a node of multiplicity m (blocks holding it) ends with m and m × its global id;
  *   node-copy:  every copy of a node ends with the value of the block highest in (z, y, x)
- *               order that holds it;
+ *               order that holds it (with face rings, lul_node_copy_ring: every copy on an
+ *               edge of its block; the others keep their own);
  *   ghosts:     every ghost slab facing a neighbour holds the global ids of the elements across;
  *   surface:    the surface nodes (those an exchange unpacks and stage 2 sums) are each node
- *               with lulesh.h's lul_node_on_surface, once.
+ *               with lulesh.h's lul_node_on_surface, once; the edge nodes (those a ring
+ *               node-copy unpacks) each node with lul_node_on_edge, once.
  *   exchange_check [N CX CY CZ]   (default: several grids)
  */
 #include "exchange.h"
@@ -71,14 +73,15 @@ static void fail(const char *what, const blk_t *k, int64_t idx, double got, doub
 
 /* Pack every node of block k with lul_pack_node_vals (as the node stage does) into one buffer
  * laid out by a plan of the directions k sends to, and compare with k->out[]. */
-static void check_node_pack(blk_t *k, lul_fields_t fl, int copy)
+static void check_node_pack(blk_t *k, lul_fields_t fl, int copy, int ring)
 {
     lul_xch_plan_t plan;
     int64_t        total = 0;
+    plan.ring            = ring;
     for (int d = 0; d < 27; d++) {
         plan.off[d] = k->out[d] ? total : -1;
         if (k->out[d])
-            total += fl.nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d);
+            total += fl.nf * lul_node_count_of(k->b.ex, k->b.ey, k->b.ez, d, ring);
     }
     double *all = calloc((size_t)(total ? total : 1), sizeof(double));
     for (int64_t kk = 0; kk <= k->b.ez; kk++)
@@ -93,7 +96,7 @@ static void check_node_pack(blk_t *k, lul_fields_t fl, int copy)
     for (int d = 0; d < 27; d++) {
         if (!k->out[d])
             continue;
-        int64_t cnt = fl.nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d);
+        int64_t cnt = fl.nf * lul_node_count_of(k->b.ex, k->b.ey, k->b.ez, d, ring);
         for (int64_t t = 0; t < cnt; t++)
             if (all[plan.off[d] + t] != k->out[d][t]) {
                 fail(copy ? "node pack (copy)" : "node pack (sum)", k, t, all[plan.off[d] + t],
@@ -104,9 +107,10 @@ static void check_node_pack(blk_t *k, lul_fields_t fl, int copy)
     free(all);
 }
 
-/* centric: unpack node by node with lul_unpack_node_all (the GPU's one-kernel unpack) from
- * one buffer holding every received message at its plan offset; else direction by direction. */
-static void exchange_nodes(blk_t *bl, int nb, int nf, int copy, int centric)
+/* centric: unpack node by node with lul_unpack_node_all (the GPU's one-kernel unpack: over the
+ * surface nodes, or the edge nodes for face rings) from one buffer holding every received
+ * message at its plan offset; else direction by direction. ring: a node-copy of face rings. */
+static void exchange_nodes(blk_t *bl, int nb, int nf, int copy, int centric, int ring)
 {
     for (int s = 0; s < nb; s++) {
         blk_t       *k  = &bl[s];
@@ -115,11 +119,12 @@ static void exchange_nodes(blk_t *bl, int nb, int nf, int copy, int centric)
             k->out[d] = NULL;
             if (!lul_dir_neighbor(grid, k->c, d, NULL) || (copy && !lul_xch_sync_sends(d)))
                 continue;
-            k->out[d] = malloc(sizeof(double) * nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d));
-            lul_xch_pack_nodes(NULL, fl, k->b.ex, k->b.ey, k->b.ez, d, k->out[d]);
+            k->out[d] = malloc(sizeof(double) * nf *
+                               lul_node_count_of(k->b.ex, k->b.ey, k->b.ez, d, ring));
+            lul_xch_pack_nodes(NULL, fl, k->b.ex, k->b.ey, k->b.ez, d, ring, k->out[d]);
         }
         if (centric) /* the node stage's pack, node by node, must give the same messages */
-            check_node_pack(k, fl, copy);
+            check_node_pack(k, fl, copy, ring);
     }
     for (int r = 0; r < nb; r++) {
         blk_t       *k  = &bl[r];
@@ -130,30 +135,34 @@ static void exchange_nodes(blk_t *bl, int nb, int nf, int copy, int centric)
                 continue;
             const double *buf = bl[lin(nc)].out[lul_dir_opposite(d)];
             if (!centric)
-                lul_xch_unpack_nodes(NULL, fl, k->b.ex, k->b.ey, k->b.ez, d, buf, !copy);
+                lul_xch_unpack_nodes(NULL, fl, k->b.ex, k->b.ey, k->b.ez, d, ring, buf, !copy);
         }
         if (centric) {
             lul_xch_plan_t plan;
             int64_t        total = 0;
+            plan.ring            = ring;
             for (int d = 0; d < 27; d++) {
                 int ok = lul_dir_neighbor(grid, k->c, d, NULL) && (!copy || lul_xch_sync_recvs(d));
                 plan.off[d] = ok ? total : -1;
                 if (ok)
-                    total += nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d);
+                    total += nf * lul_node_count_of(k->b.ex, k->b.ey, k->b.ez, d, ring);
             }
             double *all = malloc(sizeof(double) * (size_t)(total ? total : 1));
             for (int d = 0; d < 27; d++) {
                 int nc[3];
                 if (plan.off[d] < 0 || !lul_dir_neighbor(grid, k->c, d, nc))
                     continue;
-                int64_t cnt = nf * lul_node_count(k->b.ex, k->b.ey, k->b.ez, d);
+                int64_t cnt = nf * lul_node_count_of(k->b.ex, k->b.ey, k->b.ez, d, ring);
                 for (int64_t t = 0; t < cnt; t++)
                     all[plan.off[d] + t] = bl[lin(nc)].out[lul_dir_opposite(d)][t];
             }
-            int64_t ns = lul_surface_count(k->b.ex, k->b.ey, k->b.ez);
+            const lul_box_t *b = &k->b;
+            int64_t ns = ring ? lul_edge_count(b->ex, b->ey, b->ez) : lul_surface_count(b->ex, b->ey, b->ez);
             for (int64_t t = 0; t < ns; t++)
-                lul_unpack_node_all(&fl, k->b.ex, k->b.ey, k->b.ez, &plan, all,
-                                    lul_surface_node(k->b.ex, k->b.ey, k->b.ez, t), !copy);
+                lul_unpack_node_all(&fl, b->ex, b->ey, b->ez, &plan, all,
+                                    ring ? lul_edge_node(b->ex, b->ey, b->ez, t)
+                                         : lul_surface_node(b->ex, b->ey, b->ez, t),
+                                    !copy);
             free(all);
         }
     }
@@ -200,7 +209,7 @@ static void check_grid(int64_t n, int gx, int gy, int gz)
                         k->node[1][t] = gnode(&k->b, i, j, kk);
                     }
         }
-        exchange_nodes(bl, nb, 2, 0, centric);
+        exchange_nodes(bl, nb, 2, 0, centric, 0);
         for (int s = 0; s < nb; s++) {
             blk_t *k = &bl[s];
             for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
@@ -215,27 +224,31 @@ static void check_grid(int64_t n, int gx, int gy, int gz)
                     }
         }
 
-        /* node-copy of (id + 1e7 * block) */
-        for (int s = 0; s < nb; s++) {
-            blk_t *k = &bl[s];
-            for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
-                for (int64_t j = 0; j <= k->b.ey; j++)
-                    for (int64_t i = 0; i <= k->b.ex; i++, t++)
-                        k->node[0][t] = k->node[1][t] = gnode(&k->b, i, j, kk) + 1e7 * s;
-        }
-        exchange_nodes(bl, nb, 2, 1, centric);
-        for (int s = 0; s < nb; s++) {
-            blk_t *k = &bl[s];
-            for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
-                for (int64_t j = 0; j <= k->b.ey; j++)
-                    for (int64_t i = 0; i <= k->b.ex; i++, t++) {
-                        int    hc[3] = {last_part(k->b.ox + i, gx), last_part(k->b.oy + j, gy),
-                                        last_part(k->b.oz + kk, gz)};
-                        double want  = gnode(&k->b, i, j, kk) + 1e7 * lin(hc);
-                        for (int q = 0; q < 2; q++)
-                            if (k->node[q][t] != want)
-                                fail("node-copy", k, t, k->node[q][t], want);
-                    }
+        /* node-copy of (id + 1e7 * block), whole faces and face rings */
+        for (int ring = 0; ring < 2; ring++) {
+            for (int s = 0; s < nb; s++) {
+                blk_t *k = &bl[s];
+                for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
+                    for (int64_t j = 0; j <= k->b.ey; j++)
+                        for (int64_t i = 0; i <= k->b.ex; i++, t++)
+                            k->node[0][t] = k->node[1][t] = gnode(&k->b, i, j, kk) + 1e7 * s;
+            }
+            exchange_nodes(bl, nb, 2, 1, centric, ring);
+            for (int s = 0; s < nb; s++) {
+                blk_t *k = &bl[s];
+                for (int64_t kk = 0, t = 0; kk <= k->b.ez; kk++)
+                    for (int64_t j = 0; j <= k->b.ey; j++)
+                        for (int64_t i = 0; i <= k->b.ex; i++, t++) {
+                            int hc[3] = {last_part(k->b.ox + i, gx), last_part(k->b.oy + j, gy),
+                                         last_part(k->b.oz + kk, gz)};
+                            int copied = !ring || lul_node_on_edge(k->b.ex, k->b.ey, k->b.ez, i, j, kk);
+                            double want = gnode(&k->b, i, j, kk) + 1e7 * (copied ? lin(hc) : s);
+                            for (int q = 0; q < 2; q++)
+                                if (k->node[q][t] != want)
+                                    fail(ring ? "node-copy (rings)" : "node-copy", k, t,
+                                         k->node[q][t], want);
+                        }
+            }
         }
     }
 
@@ -312,15 +325,18 @@ static void check_grid(int64_t n, int gx, int gy, int gz)
            failures == before ? "ok" : "WRONG");
 }
 
-static void check_surface(int64_t ex, int64_t ey, int64_t ez)
+/* The surface nodes (edges = 0) or the edge nodes (edges = 1) of an ex × ey × ez block: each
+ * listed once, and exactly those lul_node_on_surface (lul_node_on_edge) says. */
+static void check_nodelist(int64_t ex, int64_t ey, int64_t ez, int edges)
 {
     lul_domain_t d = {.ex = ex, .ey = ey, .ez = ez, .numNode = (ex + 1) * (ey + 1) * (ez + 1)};
+    const char  *what = edges ? "edges" : "surface";
     char        *seen = calloc((size_t)d.numNode, 1);
-    int64_t      ns = lul_surface_count(ex, ey, ez), want = 0;
+    int64_t      ns = edges ? lul_edge_count(ex, ey, ez) : lul_surface_count(ex, ey, ez), want = 0;
     for (int64_t s = 0; s < ns; s++) {
-        int64_t n = lul_surface_node(ex, ey, ez, s);
+        int64_t n = edges ? lul_edge_node(ex, ey, ez, s) : lul_surface_node(ex, ey, ez, s);
         if (n < 0 || n >= d.numNode || seen[n]++) {
-            printf("surface %lldx%lldx%lld: entry %lld is node %lld (out of range or twice)\n",
+            printf("%s %lldx%lldx%lld: entry %lld is node %lld (out of range or twice)\n", what,
                    (long long)ex, (long long)ey, (long long)ez, (long long)s, (long long)n);
             failures++;
             break;
@@ -329,19 +345,19 @@ static void check_surface(int64_t ex, int64_t ey, int64_t ez)
     for (int64_t n = 0; n < d.numNode; n++) {
         int64_t i, j, k;
         lul_node_ijk(&d, n, &i, &j, &k);
-        int on = lul_node_on_surface(&d, i, j, k);
+        int on = edges ? lul_node_on_edge(ex, ey, ez, i, j, k) : lul_node_on_surface(&d, i, j, k);
         want += on;
         if (seen[n] != on) {
-            printf("surface %lldx%lldx%lld: node (%lld,%lld,%lld) %s\n", (long long)ex,
+            printf("%s %lldx%lldx%lld: node (%lld,%lld,%lld) %s\n", what, (long long)ex,
                    (long long)ey, (long long)ez, (long long)i, (long long)j, (long long)k,
-                   on ? "missing" : "listed but inside");
+                   on ? "missing" : "listed but not on it");
             failures++;
             break;
         }
     }
     if (want != ns) {
-        printf("surface %lldx%lldx%lld: %lld listed, %lld on the surface\n", (long long)ex,
-               (long long)ey, (long long)ez, (long long)ns, (long long)want);
+        printf("%s %lldx%lldx%lld: %lld listed, %lld on it\n", what, (long long)ex, (long long)ey,
+               (long long)ez, (long long)ns, (long long)want);
         failures++;
     }
     free(seen);
@@ -352,7 +368,8 @@ int main(int argc, char **argv)
     for (int64_t ex = 1; ex <= 5; ex++)
         for (int64_t ey = 1; ey <= 5; ey++)
             for (int64_t ez = 1; ez <= 5; ez++)
-                check_surface(ex, ey, ez);
+                for (int edges = 0; edges < 2; edges++)
+                    check_nodelist(ex, ey, ez, edges);
     if (argc == 5) {
         check_grid(atoll(argv[1]), atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
     } else {

@@ -11,7 +11,7 @@ static __global__ void k_pack_nodes_all(lul_fields_t fl, int64_t ex, int64_t ey,
     int d = blockIdx.y;
     if (plan.off[d] < 0)
         return;
-    lul_region_t r = lul_node_region(ex, ey, ez, d);
+    lul_region_t r = lul_node_region_of(ex, ey, ez, d, plan.ring);
     TESS_KERNEL_LOOP(t, r.count)
     lul_pack_node(&fl, &r, buf + plan.off[d], t);
 }
@@ -19,6 +19,11 @@ static __global__ void k_pack_nodes_all(lul_fields_t fl, int64_t ex, int64_t ey,
 static __global__ void k_unpack_nodes_all(lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
                                           lul_xch_plan_t plan, const double *buf, int add)
 {
+    if (plan.ring) { /* every node a ring plan's messages hold is on an edge of the block */
+        TESS_KERNEL_LOOP(s, lul_edge_count(ex, ey, ez))
+        lul_unpack_node_all(&fl, ex, ey, ez, &plan, buf, lul_edge_node(ex, ey, ez, s), add);
+        return;
+    }
     TESS_KERNEL_LOOP(s, lul_surface_count(ex, ey, ez))
     lul_unpack_node_all(&fl, ex, ey, ez, &plan, buf, lul_surface_node(ex, ey, ez, s), add);
 }
@@ -79,8 +84,8 @@ void lul_xch_cuda_pack_nodes_all(void *s, lul_fields_t fl, int64_t ex, int64_t e
 void lul_xch_cuda_unpack_nodes_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
                                    lul_xch_plan_t plan, const double *buf, int add)
 {
-    k_unpack_nodes_all<<<blocks_for(lul_surface_count(ex, ey, ez)), 256, 0, (cudaStream_t)s>>>(
-        fl, ex, ey, ez, plan, buf, add);
+    int64_t n = plan.ring ? lul_edge_count(ex, ey, ez) : lul_surface_count(ex, ey, ez);
+    k_unpack_nodes_all<<<blocks_for(n), 256, 0, (cudaStream_t)s>>>(fl, ex, ey, ez, plan, buf, add);
 }
 
 void lul_xch_cuda_pack_elems_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,

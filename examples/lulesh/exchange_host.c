@@ -38,17 +38,17 @@ static void host_unpack_nodes(void *p)
 }
 
 void lul_xch_pack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int d,
-                        double *buf)
+                        int ring, double *buf)
 {
-    lul_region_t r = lul_node_region(ex, ey, ez, d);
+    lul_region_t r = lul_node_region_of(ex, ey, ez, d, ring);
     node_args_t a = {fl, r, buf, 0};
     launch(stream, host_pack_nodes, &a, sizeof(a));
 }
 
 void lul_xch_unpack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int d,
-                          const double *buf, int add)
+                          int ring, const double *buf, int add)
 {
-    lul_region_t r = lul_node_region(ex, ey, ez, d);
+    lul_region_t r = lul_node_region_of(ex, ey, ez, d, ring);
     node_args_t a = {fl, r, (double *)buf, add};
     launch(stream, host_unpack_nodes, &a, sizeof(a));
 }
@@ -106,7 +106,7 @@ void lul_xch_pack_nodes_all(void *stream, lul_fields_t fl, int64_t ex, int64_t e
 #endif
     for (int d = 0; d < 27; d++)
         if (plan->off[d] >= 0)
-            lul_xch_pack_nodes(stream, fl, ex, ey, ez, d, buf + plan->off[d]);
+            lul_xch_pack_nodes(stream, fl, ex, ey, ez, d, plan->ring, buf + plan->off[d]);
 }
 
 void lul_xch_unpack_nodes_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
@@ -120,7 +120,8 @@ void lul_xch_unpack_nodes_all(void *stream, lul_fields_t fl, int64_t ex, int64_t
 #endif
     for (int d = 0; d < 27; d++)
         if (plan->off[d] >= 0)
-            lul_xch_unpack_nodes(stream, fl, ex, ey, ez, d, buf + plan->off[d], add);
+            lul_xch_unpack_nodes(stream, fl, ex, ey, ez, d, plan->ring, buf + plan->off[d],
+                                 add);
 }
 
 void lul_xch_pack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,

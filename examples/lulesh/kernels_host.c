@@ -637,6 +637,14 @@ int lul_fuse(void)
                       "nodes, sums, copy, force or none");
 }
 
+int lul_node_copy_ring(void)
+{
+    static atomic_int        cached  = -1;
+    static const char *const names[] = {"ring", "full"}; /* the first is the default */
+    static const int         values[] = {1, 0};
+    return env_choice(&cached, "LULESH_NODECOPY", names, values, 2, "ring or full");
+}
+
 int lul_eos_split(int64_t elems)
 {
     enum { OFF, ON, AUTO };

@@ -29,6 +29,7 @@
  *                                            lul_fuse_t)
  *     3.   lul_stage_nodes(s, d, fz)         acceleration, symmetry BCs, velocity, position
  *          node-copy(x, y, z, xd, yd, zd)    as the reference's MPI program does by default
+ *                                            (faces send their rings: exchange.h)
  *     4.   lul_stage_gradients(s, d)         kinematics, monotonic-Q gradients
  *          element ghosts(delv_xi, delv_eta, delv_zeta)   6 face neighbours
  *          lul_stage_eos(s, d)               monotonic Q, EOS per region, volume update, and

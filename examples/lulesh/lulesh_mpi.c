@@ -109,8 +109,9 @@ static void plan_offsets(xch_plan_t *p)
 
 /* The whole-exchange plans of exchange.h (one pack and one unpack kernel per exchange, as
  * lulesh_tess): where each direction's message lies in the send and receive buffers. */
-static void all_plans(const xch_plan_t *p, lul_xch_plan_t *sp, lul_xch_plan_t *rp)
+static void all_plans(const xch_plan_t *p, int ring, lul_xch_plan_t *sp, lul_xch_plan_t *rp)
 {
+    sp->ring = rp->ring = ring;
     for (int dir = 0; dir < 27; dir++) {
         sp->off[dir] = p->snd >> dir & 1 ? p->soff[dir] : -1;
         rp->off[dir] = p->rcv >> dir & 1 ? p->roff[dir] : -1;
@@ -179,17 +180,18 @@ static void xch_ghosts(xch_t *x, const xch_plan_t *p, lul_fields_t grad, const l
 static int plan_nodes(const xch_t *x, int nf, int add, xch_plan_t *p, lul_xch_plan_t *sp,
                       lul_xch_plan_t *rp)
 {
-    const lul_domain_t *d = x->d;
-    *p                    = (xch_plan_t){.snd = 0};
+    const lul_domain_t *d    = x->d;
+    int                 ring = !add && lul_node_copy_ring();
+    *p                       = (xch_plan_t){.snd = 0};
     for (int dir = 0; dir < 27; dir++) {
         if (x->nbr[dir] < 0)
             continue;
-        p->count[dir] = lul_node_count(d->ex, d->ey, d->ez, dir) * nf;
+        p->count[dir] = lul_node_count_of(d->ex, d->ey, d->ez, dir, ring) * nf;
         p->snd |= (uint32_t)(add || lul_xch_sync_sends(dir)) << dir;
         p->rcv |= (uint32_t)(add || lul_xch_sync_recvs(dir)) << dir;
     }
     plan_offsets(p);
-    all_plans(p, sp, rp);
+    all_plans(p, ring, sp, rp);
     return p->snd || p->rcv;
 }
 
@@ -209,7 +211,7 @@ static int plan_elems(const xch_t *x, int nf, xch_plan_t *p, lul_xch_plan_t *sp,
     }
     p->rcv = p->snd;
     plan_offsets(p);
-    all_plans(p, sp, rp);
+    all_plans(p, 0, sp, rp);
     return p->snd != 0;
 }
 
@@ -323,7 +325,8 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     lul_opts_t opt = lul_parse(argc, argv, rank);
-    lul_fuse(); /* LULESH_FUSE and LULESH_EOS_SPLIT checked before the run */
+    lul_fuse(); /* LULESH_FUSE, LULESH_NODECOPY and LULESH_EOS_SPLIT checked before the run */
+    lul_node_copy_ring();
     (void)lul_eos_split(0);
     select_device();
 

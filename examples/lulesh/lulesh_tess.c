@@ -205,7 +205,7 @@ static int64_t set_count(const chare_t *c, int set, int d)
         int f = lul_dir_face(d);
         return f < 0 ? 0 : lul_face_count(b->ex, b->ey, b->ez, f);
     }
-    return lul_node_count(b->ex, b->ey, b->ez, d);
+    return lul_node_count_of(b->ex, b->ey, b->ez, d, set == PH_POSVEL && lul_node_copy_ring());
 }
 
 static void xbuf_alloc(chare_t *c)
@@ -232,7 +232,8 @@ static void xbuf_alloc(chare_t *c)
  * or NULL when it has no message. */
 static double *plan_of(chare_t *c, int set, int parity, int recv, lul_xch_plan_t *plan)
 {
-    int any = 0;
+    int any    = 0;
+    plan->ring = set == PH_POSVEL && lul_node_copy_ring();
     for (int d = 0; d < 27; d++)
         any |= (plan->off[d] = c->off[set][parity][recv][d]) >= 0;
     return any ? c->xbuf : NULL;
@@ -788,7 +789,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     parse_tess(&argc, argv, rank);
     opt = lul_parse(argc, argv, rank);
-    lul_fuse(); /* LULESH_FUSE and LULESH_EOS_SPLIT checked before the run */
+    lul_fuse(); /* LULESH_FUSE, LULESH_NODECOPY and LULESH_EOS_SPLIT checked before the run */
+    lul_node_copy_ring();
     (void)lul_eos_split(0);
 #ifdef LULESH_CUDA
     if (tess_gpu_backend() == TESS_GPU_CUDA) {

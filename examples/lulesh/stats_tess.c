@@ -118,7 +118,7 @@ void lul_stats_print(int64_t n, const int grid[3], int *owner, int rank, int npr
             int     j  = (nc[2] * grid[1] + nc[1]) * grid[0] + nc[0], x = owner[j] != owner[i];
             int64_t nn = lul_node_count(b.ex, b.ey, b.ez, d), m = 1, by = nn * 3;
             if (lul_xch_sync_sends(d))
-                m++, by += nn * 6;
+                m++, by += lul_node_count_of(b.ex, b.ey, b.ez, d, lul_node_copy_ring()) * 6;
             int f = lul_dir_face(d);
             if (f >= 0) {
                 m++, by += lul_face_count(b.ex, b.ey, b.ez, f) * 3;
