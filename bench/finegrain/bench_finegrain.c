@@ -31,7 +31,10 @@
  * --where local|remote, --no-raw, --csv FILE (a row appended; header when the file is new),
  * --calls (with CUDA: also the host cost of each single CUDA call a chare step makes),
  * --delay-us N (host backend: each step kernel sleeps N µs first, so that a copy not ordered
- * after its sender's kernel reads stale data and the check counts it: a test of the ordering).
+ * after its sender's kernel reads stale data and the check counts it: a test of the ordering),
+ * --sender-ordered (the receiving entry also TESS_ENTRY_SENDER_ORDERED, as Jacobi2D's and
+ * LULESH's halos register theirs: the ring is a symmetric exchange whose buffers go by step
+ * parity, so a step's messages are ready only after every receiver's use of that parity).
  */
 #include "fg.h"
 
@@ -45,9 +48,9 @@
 #include <tessera/gpu.h>
 
 static struct {
-    int         c, m, bytes, steps, warmup, reps, remote, raw, calls, delay_us;
+    int         c, m, bytes, steps, warmup, reps, remote, raw, calls, delay_us, sender_ordered;
     const char *csv;
-} opt = {8, 4, 4096, 1000, 100, 3, 0, 1, 0, 0, NULL};
+} opt = {8, 4, 4096, 1000, 100, 3, 0, 1, 0, 0, 0, NULL};
 
 static int        rank, nprocs, words, np_chares, nchares;
 static int        use_cuda;
@@ -278,7 +281,7 @@ static void usage(void)
     if (rank == 0)
         fprintf(stderr, "usage: bench_finegrain [-c CHARES_PER_PE] [-m MESSAGES (even)] "
                         "[-b BYTES] [-s STEPS] [-w WARMUP] [-r REPS] [--where local|remote] "
-                        "[--no-raw] [--csv FILE]\n");
+                        "[--no-raw] [--calls] [--sender-ordered] [--delay-us N] [--csv FILE]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
     exit(2);
 }
@@ -293,6 +296,10 @@ static void parse(int argc, char **argv)
         }
         if (!strcmp(a, "--calls")) {
             opt.calls = 1;
+            continue;
+        }
+        if (!strcmp(a, "--sender-ordered")) {
+            opt.sender_ordered = 1;
             continue;
         }
         if (!v)
@@ -361,8 +368,8 @@ int main(int argc, char **argv)
     nchares   = np_chares * nprocs;
 
     ck(tess_entry_register("go", on_go, &E_GO), "entry registration");
-    ck(tess_entry_register_device("msg", msg_post, on_msg, TESS_ENTRY_BATCH, &E_MSG),
-       "entry registration");
+    unsigned flags = TESS_ENTRY_BATCH | (opt.sender_ordered ? TESS_ENTRY_SENDER_ORDERED : 0u);
+    ck(tess_entry_register_device("msg", msg_post, on_msg, flags, &E_MSG), "entry registration");
     ck(tess_entry_register("checked", on_checked, &E_CHECKED), "entry registration");
     ck(tess_entry_register("result", on_result, &E_RESULT), "entry registration");
     tess_array_params_t ap = {
@@ -427,8 +434,9 @@ int main(int argc, char **argv)
         double msg_xl = (per_step - launch) / opt.m, raw_msg_xl = (raw_step - raw_launch) / opt.m;
         const char *where = opt.remote ? "remote" : "local";
         printf("bench_finegrain: %d processes x %d PEs, %d chares per PE, M %d, %d B, %s, "
-               "backend %s, %d steps x %d reps\n", nprocs, tess_ppn(), opt.c, opt.m, opt.bytes,
-               where, tess_gpu_backend_name(), opt.steps, opt.reps);
+               "backend %s, %d steps x %d reps%s\n", nprocs, tess_ppn(), opt.c, opt.m, opt.bytes,
+               where, tess_gpu_backend_name(), opt.steps, opt.reps,
+               opt.sender_ordered ? ", sender-ordered" : "");
         printf("  tessera: %8.3f us per chare-step, %7.3f us per message, %7.3f beyond the "
                "launch (%.3f)\n", per_step * 1e6, per_step * 1e6 / opt.m, msg_xl * 1e6,
                launch * 1e6);
@@ -457,12 +465,14 @@ int main(int argc, char **argv)
             if (ftell(f) == 0)
                 fprintf(f, "where,procs,ppn,chares_per_pe,m,bytes,backend,tess_us_per_step,"
                            "raw_us_per_step,tess_us_per_msg,raw_us_per_msg,ratio,"
-                           "tess_launch_us,raw_launch_us,tess_us_per_msg_xl,raw_us_per_msg_xl\n");
-            fprintf(f, "%s,%d,%d,%d,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+                           "tess_launch_us,raw_launch_us,tess_us_per_msg_xl,raw_us_per_msg_xl,"
+                           "sender_ordered\n");
+            fprintf(f, "%s,%d,%d,%d,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d\n",
                     where, nprocs, tess_ppn(), opt.c, opt.m, opt.bytes, tess_gpu_backend_name(),
                     per_step * 1e6, raw_step * 1e6, per_step * 1e6 / opt.m,
                     raw_step * 1e6 / opt.m, opt.raw ? per_step / raw_step : 0.0, launch * 1e6,
-                    raw_launch * 1e6, msg_xl * 1e6, opt.raw ? raw_msg_xl * 1e6 : 0.0);
+                    raw_launch * 1e6, msg_xl * 1e6, opt.raw ? raw_msg_xl * 1e6 : 0.0,
+                    opt.sender_ordered);
             fclose(f);
         }
         fflush(stdout);

@@ -10,7 +10,8 @@
 # OUTDIR/finegrain.png; a table last on stdout. --quick: M = 2, 6, few steps (host backend /
 # CI). --plot: only draw the PNG from the CSV already there. Environment: BENCH_FINEGRAIN (the
 # binary; default: build-cuda/ of the repo, else the one next to this script), FG_STEPS (1000;
-# quick 100), FG_REPS (3), FG_TIMEOUT (seconds per run: 120), FG_MS ("2 4 6 26").
+# quick 100), FG_REPS (3), FG_TIMEOUT (seconds per run: 120), FG_MS ("2 4 6 26"), FG_ARGS (more
+# bench_finegrain options for every run, e.g. --sender-ordered; the CSV says which).
 set -u
 
 usage() { echo "usage: $0 OUTDIR [--quick | --plot]" >&2; exit 2; }
@@ -83,7 +84,7 @@ for m in $ms; do
     for layout in "1 1 local" "1 4 local" "2 1 remote"; do
         set -- $layout
         np=$1 ppn=$2 where=$3
-        cmd="$MPIRUN -np $np $bin +ppn $ppn -m $m -s $steps -w $((steps / 10)) -r $reps --where $where --csv $csv"
+        cmd="$MPIRUN -np $np $bin +ppn $ppn -m $m -s $steps -w $((steps / 10)) -r $reps --where $where --csv $csv ${FG_ARGS:-}"
         echo "## $cmd" >>"$log"
         # shellcheck disable=SC2086
         timeout -k 10 "$tmo" $cmd >>"$log" 2>&1 || { failed=$((failed + 1)); echo "# FAILED: $cmd" | tee -a "$log"; }
@@ -92,11 +93,11 @@ done
 plots
 echo "# bench_finegrain: host us per chare-step and per message (raw: one thread, same calls)"
 echo "# (msg_xl: per message beyond the step's own kernel launch, timed in the same steps)"
-printf "%-7s %5s %4s %4s %10s %10s %9s %9s %7s %9s %9s\n" where procs ppn M tess_step raw_step \
-    tess_msg raw_msg ratio tess_xl raw_xl
-tail -n +2 "$csv" | while IFS=, read -r w p q c m b be ts rs tm rm ra tl rl tx rx; do
-    printf "%-7s %5s %4s %4s %10s %10s %9s %9s %7s %9s %9s\n" "$w" "$p" "$q" "$m" "$ts" "$rs" \
-        "$tm" "$rm" "$ra" "$tx" "$rx"
+printf "%-7s %5s %4s %4s %10s %10s %9s %9s %7s %9s %9s %3s\n" where procs ppn M tess_step raw_step \
+    tess_msg raw_msg ratio tess_xl raw_xl so
+tail -n +2 "$csv" | while IFS=, read -r w p q c m b be ts rs tm rm ra tl rl tx rx so; do
+    printf "%-7s %5s %4s %4s %10s %10s %9s %9s %7s %9s %9s %3s\n" "$w" "$p" "$q" "$m" "$ts" "$rs" \
+        "$tm" "$rm" "$ra" "$tx" "$rx" "$so"
 done
 grep -h "chare-step: kernel" "$log" | sed 's/^ */# /' | head -20
 [ "$failed" -eq 0 ]
