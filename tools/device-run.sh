@@ -11,7 +11,8 @@
 #   minimd  examples/minimd/sweep.sh (MINIMD_BUDGET seconds, default 500)
 #   lulesh  examples/lulesh/sweep.sh beside LLNL's CUDA LULESH (LULESH_BUDGET, default 500)
 #   finegrain  bench/finegrain/run.sh (the host cost of a chare step against raw CUDA) with the
-#           batch stream (TESS_BATCH_STREAM auto: on) and without it, the cost of single CUDA
+#           batch stream (TESS_BATCH_STREAM auto: on), without it, and with the receiving entry
+#           sender-ordered (bench_finegrain --sender-ordered), the cost of single CUDA
 #           calls, and Jacobi2D at ODF 16 from 4096² to 16384² (1 x 1 and 1 x 4 PEs)
 #   sweeps  one call for all three apps: the minimd and lulesh lists on CUDA (the gpu and
 #           examples lists are suite's: all four no longer fit one call beside the sweeps), a
@@ -185,6 +186,10 @@ finegrain)
     TESS_BATCH_STREAM=off FG_MS="4 26" timeout 100 bench/finegrain/run.sh "$work/fg-off" \
         >"$work/fg-off.log" 2>&1
     note "finegrain exit $? ($((SECONDS - t0)) s), batch stream off"; cat "$work/fg-off.log" >>"$summary"
+    t0=$SECONDS
+    FG_ARGS=--sender-ordered FG_MS="4 6 26" timeout 90 bench/finegrain/run.sh "$work/fg-so" \
+        >"$work/fg-so.log" 2>&1
+    note "finegrain exit $? ($((SECONDS - t0)) s), sender-ordered"; cat "$work/fg-so.log" >>"$summary"
     "$b/bench/finegrain/bench_finegrain" -m 4 -s 200 -r 1 --no-raw --calls 2>&1 |
         tail -8 >>"$summary"
     t0=$SECONDS
