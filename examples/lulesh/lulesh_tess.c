@@ -198,6 +198,12 @@ static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t
 
 /* ---- exchange buffers ------------------------------------------------------------------------ */
 
+/* Whether a buffer set's messages carry face rings only (the node-copy: lul_node_copy_ring). */
+static int set_ring(int set)
+{
+    return set == PH_POSVEL && lul_node_copy_ring();
+}
+
 static int64_t set_count(const chare_t *c, int set, int d)
 {
     const lul_box_t *b = &c->box;
@@ -205,7 +211,7 @@ static int64_t set_count(const chare_t *c, int set, int d)
         int f = lul_dir_face(d);
         return f < 0 ? 0 : lul_face_count(b->ex, b->ey, b->ez, f);
     }
-    return lul_node_count_of(b->ex, b->ey, b->ez, d, set == PH_POSVEL && lul_node_copy_ring());
+    return lul_node_count_of(b->ex, b->ey, b->ez, d, set_ring(set));
 }
 
 static void xbuf_alloc(chare_t *c)
@@ -233,7 +239,7 @@ static void xbuf_alloc(chare_t *c)
 static double *plan_of(chare_t *c, int set, int parity, int recv, lul_xch_plan_t *plan)
 {
     int any    = 0;
-    plan->ring = set == PH_POSVEL && lul_node_copy_ring();
+    plan->ring = set_ring(set);
     for (int d = 0; d < 27; d++)
         any |= (plan->off[d] = c->off[set][parity][recv][d]) >= 0;
     return any ? c->xbuf : NULL;
