@@ -224,6 +224,7 @@ typedef struct dc_state {
     int               rb_comm;     /* batched receives of several streams: DC_RB_* (dc_d2d.c) */
     tess_gpu_stream_h *rb_streams; /* [ppn] each PE's stream for those, made on first use */
     tess_gpu_stream_h *ready_streams; /* [ppn] each PE's ready stream, made on first use */
+    struct dc_recv_cache *recv_cache; /* [ppn] each PE's free receive records */
     _Atomic uint64_t   rb_epoch;   /* bumped by tess_dc_streams_dirty */
     int               forced_path; /* -1 auto */
 } dc_state_t;
@@ -266,7 +267,17 @@ typedef struct dc_recv {
     tess_msg_t       *keep;     /* the control message, kept while the header is needed */
     uint64_t          trace_flow; /* tracing: the device message's flow id (0: none) */
     int               trace_path; /* tracing: index in tess_core_trace_path_names */
+    struct dc_recv   *next;       /* in a PE's cache of free records (dc_recv_cache_t) */
 } dc_recv_t;
+
+/* A PE's free receive records: a receive takes one and gives it back at delivery, so a PE that
+ * receives steadily allocates none (a calloc and a free a message otherwise). Only the PE's own
+ * thread touches its cache; other threads allocate and free. */
+#define DC_RECV_CACHE 64
+typedef struct dc_recv_cache {
+    dc_recv_t *head;
+    int        n;
+} dc_recv_cache_t;
 dc_recv_t    *dc_recv_begin(tess_msg_t *m, unsigned kind);
 /* The copies are enqueued on r->stream: deliver now or after completion; frees r. */
 void          dc_recv_finish(dc_recv_t *r);

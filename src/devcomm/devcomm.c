@@ -314,12 +314,25 @@ tess_status_t tess_dc_validate(const tess_msg_t *m)
 
 /* ---- receiving --------------------------------------------------------------------------- */
 
+/* This thread's cache of free receive records (NULL on a thread that is not a PE). */
+static dc_recv_cache_t *dc_recv_cache(void)
+{
+    tess_pe_t *pe = tess_core_pe_self();
+    return pe && dc.recv_cache ? &dc.recv_cache[tess_core_pe_local(pe)] : NULL;
+}
+
 dc_recv_t *dc_recv_begin(tess_msg_t *m, unsigned kind)
 {
-    const dc_ctl_t *c = tess_msg_payload(m);
-    dc_recv_t      *r = tess_calloc(1, sizeof(*r), "a device-message receive");
-    if (!r)
+    const dc_ctl_t  *c  = tess_msg_payload(m);
+    dc_recv_cache_t *rc = dc_recv_cache();
+    dc_recv_t       *r  = rc ? rc->head : NULL;
+    if (r) {
+        rc->head = r->next;
+        rc->n--;
+        memset(r, 0, sizeof(*r));
+    } else if (!(r = tess_calloc(1, sizeof(*r), "a device-message receive"))) {
         tess_fatal("out of memory receiving a device message");
+    }
     memcpy(r->sizes, c->sizes, sizeof(r->sizes));
     r->m = (tess_dc_msg_t){.a0 = c->a0, .a1 = c->a1, .src_pe = m->hdr.src_pe,
                            .header = dc_header(c, kind), .header_len = c->header_len,
@@ -354,7 +367,14 @@ dc_recv_t *dc_recv_begin(tess_msg_t *m, unsigned kind)
 void dc_recv_free(dc_recv_t *r)
 {
     tess_core_msg_free(r->keep);
-    free(r);
+    dc_recv_cache_t *rc = dc_recv_cache();
+    if (rc && rc->n < DC_RECV_CACHE) {
+        r->next  = rc->head;
+        rc->head = r;
+        rc->n++;
+    } else {
+        free(r);
+    }
 }
 
 static void dc_deliver_cont(void *arg)
@@ -623,7 +643,9 @@ tess_status_t tess_devcomm_init(void)
                                    "the PEs' batch-copy streams");
     dc.ready_streams = tess_calloc((size_t)tess_rt.ppn, sizeof(*dc.ready_streams),
                                    "the PEs' ready streams");
-    if (!dc.rb_streams || !dc.ready_streams) {
+    dc.recv_cache    = tess_calloc((size_t)tess_rt.ppn, sizeof(*dc.recv_cache),
+                                   "the PEs' receive records");
+    if (!dc.rb_streams || !dc.ready_streams || !dc.recv_cache) {
         st = tess_error(TESS_ERR_NO_MEMORY, "devcomm: no memory for the PEs' streams");
         goto err_destroy_stream;
     }
@@ -664,6 +686,7 @@ err_ipc_fini:
 err_destroy_stream:
     free(dc.rb_streams);
     free(dc.ready_streams);
+    free(dc.recv_cache);
     tess_hmap_fini(&dc.sent);
     tess_hmap_fini(&dc.regs);
     tess_hmap_fini(&dc.maps);
@@ -728,6 +751,13 @@ void tess_devcomm_fini(void)
     tess_hmap_fini(&dc.exports);
     dc_pe_streams_destroy(dc.rb_streams);
     dc_pe_streams_destroy(dc.ready_streams);
+    for (int i = 0; i < tess_rt.ppn; i++)
+        while (dc.recv_cache[i].head) {
+            dc_recv_t *r          = dc.recv_cache[i].head;
+            dc.recv_cache[i].head = r->next;
+            free(r);
+        }
+    free(dc.recv_cache);
     tess_gpu->stream_destroy(dc.stream);
     pthread_mutex_destroy(&dc.pump_lock);
     pthread_mutex_destroy(&dc.lock);

@@ -46,6 +46,7 @@ typedef struct tess_dc_msg {
     size_t        header_len;
     int           nbufs;
     const size_t *sizes;
+    void         *target;     /* the layer above's: set by post, read by deliver (NULL before) */
 } tess_dc_msg_t;
 
 /** Flags the post function may set. SENDER_ORDERED: the destinations are free once the
@@ -59,7 +60,7 @@ typedef struct tess_dc_ops {
      * target is not on this PE any more: the data is then received into temporary buffers and
      * handed to forward().
      */
-    tess_status_t (*post)(const tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p,
+    tess_status_t (*post)(tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p,
                           unsigned *flags_p);
     /** The data is in place at dst[] (as post chose them): on `stream` in stream order, or
      *  completed with WAIT_COMPLETE. */

@@ -14,7 +14,7 @@ static tess_ctx_h devmsg_elem(const tess_dc_msg_t *m, obj_pe_t **op_p, tess_entr
     return tess_hmap_get(&op->elems, tess_obj_key((uint32_t)(m->a0 >> 32), (int64_t)m->a1));
 }
 
-static tess_status_t devmsg_post(const tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p,
+static tess_status_t devmsg_post(tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p,
                                  unsigned *flags_p)
 {
     obj_pe_t    *op;
@@ -39,22 +39,23 @@ static tess_status_t devmsg_post(const tess_dc_msg_t *m, void **dst, tess_gpu_st
     *stream_p = stream ? (tess_gpu_stream_h)stream : e->stream;
     *flags_p  = ((info->flags & TESS_ENTRY_WAIT_COMPLETE) ? TESS_DC_WAIT_COMPLETE : 0) |
                ((info->flags & TESS_ENTRY_SENDER_ORDERED) ? TESS_DC_SENDER_ORDERED : 0);
-    /* The element stays here until its entry ran. */
+    /* The element stays here until its entry ran: deliver finds it in m->target. */
     e->gpu_pending++;
+    m->target = e;
     return TESS_OK;
 }
 
 static void devmsg_deliver(const tess_dc_msg_t *m, void *const *dst, tess_gpu_stream_h stream)
 {
-    obj_pe_t    *op;
-    tess_entry_t entry;
     if ((uint32_t)m->a0 == TESS_OBJ_MIGRATE_ENTRY) {
         tess_obj_migrate_deliver(m, dst, stream);
         return;
     }
-    tess_ctx_h e = devmsg_elem(m, &op, &entry);
+    tess_ctx_h   e     = m->target; /* post's: gpu_pending kept it here */
+    obj_pe_t    *op    = tess_obj_pe();
+    tess_entry_t entry = (tess_entry_t)(uint32_t)m->a0;
     if (!e)
-        tess_fatal("internal: a device message's element left before its entry ran");
+        tess_fatal("internal: a device message delivered without its post");
     e->gpu_pending--;
     tess_obj_run_entry(op, e, entry, m->header, m->header_len);
 }
