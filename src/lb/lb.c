@@ -35,6 +35,7 @@ typedef struct lb_array {
     /* PE 0 only: */
     int             started, reports;
     uint64_t        step;
+    uint64_t        noticed;    /* 1 + the latest step another process's notice announced */
     int             count, *counts, *displs;
     lb_rec_t       *all;
     lb_bcast_hdr_t  hdr;
@@ -214,6 +215,17 @@ static void lb_local_ready(void *arg)
         lb_start(a, 1);
 }
 
+/* A process without elements joins the step the others' notices announced. A notice may come
+ * before this process has seen the step before end (its barrier): the others got there first,
+ * resumed and started the next. It is kept (la->noticed) and honoured at the resume, or every
+ * other process would wait for this one in the new step's gather. */
+static void lb_join_noticed(tess_array_t *a)
+{
+    lb_array_t *la = a->lb;
+    if (!la->started && la->noticed == la->step + 1 && atomic_load(&a->nlocal) == 0)
+        lb_start(a, 0);
+}
+
 static bool lb_notice_handler(tess_msg_t *m)
 {
     tess_array_t *a  = tess_obj_arrays[(uint32_t)(m->hdr.a0 >> 32)];
@@ -221,8 +233,9 @@ static bool lb_notice_handler(tess_msg_t *m)
     uint64_t      step = m->hdr.a1;
     tess_core_msg_free(m);
     /* A process without elements learns of the step here; the others start on their own. */
-    if (!la->started && step == la->step && atomic_load(&a->nlocal) == 0)
-        lb_start(a, 0);
+    if (step + 1 > la->noticed)
+        la->noticed = step + 1;
+    lb_join_noticed(a);
     return true;
 }
 
@@ -549,6 +562,7 @@ static void lb_resume(void *arg, MPI_Status *st)
             tess_obj_send_linear(a, e->linear, a->resume, m);
         }
     }
+    lb_join_noticed(a);
 }
 
 static void lb_check_done(tess_array_t *a)

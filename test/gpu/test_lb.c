@@ -5,7 +5,10 @@
  * entry checks the element's host and device state bit for bit, and the location table on every
  * rank is checked after the phase. With rotate every element must move at every step; with the
  * others the strategy's predicted imbalance must not exceed the one before, and all but refine
- * must reach 1.10 (the loads allow a perfect balance, with even counts too).
+ * must reach 1.10 (the loads allow a perfect balance, with even counts too). TESS_LB=drain (the
+ * test's own strategy, with TESS_LB_TARGET=process) empties process 1 at the first step: it then
+ * takes part in the later steps without elements, learning of each from the others' notices,
+ * which may come before it has seen the step before end.
  */
 #include "tess_test.h"
 
@@ -110,6 +113,20 @@ static void verify(tess_ctx_h ctx, void *p, const void *msg, size_t size)
         CHECK_OK(tess_gpu_then(ctx, E_GO, NULL, 0));
 }
 
+/* Every element of bin 1 to another bin (spread by id), the others stay. */
+static void drain(const tess_lb_input_t *in, int *new_bin, void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < in->nobjs; i++) {
+        int b = in->objs[i].bin;
+        if (b == 1 && in->nbins > 1) {
+            b = (int)(in->objs[i].id % (in->nbins - 1));
+            b += b >= 1;
+        }
+        new_bin[i] = b;
+    }
+}
+
 static void start(void *arg)
 {
     (void)arg;
@@ -135,6 +152,7 @@ int main(int argc, char **argv)
         heavy = atof(getenv("TEST_HEAVY"));
     const char *strategy = getenv("TESS_LB") ? getenv("TESS_LB") : "greedyrefine";
     n = 4 * (int64_t)tess_num_pes();
+    CHECK_OK(tess_lb_register("drain", drain, NULL));
     CHECK_OK(tess_entry_register("go", go, &E_GO));
     CHECK_OK(tess_entry_register("resume", resume, &E_RESUME));
     CHECK_OK(tess_entry_register("verify", verify, &E_VERIFY));
@@ -175,6 +193,9 @@ int main(int argc, char **argv)
     if (!strcasecmp(strategy, "rotate") && tess_num_pes() > 1) {
         CHECK_MSG(st.migrations == n, "rotate moved %lld of %lld", (long long)st.migrations,
                   (long long)n);
+    } else if (!strcasecmp(strategy, "drain")) {
+        CHECK_MSG(tess_process() != 1 || local == 0, "process 1 kept %lld elements",
+                  (long long)local);
     } else if (strcasecmp(strategy, "none") != 0) {
         CHECK_MSG(st.imbalance_after <= st.imbalance_before + 1e-9, "imbalance %.3f -> %.3f",
                   st.imbalance_before, st.imbalance_after);
