@@ -10,11 +10,17 @@
 
 static dc_sev_t *dc_sev_get(void)
 {
-    pthread_mutex_lock(&dc.lock);
-    dc_sev_t *sv = dc.sev_free;
-    if (sv)
-        dc.sev_free = sv->next;
-    pthread_mutex_unlock(&dc.lock);
+    dc_pe_t  *p  = dc_pe_mine();
+    dc_sev_t *sv = p ? p->sev_free : NULL;
+    if (sv) {
+        p->sev_free = sv->next;
+        p->nsev--;
+    } else {
+        pthread_mutex_lock(&dc.lock);
+        if ((sv = dc.sev_free))
+            dc.sev_free = sv->next;
+        pthread_mutex_unlock(&dc.lock);
+    }
     if (!sv) {
         sv = tess_calloc(1, sizeof(*sv), "a device-message event");
         if (!sv)
@@ -28,15 +34,34 @@ static dc_sev_t *dc_sev_get(void)
     return sv;
 }
 
+/* Drop a reference; the last one gives the ordering point back: to the calling PE's free
+ * ones while they are few, else to the process's pool. */
 static void dc_sev_release(void *arg)
 {
     dc_sev_t *sv = arg;
     if (atomic_fetch_sub_explicit(&sv->refs, 1, memory_order_acq_rel) != 1)
         return;
+    dc_pe_t *p = dc_pe_mine();
+    if (p && p->nsev < DC_SEV_CACHE) {
+        sv->next    = p->sev_free;
+        p->sev_free = sv;
+        p->nsev++;
+        return;
+    }
     pthread_mutex_lock(&dc.lock);
     sv->next    = dc.sev_free;
     dc.sev_free = sv;
     pthread_mutex_unlock(&dc.lock);
+}
+
+void dc_sev_free_list(dc_sev_t *sv)
+{
+    while (sv) {
+        dc_sev_t *next = sv->next;
+        tess_gpu->event_destroy(sv->ev);
+        free(sv);
+        sv = next;
+    }
 }
 
 /* The current batch of this thread (a PE). */
@@ -84,7 +109,7 @@ static tess_status_t dc_sev_for_send(tess_gpu_stream_h stream, dc_sev_t **sev_p)
         dc_sev_release(sv);
         return st;
     }
-    atomic_fetch_add_explicit(&dc.d2d_events, 1, memory_order_relaxed);
+    dc_count(DC_C_D2D_EVENTS, 1);
     if (batched) {
         dc_batch.decided = 1;
         dc_batch.sev     = sv; /* the batch's reference */
@@ -301,7 +326,7 @@ static bool dc_rb_use_shared(tess_gpu_stream_h probe, int nrecv)
         if (sc == DC_RB_HYST || sc == -DC_RB_HYST) {
             bool direct = sc > 0;
             if (direct != dc_rb_adapt.direct)
-                atomic_fetch_add_explicit(&dc.d2d_rb_flips, 1, memory_order_relaxed);
+                dc_count(DC_C_RB_FLIPS, 1);
             dc_rb_adapt.direct = direct;
         }
     }
@@ -349,14 +374,14 @@ void dc_rb_flush(void)
                 dc_rb_chain(comm, streams[k]);
                 dc_rb_mark_joined(streams[k]);
             } else {
-                atomic_fetch_add_explicit(&dc.d2d_rb_unjoined, 1, memory_order_relaxed);
+                dc_count(DC_C_RB_UNJOINED, 1);
             }
         }
         dc_rb_wait_senders(comm, NULL);
         dc_rb_copy(dc_rb.copy, dc_rb.ncopies, comm);
         dc_rb_fan_out(streams, ns, comm);
-        atomic_fetch_add_explicit(&dc.d2d_rb_launches, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&dc.d2d_rb_shared, 1, memory_order_relaxed);
+        dc_count(DC_C_RB_LAUNCHES, 1);
+        dc_count(DC_C_RB_SHARED, 1);
     } else {
         tess_gpu_copy_t batch[DC_RB_MAX * TESS_DEV_MAX_BUFS];
         for (int k = 0; k < ns; k++) {
@@ -368,14 +393,14 @@ void dc_rb_flush(void)
                     batch[n++] = dc_rb.copy[j];
             if (n)
                 dc_rb_copy(batch, n, s);
-            atomic_fetch_add_explicit(&dc.d2d_rb_launches, n > 0, memory_order_relaxed);
+            dc_count(DC_C_RB_LAUNCHES, n > 0);
         }
     }
     int n         = dc_rb.n;
     dc_rb.n       = 0;
     dc_rb.ncopies = 0;
     if (n > 1)
-        atomic_fetch_add_explicit(&dc.d2d_batched, (uint64_t)n, memory_order_relaxed);
+        dc_count(DC_C_D2D_BATCHED, (uint64_t)n);
     for (int i = 0; i < n; i++) {
         dc_recv_t      *r = dc_rb.r[i];
         const dc_ctl_t *c = tess_msg_payload(r->keep);

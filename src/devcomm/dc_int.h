@@ -161,6 +161,23 @@ typedef struct dc_sev {
     _Atomic int      refs;
 } dc_sev_t;
 
+/* The counters of the message paths (tess_dc_stats_t) that PEs move without the layer's lock:
+ * each PE counts in its own dc_pe_t, other threads in dc.off_pe; tess_dc_get_stats sums. */
+enum dc_count {
+    DC_C_SENT,                  /* + path: messages per path */
+    DC_C_D2D_EVENTS = DC_C_SENT + 3,
+    DC_C_D2D_BATCHED,
+    DC_C_RB_LAUNCHES,
+    DC_C_RB_SHARED,
+    DC_C_RB_FLIPS,
+    DC_C_RB_UNJOINED,
+    DC_C_RDMA_IDLE_SENDS,
+    DC_C_RDMA_IDLE_RECVS,
+    DC_C_RDMA_QUIET_RECVS,
+    DC_C_RDMA_FAST_RECVS,
+    DC_C_N
+};
+
 typedef struct dc_state {
     pthread_mutex_t   lock;
     tess_gpu_stream_h stream; /* for deferred staging copies */
@@ -207,24 +224,15 @@ typedef struct dc_state {
     struct dc_rchunk *chunk_wait, *chunk_wait_tail; /* chunks waiting for a receive slot */
     _Atomic int       busy;        /* work in flight that is not a message */
 
-    tess_dc_stats_t   stats;
-    _Atomic uint64_t  d2d_events; /* the d2d send counter, off the lock */
-    _Atomic uint64_t  d2d_batched; /* d2d receives delivered in batches of two or more */
-    _Atomic uint64_t  d2d_rb_launches; /* copy operations of batched d2d receives */
-    _Atomic uint64_t  d2d_rb_shared;   /* those on a PE's batch stream, for several streams */
-    _Atomic uint64_t  d2d_rb_flips;    /* TESS_BATCH_STREAM=adapt: changes of a PE's choice */
-    _Atomic uint64_t  d2d_rb_unjoined; /* streams a batch stream did not wait for (sender-ordered) */
-    _Atomic uint64_t  rdma_idle_sends; /* direct RDMA announced at once (idle sender stream) */
-    _Atomic uint64_t  rdma_idle_recvs; /* direct RDMA gets started at once (idle receiver stream) */
-    _Atomic uint64_t  rdma_quiet_recvs; /* of those, known idle without a query (dc_quiet) */
-    _Atomic uint64_t  rdma_fast_recvs; /* direct RDMA receives finished by the PE that got them */
+    tess_dc_stats_t   stats;       /* under the lock: the counters of the staging paths */
+    _Atomic uint64_t  off_pe[DC_C_N]; /* counted by threads that are not PEs (dc_count) */
     const tess_dc_ops_t *ops;
     uint16_t          h_ctl;
     int               ipc_mode;    /* 0 auto, 1 staged, 2 direct */
     int               rb_comm;     /* batched receives of several streams: DC_RB_* (dc_d2d.c) */
     tess_gpu_stream_h *rb_streams; /* [ppn] each PE's stream for those, made on first use */
     tess_gpu_stream_h *ready_streams; /* [ppn] each PE's ready stream, made on first use */
-    struct dc_recv_cache *recv_cache; /* [ppn] each PE's free receive records */
+    struct dc_pe     *pes;         /* [ppn] what each PE keeps to itself (dc_pe_t) */
     _Atomic uint64_t   rb_epoch;   /* bumped by tess_dc_streams_dirty */
     int               forced_path; /* -1 auto */
 } dc_state_t;
@@ -267,17 +275,48 @@ typedef struct dc_recv {
     tess_msg_t       *keep;     /* the control message, kept while the header is needed */
     uint64_t          trace_flow; /* tracing: the device message's flow id (0: none) */
     int               trace_path; /* tracing: index in tess_core_trace_path_names */
-    struct dc_recv   *next;       /* in a PE's cache of free records (dc_recv_cache_t) */
+    struct dc_recv   *next;       /* in a PE's free records (dc_pe_t) */
 } dc_recv_t;
 
-/* A PE's free receive records: a receive takes one and gives it back at delivery, so a PE that
- * receives steadily allocates none (a calloc and a free a message otherwise). Only the PE's own
- * thread touches its cache; other threads allocate and free. */
+/* What a PE keeps to itself, a cache line apart from the next PE's: free receive records
+ * (a receive takes one and gives it back at delivery), free ordering points and plain events
+ * (taken by sends and batches, given back by whichever PE drops the last reference), and its
+ * share of the counters. So a PE that sends and receives steadily allocates nothing and takes
+ * no lock that other PEs take (a calloc and a free a message, and the layer's lock three times a
+ * batch, before). Only the PE's own thread writes it; tess_dc_get_stats reads the counters from
+ * any thread. Threads that are not PEs use the process's pools and dc.off_pe. */
 #define DC_RECV_CACHE 64
-typedef struct dc_recv_cache {
-    dc_recv_t *head;
-    int        n;
-} dc_recv_cache_t;
+#define DC_SEV_CACHE  64
+#define DC_EV_CACHE   16
+typedef struct dc_pe {
+    TESS_ALIGNED dc_recv_t *recv_free;
+    int                     nrecv;
+    int                     nsev;
+    struct dc_sev          *sev_free;
+    int                     nev;
+    tess_gpu_event_h        ev[DC_EV_CACHE];
+    _Atomic uint64_t        count[DC_C_N];
+} dc_pe_t;
+
+/* The calling PE's own part (NULL on other threads). */
+static inline dc_pe_t *dc_pe_mine(void)
+{
+    tess_pe_t *pe = tess_core_pe_self();
+    return pe && dc.pes ? &dc.pes[tess_core_pe_local(pe)] : NULL;
+}
+
+/* Add n to counter k: the PE's own (no other thread writes it: a load and a store), else the
+ * process's shared one. */
+static inline void dc_count(enum dc_count k, uint64_t n)
+{
+    dc_pe_t *p = dc_pe_mine();
+    if (p)
+        atomic_store_explicit(&p->count[k],
+                              atomic_load_explicit(&p->count[k], memory_order_relaxed) + n,
+                              memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&dc.off_pe[k], n, memory_order_relaxed);
+}
 dc_recv_t    *dc_recv_begin(tess_msg_t *m, unsigned kind);
 /* The copies are enqueued on r->stream: deliver now or after completion; frees r. */
 void          dc_recv_finish(dc_recv_t *r);
@@ -314,6 +353,8 @@ static inline void dc_deliver(dc_recv_t *r)
 }
 
 /* dc_d2d.c */
+/** Destroy a list of free ordering points (fini). */
+void          dc_sev_free_list(struct dc_sev *sv);
 tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
                           size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
                           tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);

@@ -346,7 +346,7 @@ static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, cons
     if (q != TESS_OK && q != TESS_INPROGRESS)
         return q;
     if (q == TESS_OK) {
-        atomic_fetch_add_explicit(&dc.rdma_idle_sends, 1, memory_order_relaxed);
+        dc_count(DC_C_RDMA_IDLE_SENDS, 1);
         dc_send_ctl(m, DC_K_RDMA, dst_pe);
         return TESS_OK;
     }
@@ -427,7 +427,7 @@ unsigned dc_rdma_progress(void)
         done_head      = rr->next_done;
         if (!done_head)
             done_tail = NULL;
-        atomic_fetch_add_explicit(&dc.rdma_fast_recvs, 1, memory_order_relaxed);
+        dc_count(DC_C_RDMA_FAST_RECVS, 1);
         recv_direct_done(rr);
         atomic_fetch_sub(&dc.busy, 1);
         n++;
@@ -461,7 +461,7 @@ static void direct_start_gets(void *arg)
     }
     /* The +1 held while starting: the last reference when every get is done already. */
     if (atomic_fetch_sub(&rr->gets, 1) == 1) {
-        atomic_fetch_add_explicit(&dc.rdma_fast_recvs, 1, memory_order_relaxed);
+        dc_count(DC_C_RDMA_FAST_RECVS, 1);
         recv_direct_done(rr);
     }
 }
@@ -561,7 +561,7 @@ static void recv_direct(tess_msg_t *m)
     tess_status_t q = TESS_INPROGRESS;
     if (!atomic_load(&rdma_waiting_recvs)) {
         if (dc_quiet_known_idle(rr->r->stream)) {
-            atomic_fetch_add_explicit(&dc.rdma_quiet_recvs, 1, memory_order_relaxed);
+            dc_count(DC_C_RDMA_QUIET_RECVS, 1);
             q = TESS_OK;
         } else {
             q = tess_gpu->stream_query(rr->r->stream);
@@ -569,7 +569,7 @@ static void recv_direct(tess_msg_t *m)
         }
     }
     if (q == TESS_OK) {
-        atomic_fetch_add_explicit(&dc.rdma_idle_recvs, 1, memory_order_relaxed);
+        dc_count(DC_C_RDMA_IDLE_RECVS, 1);
         direct_start_gets(rr);
         return;
     }

@@ -26,19 +26,24 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     pthread_mutex_lock(&dc.lock);
     *stats_p = dc.stats;
     pthread_mutex_unlock(&dc.lock);
-    stats_p->d2d_events  = atomic_load_explicit(&dc.d2d_events, memory_order_relaxed);
-    stats_p->d2d_batched = atomic_load_explicit(&dc.d2d_batched, memory_order_relaxed);
-    stats_p->d2d_rb_launches =
-        atomic_load_explicit(&dc.d2d_rb_launches, memory_order_relaxed);
-    stats_p->d2d_rb_shared = atomic_load_explicit(&dc.d2d_rb_shared, memory_order_relaxed);
-    stats_p->d2d_rb_flips  = atomic_load_explicit(&dc.d2d_rb_flips, memory_order_relaxed);
-    stats_p->d2d_rb_unjoined =
-        atomic_load_explicit(&dc.d2d_rb_unjoined, memory_order_relaxed);
-    stats_p->rdma_idle_sends = atomic_load_explicit(&dc.rdma_idle_sends, memory_order_relaxed);
-    stats_p->rdma_idle_recvs = atomic_load_explicit(&dc.rdma_idle_recvs, memory_order_relaxed);
-    stats_p->rdma_quiet_recvs =
-        atomic_load_explicit(&dc.rdma_quiet_recvs, memory_order_relaxed);
-    stats_p->rdma_fast_recvs = atomic_load_explicit(&dc.rdma_fast_recvs, memory_order_relaxed);
+    uint64_t n[DC_C_N];
+    for (int k = 0; k < DC_C_N; k++)
+        n[k] = atomic_load_explicit(&dc.off_pe[k], memory_order_relaxed);
+    for (int i = 0; dc.pes && i < tess_rt.ppn; i++)
+        for (int k = 0; k < DC_C_N; k++)
+            n[k] += atomic_load_explicit(&dc.pes[i].count[k], memory_order_relaxed);
+    for (int p = 0; p < 3; p++)
+        stats_p->sent[p] = n[DC_C_SENT + p];
+    stats_p->d2d_events       = n[DC_C_D2D_EVENTS];
+    stats_p->d2d_batched      = n[DC_C_D2D_BATCHED];
+    stats_p->d2d_rb_launches  = n[DC_C_RB_LAUNCHES];
+    stats_p->d2d_rb_shared    = n[DC_C_RB_SHARED];
+    stats_p->d2d_rb_flips     = n[DC_C_RB_FLIPS];
+    stats_p->d2d_rb_unjoined  = n[DC_C_RB_UNJOINED];
+    stats_p->rdma_idle_sends  = n[DC_C_RDMA_IDLE_SENDS];
+    stats_p->rdma_idle_recvs  = n[DC_C_RDMA_IDLE_RECVS];
+    stats_p->rdma_quiet_recvs = n[DC_C_RDMA_QUIET_RECVS];
+    stats_p->rdma_fast_recvs  = n[DC_C_RDMA_FAST_RECVS];
     tess_net_rkey_stats(&stats_p->rkey_unpacks, &stats_p->rkey_hits);
 }
 
@@ -58,6 +63,11 @@ int tess_dc_path_to(int dst)
 
 tess_status_t dc_event_get(tess_gpu_event_h *e_p)
 {
+    dc_pe_t *p = dc_pe_mine();
+    if (p && p->nev > 0) {
+        *e_p = p->ev[--p->nev];
+        return TESS_OK;
+    }
     pthread_mutex_lock(&dc.lock);
     if (dc.ev_nfree > 0) {
         *e_p = dc.ev_free[--dc.ev_nfree];
@@ -94,6 +104,11 @@ void dc_event_put_when_done(tess_gpu_event_h e, tess_gpu_stream_h waiter)
 
 void dc_event_put(tess_gpu_event_h e)
 {
+    dc_pe_t *p = dc_pe_mine();
+    if (p && p->nev < DC_EV_CACHE) {
+        p->ev[p->nev++] = e;
+        return;
+    }
     pthread_mutex_lock(&dc.lock);
     if (dc.ev_nfree == dc.ev_cap) {
         size_t            cap = dc.ev_cap ? dc.ev_cap * 2 : 64;
@@ -315,20 +330,14 @@ tess_status_t tess_dc_validate(const tess_msg_t *m)
 /* ---- receiving --------------------------------------------------------------------------- */
 
 /* This thread's cache of free receive records (NULL on a thread that is not a PE). */
-static dc_recv_cache_t *dc_recv_cache(void)
-{
-    tess_pe_t *pe = tess_core_pe_self();
-    return pe && dc.recv_cache ? &dc.recv_cache[tess_core_pe_local(pe)] : NULL;
-}
-
 dc_recv_t *dc_recv_begin(tess_msg_t *m, unsigned kind)
 {
     const dc_ctl_t  *c  = tess_msg_payload(m);
-    dc_recv_cache_t *rc = dc_recv_cache();
-    dc_recv_t       *r  = rc ? rc->head : NULL;
+    dc_pe_t         *p  = dc_pe_mine();
+    dc_recv_t       *r  = p ? p->recv_free : NULL;
     if (r) {
-        rc->head = r->next;
-        rc->n--;
+        p->recv_free = r->next;
+        p->nrecv--;
         memset(r, 0, sizeof(*r));
     } else if (!(r = tess_calloc(1, sizeof(*r), "a device-message receive"))) {
         tess_fatal("out of memory receiving a device message");
@@ -367,11 +376,11 @@ dc_recv_t *dc_recv_begin(tess_msg_t *m, unsigned kind)
 void dc_recv_free(dc_recv_t *r)
 {
     tess_core_msg_free(r->keep);
-    dc_recv_cache_t *rc = dc_recv_cache();
-    if (rc && rc->n < DC_RECV_CACHE) {
-        r->next  = rc->head;
-        rc->head = r;
-        rc->n++;
+    dc_pe_t *p = dc_pe_mine();
+    if (p && p->nrecv < DC_RECV_CACHE) {
+        r->next      = p->recv_free;
+        p->recv_free = r;
+        p->nrecv++;
     } else {
         free(r);
     }
@@ -435,9 +444,7 @@ tess_status_t tess_dc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *hea
                           header_len);
     TESS_HOP_MARK(TESS_HOP_SEND);
     int path = tess_dc_path_to(tess_core_pe_process(dst_pe));
-    pthread_mutex_lock(&dc.lock);
-    dc.stats.sent[path]++;
-    pthread_mutex_unlock(&dc.lock);
+    dc_count(DC_C_SENT + path, 1);
     switch (path) {
     case TESS_DC_D2D:
         return dc_d2d_send(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
@@ -643,9 +650,11 @@ tess_status_t tess_devcomm_init(void)
                                    "the PEs' batch-copy streams");
     dc.ready_streams = tess_calloc((size_t)tess_rt.ppn, sizeof(*dc.ready_streams),
                                    "the PEs' ready streams");
-    dc.recv_cache    = tess_calloc((size_t)tess_rt.ppn, sizeof(*dc.recv_cache),
-                                   "the PEs' receive records");
-    if (!dc.rb_streams || !dc.ready_streams || !dc.recv_cache) {
+    dc.pes           = tess_aligned_alloc(TESS_CACHELINE, (size_t)tess_rt.ppn * sizeof(*dc.pes),
+                                          "the PEs' device-message state");
+    if (dc.pes)
+        memset(dc.pes, 0, (size_t)tess_rt.ppn * sizeof(*dc.pes));
+    if (!dc.rb_streams || !dc.ready_streams || !dc.pes) {
         st = tess_error(TESS_ERR_NO_MEMORY, "devcomm: no memory for the PEs' streams");
         goto err_destroy_stream;
     }
@@ -686,7 +695,7 @@ err_ipc_fini:
 err_destroy_stream:
     free(dc.rb_streams);
     free(dc.ready_streams);
-    free(dc.recv_cache);
+    free(dc.pes);
     tess_hmap_fini(&dc.sent);
     tess_hmap_fini(&dc.regs);
     tess_hmap_fini(&dc.maps);
@@ -729,15 +738,23 @@ void tess_devcomm_fini(void)
     }
     dc_rdma_fini();
     dc_ipc_fini();
+    for (int i = 0; i < tess_rt.ppn; i++) {
+        dc_pe_t *p = &dc.pes[i];
+        while (p->nev > 0)
+            tess_gpu->event_destroy(p->ev[--p->nev]);
+        dc_sev_free_list(p->sev_free);
+        while (p->recv_free) {
+            dc_recv_t *r = p->recv_free;
+            p->recv_free = r->next;
+            free(r);
+        }
+    }
+    free(dc.pes);
+    dc.pes = NULL;
     for (size_t i = 0; i < dc.ev_nfree; i++)
         tess_gpu->event_destroy(dc.ev_free[i]);
     free(dc.ev_free);
-    while (dc.sev_free) {
-        dc_sev_t *sv = dc.sev_free;
-        dc.sev_free  = sv->next;
-        tess_gpu->event_destroy(sv->ev);
-        free(sv);
-    }
+    dc_sev_free_list(dc.sev_free);
     if (dc.sent.count)
         tess_warn("devcomm: %zu device messages were never acknowledged", dc.sent.count);
     size_t   it = 0;
@@ -751,13 +768,6 @@ void tess_devcomm_fini(void)
     tess_hmap_fini(&dc.exports);
     dc_pe_streams_destroy(dc.rb_streams);
     dc_pe_streams_destroy(dc.ready_streams);
-    for (int i = 0; i < tess_rt.ppn; i++)
-        while (dc.recv_cache[i].head) {
-            dc_recv_t *r          = dc.recv_cache[i].head;
-            dc.recv_cache[i].head = r->next;
-            free(r);
-        }
-    free(dc.recv_cache);
     tess_gpu->stream_destroy(dc.stream);
     pthread_mutex_destroy(&dc.pump_lock);
     pthread_mutex_destroy(&dc.lock);
