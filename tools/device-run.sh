@@ -34,10 +34,11 @@
 #           256³, old and new alternating; AB_OLD, AB_FUSE, AB_REPS, AB_SPLIT), ncu kernel times
 #           at 256³ (MPI, and Tessera ODF 8 with the first AB_FUSE mode; with AB_SPLIT also both
 #           with LULESH_EOS_SPLIT=on); about 6 minutes (8 with AB_SPLIT="off auto")
-#   fg-ab   bench_finegrain with this build's libtessera and an old one (FG_OLD_LIB, a folder
-#           holding libtessera.so.0; default build-cuda/old-lib), alternating, FG_AB_REPS rounds
-#           (default 5) of M = 4, 6, 26 sender-ordered at 1 x 1 and M = 4 at 1 x 4; medians of
-#           the host us per message beyond the launch (the same binary: only the runtime differs)
+#   fg-ab   bench_finegrain with this build's libtessera and older ones (FG_LIBS="NAME=DIR ...",
+#           each DIR holding a libtessera.so.0; default old=FG_OLD_LIB or build-cuda/old-lib),
+#           alternating, FG_AB_REPS rounds (default 5) of M = 4, 6, 26 sender-ordered at 1 x 1
+#           and M = 4 at 1 x 4; medians of the host us per message beyond the launch, and new's
+#           ratio to each (the same binary: only the runtime differs)
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
 #           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
@@ -203,15 +204,22 @@ finegrain)
     note "jacobi sweep exit $? ($((SECONDS - t0)) s)"; grep -E '²' "$work/jacobi.log" >>"$summary"
     ;;
 fg-ab)
-    old=${FG_OLD_LIB:-$b/old-lib}
-    [ -e "$old/libtessera.so.0" ] || { note "fg-ab: no $old/libtessera.so.0"; exit 1; }
+    # FG_LIBS: "NAME=DIR ..." older runtimes (each DIR holds a libtessera.so.0), default
+    # "old=${FG_OLD_LIB:-build-cuda/old-lib}"; each round runs them all and this build's (new).
+    libs=${FG_LIBS:-old=${FG_OLD_LIB:-$b/old-lib}}
+    names=""
+    for l in $libs; do
+        [ -e "${l#*=}/libtessera.so.0" ] || { note "fg-ab: no ${l#*=}/libtessera.so.0"; exit 1; }
+        names="$names ${l%%=*}"
+    done
     fg=$b/bench/finegrain/bench_finegrain
     csv=$work/fg-ab.csv
     echo "round,lib,ppn,m,tess_us_per_step,us_per_msg_beyond_launch" >"$csv"
     t0=$SECONDS
     for r in $(seq "${FG_AB_REPS:-5}"); do
-        for lib in old new; do
-            [ $lib = old ] && lp=$old:$LD_LIBRARY_PATH || lp=$LD_LIBRARY_PATH
+        for l in $libs new=; do
+            lib=${l%%=*}
+            [ "$lib" = new ] && lp=$LD_LIBRARY_PATH || lp=${l#*=}:$LD_LIBRARY_PATH
             for cfg in "1 4" "1 6" "1 26" "4 4"; do
                 set -- $cfg
                 o=$(LD_LIBRARY_PATH=$lp timeout 60 mpirun --bind-to none -np 1 "$fg" -m "$2" \
@@ -225,17 +233,20 @@ fg-ab)
     done
     note "fg-ab: $(($(wc -l <"$csv") - 1)) runs ($((SECONDS - t0)) s)"
     cp "$csv" "$work/fg-ab.log" "$out/" 2>/dev/null
-    python3 - "$csv" <<'PY' | tee -a "$summary"
+    python3 - "$csv" $names <<'PY' | tee -a "$summary"
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-print("ppn   M   old us/msg   new us/msg   new/old   (medians, beyond the launch; sender-ordered)")
+libs = sys.argv[2:] + ["new"]
+print("host us per message beyond the launch (medians; sender-ordered); new / each older one")
+print("ppn   M " + "".join(f"{l:>10}" for l in libs) + "".join(f"  new/{l:<6}" for l in libs[:-1]))
 for ppn, m in (("1", "4"), ("1", "6"), ("1", "26"), ("4", "4")):
     med = {}
-    for lib in ("old", "new"):
+    for lib in libs:
         v = [float(r["us_per_msg_beyond_launch"]) for r in rows
              if r["lib"] == lib and r["ppn"] == ppn and r["m"] == m and r["us_per_msg_beyond_launch"]]
         med[lib] = statistics.median(v) if v else float("nan")
-    print(f"{ppn:>3} {m:>3} {med['old']:12.3f} {med['new']:12.3f} {med['new'] / med['old']:9.3f}")
+    print(f"{ppn:>3} {m:>3} " + "".join(f"{med[l]:10.3f}" for l in libs) +
+          "".join(f"  {med['new'] / med[l]:10.3f}" for l in libs[:-1]))
 PY
     ;;
 sweeps)
