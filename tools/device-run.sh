@@ -34,6 +34,9 @@
 #           256³, old and new alternating; AB_OLD, AB_FUSE, AB_REPS, AB_SPLIT), ncu kernel times
 #           at 256³ (MPI, and Tessera ODF 8 with the first AB_FUSE mode; with AB_SPLIT also both
 #           with LULESH_EOS_SPLIT=on); about 6 minutes (8 with AB_SPLIT="off auto")
+#   issue16  the gpu and examples lists on CUDA (MPS), finegrain sender-ordered (raw CUDA in the
+#           same runs), Jacobi2D at ODF 16 (4096² to 16384², 1 x 1 and 1 x 4) against the fair
+#           MPI program, then fg-ab (FG_LIBS, 2 rounds); about 9 minutes
 #   fg-ab   bench_finegrain with this build's libtessera and older ones (FG_LIBS="NAME=DIR ...",
 #           each DIR holding a libtessera.so.0; default old=FG_OLD_LIB or build-cuda/old-lib),
 #           alternating, FG_AB_REPS rounds (default 5) of M = 4, 6, 26 sender-ordered at 1 x 1
@@ -202,6 +205,32 @@ finegrain)
         SWEEP_PMAT_GRIDS="4096" SWEEP_PMAT_ODFS="16" timeout 160 examples/jacobi2d/sweep.sh \
         "$work/jacobi" "$b" >"$work/jacobi.log" 2>&1
     note "jacobi sweep exit $? ($((SECONDS - t0)) s)"; grep -E '²' "$work/jacobi.log" >>"$summary"
+    ;;
+issue16)
+    # One call for the runtime's GPU checks and issue 16's figures: the gpu and examples lists
+    # on CUDA (MPS), bench/finegrain sender-ordered with raw CUDA in the same runs, fg-ab
+    # against the older runtimes FG_LIBS names (2 rounds unless FG_AB_REPS), and Jacobi2D at
+    # ODF 16 (4096² to 16384², 1 x 1 and 1 x 4 PEs) against the fair MPI program.
+    mps_on
+    t0=$SECONDS
+    TESS_GPU=$gpu timeout 260 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" gpu examples \
+        >"$work/tests.log" 2>&1
+    mps_off
+    note "tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
+    grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
+    cp -r "$b/test/logs" "$work/testlogs" 2>/dev/null
+    t0=$SECONDS
+    FG_ARGS=--sender-ordered FG_MS="4 6 26" timeout 90 bench/finegrain/run.sh "$work/fg-so" \
+        >"$work/fg-so.log" 2>&1
+    note "finegrain exit $? ($((SECONDS - t0)) s), sender-ordered"
+    grep -A12 '^where' "$work/fg-so.log" | head -12 >>"$summary"
+    t0=$SECONDS
+    SWEEP_BUDGET=60 SWEEP_GRIDS="4096 8192 16384" SWEEP_ODFS="16" SWEEP_PMAT_GRIDS="4096" \
+        SWEEP_PMAT_ODFS="16" timeout 90 examples/jacobi2d/sweep.sh "$work/jacobi" "$b" \
+        >"$work/jacobi.log" 2>&1
+    note "jacobi sweep exit $? ($((SECONDS - t0)) s)"; grep -E '²' "$work/jacobi.log" >>"$summary"
+    FG_AB_REPS=${FG_AB_REPS:-2} timeout 150 "$0" fg-ab "$out/fg-ab" >/dev/null 2>&1
+    note "fg-ab exit $?"; tail -6 "$out/fg-ab/fg-ab-summary.txt" >>"$summary"
     ;;
 fg-ab)
     # FG_LIBS: "NAME=DIR ..." older runtimes (each DIR holds a libtessera.so.0), default
