@@ -48,7 +48,7 @@ typedef struct fg_args {
     int32_t       *err;   /* errors found (device) */
     int32_t        me, step, m, words, check;
     int32_t        base, ring, shift; /* the ring the offsets wrap in */
-    int32_t        delay_us;          /* host backend: sleep first (a slow kernel) */
+    int32_t        delay_us;          /* wait that long first (a slow kernel) */
 } fg_args_t;
 
 /* Element e of the step: returns 1 when the received word is wrong. */

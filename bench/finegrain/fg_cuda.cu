@@ -18,8 +18,25 @@ static void ck(cudaError_t e, const char *what)
     }
 }
 
+/* --delay-us: every block waits that long on the global timer before it reads or writes, so a
+ * copy not ordered after the kernel reads the previous step's words. */
+static __device__ void fg_delay(int32_t us)
+{
+    if (us <= 0)
+        return;
+    if (threadIdx.x == 0) {
+        unsigned long long t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        do
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        while (t - t0 < 1000ull * (unsigned long long)us);
+    }
+    __syncthreads();
+}
+
 static __global__ void fg_step_kernel(fg_args_t a)
 {
+    fg_delay(a.delay_us);
     int bad = 0;
     TESS_KERNEL_LOOP(e, (int64_t)a.m * a.words)
         bad += fg_point(&a, e);
