@@ -23,7 +23,9 @@
  *
  * Threads: tess_dc_send and everything it calls back run on PE threads. A process's staging
  * resources (comm buffer, event pools, bounce buffers, caches) are shared by its PEs under
- * this layer's lock.
+ * this layer's lock; each PE also keeps free receive records, ordering points and events and
+ * its own counters to itself (dc_pe_t), so the same-process path takes that lock only when a
+ * PE's free lists run empty or full. tess_dc_get_stats: any thread.
  */
 #ifndef TESS_DEVCOMM_H
 #define TESS_DEVCOMM_H
