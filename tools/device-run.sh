@@ -78,17 +78,24 @@ note "$(head -2 "$work/env.txt" | tail -1)"
 mps_on() { nvidia-cuda-mps-control -d 2>/dev/null && sleep 1; }
 mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; }
 
-case "$stage" in
-suite)
+# cuda_lists SECONDS LIST...: the test lists on the GPU under MPS (the multi-process entries share
+# it): a summary line, the failures, and the logs into the stage's archive.
+cuda_lists() {
+    local limit=$1 t0=$SECONDS
+    shift
     mps_on
-    t0=$SECONDS
-    TESS_GPU=$gpu timeout 330 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" gpu examples \
+    TESS_GPU=$gpu timeout "$limit" "$b/test/runtests" --timeout-scale 2 "${filter[@]}" "$@" \
         >"$work/tests.log" 2>&1
     mps_off
-    note "tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
+    note "$* tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
     grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
-    grep -hE '^(devmsg|migrate|lb \(|ring)' "$b"/test/logs/gpu_test_devmsg_np=2_TEST* 2>/dev/null | head -3 >>"$summary"
     cp -r "$b/test/logs" "$work/testlogs" 2>/dev/null
+}
+
+case "$stage" in
+suite)
+    cuda_lists 330 gpu examples
+    grep -hE '^(devmsg|migrate|lb \(|ring)' "$b"/test/logs/gpu_test_devmsg_np=2_TEST* 2>/dev/null | head -3 >>"$summary"
     TESS_GPU=$gpu GPU_BENCH_BUDGET=230 timeout 260 bench/gpu-bench.sh "$work/gpubench" \
         >"$work/gpubench.log" 2>&1
     note "gpu-bench exit $?"
@@ -116,13 +123,7 @@ comm)
     tail -8 "$work/lb.log" >>"$summary"
     ;;
 final)
-    mps_on
-    t0=$SECONDS
-    TESS_GPU=$gpu timeout 200 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" gpu examples \
-        >"$work/tests.log" 2>&1
-    mps_off
-    note "tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
-    grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
+    cuda_lists 200 gpu examples
     t0=$SECONDS
     SWEEP_P1_ONLY=1 SWEEP_BUDGET=120 timeout 150 examples/jacobi2d/sweep.sh "$work/sweep" "$b" \
         >"$work/sweep.log" 2>&1
@@ -148,14 +149,7 @@ jacobi)
     ;;
 apps)
     if [ "${APPS_QUICK_ONLY:-0}" != 1 ]; then
-        mps_on
-        t0=$SECONDS
-        TESS_GPU=$gpu timeout 360 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" minimd lulesh \
-            >"$work/tests.log" 2>&1
-        mps_off
-        note "minimd + lulesh tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
-        grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
-        cp -r "$b/test/logs" "$work/testlogs" 2>/dev/null
+        cuda_lists 360 minimd lulesh
     fi
     # LLNL's CUDA LULESH writes xyz.asc where it runs: a scratch folder.
     peer=$b/peer/lulesh-cuda
@@ -211,14 +205,7 @@ issue16)
     # on CUDA (MPS), bench/finegrain sender-ordered with raw CUDA in the same runs, fg-ab
     # against the older runtimes FG_LIBS names (2 rounds unless FG_AB_REPS), and Jacobi2D at
     # ODF 16 (4096² to 16384², 1 x 1 and 1 x 4 PEs) against the fair MPI program.
-    mps_on
-    t0=$SECONDS
-    TESS_GPU=$gpu timeout 260 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" gpu examples \
-        >"$work/tests.log" 2>&1
-    mps_off
-    note "tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
-    grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
-    cp -r "$b/test/logs" "$work/testlogs" 2>/dev/null
+    cuda_lists 260 gpu examples
     t0=$SECONDS
     FG_ARGS=--sender-ordered FG_MS="4 6 26" timeout 90 bench/finegrain/run.sh "$work/fg-so" \
         >"$work/fg-so.log" 2>&1
@@ -279,13 +266,7 @@ for ppn, m in (("1", "4"), ("1", "6"), ("1", "26"), ("4", "4")):
 PY
     ;;
 sweeps)
-    mps_on
-    t0=$SECONDS
-    TESS_GPU=$gpu timeout 250 "$b/test/runtests" --timeout-scale 2 "${filter[@]}" minimd lulesh \
-        >"$work/tests.log" 2>&1
-    mps_off
-    note "tests on CUDA ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
-    grep -E '^FAIL' "$work/tests.log" | head -20 | tee -a "$summary"
+    cuda_lists 250 minimd lulesh
     t0=$SECONDS
     SWEEP_BUDGET=60 SWEEP_GRIDS="4096 8192" SWEEP_ODFS="8 16" SWEEP_PMAT_GRIDS="4096" \
         SWEEP_PMAT_ODFS="16" timeout 120 examples/jacobi2d/sweep.sh "$work/jacobi" "$b" \
