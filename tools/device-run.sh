@@ -41,7 +41,8 @@
 #           each DIR holding a libtessera.so.0; default old=FG_OLD_LIB or build-cuda/old-lib),
 #           alternating, FG_AB_REPS rounds (default 5) of M = 4, 6, 26 sender-ordered at 1 x 1
 #           and M = 4 at 1 x 4; medians of the host us per message beyond the launch, and new's
-#           ratio to each (the same binary: only the runtime differs)
+#           ratio to each (the same binary: only the runtime differs). FG_BIND=core binds each
+#           run to as many cores as it has PEs (default: unbound)
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
 #           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
@@ -238,7 +239,10 @@ fg-ab)
             [ "$lib" = new ] && lp=$LD_LIBRARY_PATH || lp=${l#*=}:$LD_LIBRARY_PATH
             for cfg in "1 4" "1 6" "1 26" "4 4"; do
                 set -- $cfg
-                o=$(LD_LIBRARY_PATH=$lp timeout 60 mpirun --bind-to none -np 1 "$fg" -m "$2" \
+                # FG_BIND=core: the process bound to as many cores as it has PEs.
+                bind=(--bind-to none)
+                [ "${FG_BIND:-none}" = core ] && bind=(--map-by "slot:PE=$1" --bind-to core)
+                o=$(LD_LIBRARY_PATH=$lp timeout 60 mpirun "${bind[@]}" -np 1 "$fg" -m "$2" \
                     +ppn "$1" -s 1000 -r 3 --no-raw --sender-ordered 2>&1)
                 echo "$o" >>"$work/fg-ab.log"
                 step=$(echo "$o" | sed -n 's/.*tess_us=\([0-9.]*\).*/\1/p' | tail -1)
