@@ -36,7 +36,7 @@
 #           with LULESH_EOS_SPLIT=on); about 6 minutes (8 with AB_SPLIT="off auto")
 #   issue16  the gpu and examples lists on CUDA (MPS), finegrain sender-ordered (raw CUDA in the
 #           same runs), Jacobi2D at ODF 16 (4096² to 16384², 1 x 1 and 1 x 4) against the fair
-#           MPI program, then fg-ab (FG_LIBS, 2 rounds); about 9 minutes
+#           MPI program, then fg-ab (FG_LIBS, 2 rounds); about 4 minutes on the H200
 #   fg-ab   bench_finegrain with this build's libtessera and older ones (FG_LIBS="NAME=DIR ...",
 #           each DIR holding a libtessera.so.0; default old=FG_OLD_LIB or build-cuda/old-lib),
 #           alternating, FG_AB_REPS rounds (default 5) of M = 4, 6, 26 sender-ordered at 1 x 1

@@ -291,10 +291,10 @@ typedef struct dc_recv {
 typedef struct dc_pe {
     TESS_ALIGNED dc_recv_t *recv_free;
     int                     nrecv;
-    int                     nsev;
     struct dc_sev          *sev_free;
-    int                     nev;
+    int                     nsev;
     tess_gpu_event_h        ev[DC_EV_CACHE];
+    int                     nev;
     _Atomic uint64_t        count[DC_C_N];
 } dc_pe_t;
 

@@ -329,7 +329,6 @@ tess_status_t tess_dc_validate(const tess_msg_t *m)
 
 /* ---- receiving --------------------------------------------------------------------------- */
 
-/* This thread's cache of free receive records (NULL on a thread that is not a PE). */
 dc_recv_t *dc_recv_begin(tess_msg_t *m, unsigned kind)
 {
     const dc_ctl_t  *c  = tess_msg_payload(m);
