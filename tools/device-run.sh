@@ -43,6 +43,13 @@
 #           and M = 4 at 1 x 4; medians of the host us per message beyond the launch, and new's
 #           ratio to each (the same binary: only the runtime differs). FG_BIND=core binds each
 #           run to as many cores as it has PEs (default: unbound)
+#   jacobi-ab  Jacobi2D ODF 16 (JAB_ODF) on one process against the fair MPI program on one
+#           rank, alternating, JAB_REPS rounds (default 5) of JAB_GRIDS (default "4096 8192") at
+#           JAB_PPNS PEs (default "1 4"), each binding of JAB_BINDS ("none core": unbound, or the
+#           process bound to as many cores as it has PEs) and of JAB_ENVS (default "-": the
+#           environment as it is; e.g. "- CUDA_DEVICE_MAX_CONNECTIONS=32 A=1,B=2": a variant per
+#           word, its variables set for both programs); each Tessera run's ratio to the MPI run
+#           of its round, binding and variant, and the medians (one run cannot decide a 1% goal)
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
 #           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
@@ -267,6 +274,50 @@ for ppn, m in (("1", "4"), ("1", "6"), ("1", "26"), ("4", "4")):
         med[lib] = statistics.median(v) if v else float("nan")
     print(f"{ppn:>3} {m:>3} " + "".join(f"{med[l]:10.3f}" for l in libs) +
           "".join(f"  {med['new'] / med[l]:10.3f}" for l in libs[:-1]))
+PY
+    ;;
+jacobi-ab)
+    jd=$b/examples/jacobi2d
+    csv=$work/jacobi-ab.csv
+    echo "round,bind,env,grid,ppn,mpi_ms,tess_ms,ratio" >"$csv"
+    ms_of() { echo "$1" | grep '^RESULT' | tr ' ' '\n' | sed -n 's/^ms_per_iter=//p'; }
+    bound() { # BIND PES: mpirun's binding options
+        if [ "$1" = core ]; then echo "--map-by slot:PE=$2 --bind-to core"; else echo "--bind-to none"; fi
+    }
+    t0=$SECONDS
+    for r in $(seq "${JAB_REPS:-5}"); do
+        for bind in ${JAB_BINDS:-none core}; do for e in ${JAB_ENVS:--}; do
+            vars=(); [ "$e" != - ] && IFS=, read -ra vars <<<"$e"
+            for g in ${JAB_GRIDS:-4096 8192}; do
+                it=1000; [ "$g" -gt 4096 ] && it=500; [ "$g" -gt 8192 ] && it=200
+                o=$(env "${vars[@]}" timeout 60 mpirun $(bound "$bind" 1) -np 1 "$jd/jacobi2d_mpi" -x "$g" -y "$g" \
+                    -i "$it" -w 10 2>&1)
+                echo "$o" >>"$work/jacobi-ab.log"
+                m=$(ms_of "$o")
+                for t in ${JAB_PPNS:-1 4}; do
+                    o=$(env "${vars[@]}" timeout 60 mpirun $(bound "$bind" "$t") -np 1 "$jd/jacobi2d_tess" +ppn "$t" \
+                        -x "$g" -y "$g" -i "$it" -w 10 -odf "${JAB_ODF:-16}" 2>&1)
+                    echo "$o" >>"$work/jacobi-ab.log"
+                    tm=$(ms_of "$o")
+                    ra=$(awk -v a="$tm" -v c="$m" 'BEGIN { if (a > 0 && c > 0) printf "%.4f", a / c }')
+                    echo "$r,$bind,${e//,/;},$g,$t,$m,$tm,$ra" >>"$csv"
+                done
+            done
+        done; done
+    done
+    note "jacobi-ab: $(($(wc -l <"$csv") - 1)) Tessera runs ($((SECONDS - t0)) s)"
+    cp "$csv" "$work/jacobi-ab.log" "$out/" 2>/dev/null
+    python3 - "$csv" <<'PY' | tee -a "$summary"
+import csv, statistics, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["ratio"]]
+print("Jacobi2D ODF 16 / MPI on one process (medians over rounds; each ratio to its round's MPI run)")
+print("bind  variant                         grid  PEs  rounds  MPI ms  Tessera ms  ratio (min-max)")
+def key_of(r): return (r["bind"], r["env"], int(r["grid"]), int(r["ppn"]))
+for key in sorted({key_of(r) for r in rows}):
+    v = [r for r in rows if key_of(r) == key]
+    q = [float(r["ratio"]) for r in v]
+    print(f"{key[0]:<5} {key[1]:<30} {key[2]:>5} {key[3]:>4} {len(v):>7} {statistics.median(float(r['mpi_ms']) for r in v):7.4f}"
+          f" {statistics.median(float(r['tess_ms']) for r in v):11.4f}  {statistics.median(q):.3f} ({min(q):.3f}-{max(q):.3f})")
 PY
     ;;
 sweeps)
