@@ -50,6 +50,10 @@
 #           environment as it is; e.g. "- CUDA_DEVICE_MAX_CONNECTIONS=32 A=1,B=2": a variant per
 #           word, its variables set for both programs); each Tessera run's ratio to the MPI run
 #           of its round, binding and variant, and the medians (one run cannot decide a 1% goal)
+#   jacobi-diag  where Jacobi2D ODF 16's time goes (DIAG_GRID, default 4096; 1 x 1 and 1 x 4 PEs
+#           and the MPI program): the CUDA runtime calls' counts and host time
+#           (build-cuda/libcudacalls.so, tools/cuda-calls.c), and, where the machine has Nsight
+#           Systems, tools/gpu-busy on a profile of each (GPU busy share, idle gaps, calls per thread)
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
 #           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
@@ -275,6 +279,26 @@ for ppn, m in (("1", "4"), ("1", "6"), ("1", "26"), ("4", "4")):
     print(f"{ppn:>3} {m:>3} " + "".join(f"{med[l]:10.3f}" for l in libs) +
           "".join(f"  {med['new'] / med[l]:10.3f}" for l in libs[:-1]))
 PY
+    ;;
+jacobi-diag)
+    jd=$b/examples/jacobi2d g=${DIAG_GRID:-4096}
+    nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
+        /usr/local/cuda/nsight-systems-*/bin/nsys 2>/dev/null | head -1)
+    note "nsys: ${nsys:-none}"
+    for run in mpi tess:1 tess:4; do
+        prog=jacobi2d_${run%%:*} args=(-x "$g" -y "$g" -i 1000 -w 10)
+        [ "$prog" = jacobi2d_tess ] && args+=(+ppn "${run#*:}" -odf 16)
+        note "== $run $g²: CUDA runtime calls (LD_PRELOAD libcudacalls.so)"
+        LD_PRELOAD=$b/libcudacalls.so timeout 60 mpirun --bind-to none -np 1 -x LD_PRELOAD \
+            "$jd/$prog" "${args[@]}" 2>&1 | grep -v ' warn ' | tee -a "$summary" >/dev/null
+        [ -n "$nsys" ] || continue
+        rep=$work/nsys-${run/:/-}
+        timeout 120 mpirun --bind-to none -np 1 "$nsys" profile -t cuda -s none --cpuctxsw=none \
+            --export=sqlite -f true -o "$rep" "$jd/$prog" "${args[@]}" >"$rep.log" 2>&1
+        note "== $run $g²: nsys (exit $?)"
+        "$top/tools/gpu-busy" "$rep.sqlite" update 2>&1 | tee -a "$summary" >/dev/null
+        rm -f "$rep.sqlite" "$rep.nsys-rep"
+    done
     ;;
 jacobi-ab)
     jd=$b/examples/jacobi2d
