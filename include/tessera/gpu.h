@@ -127,7 +127,27 @@ enum tess_entry_flags {
      * holds for the work enqueued within a phase: otherwise a copy may overwrite data that a
      * kernel still reads.
      */
-    TESS_ENTRY_SENDER_ORDERED = 1u << 2
+    TESS_ENTRY_SENDER_ORDERED = 1u << 2,
+    /**
+     * Within a process, offer the sender's buffers instead of a copy: the post function is
+     * called with dst[i] set to the sender's buffer i (NULL on paths between processes, as
+     * without the flag). Leaving dst[i] as it is takes buffer i in place: nothing is copied,
+     * the stream the post names waits for the sender's data, and the entry (and the work it
+     * enqueues on that stream, e.g. a kernel given the pointer) reads the sender's memory
+     * directly. Naming another destination copies as usual. So the post function records
+     * where each buffer's data is (dst[i] when it came non-NULL, else the destination it
+     * names) and the entry's work reads it from there.
+     *
+     * The sender's memory is read later than a copy would read it, by work the runtime does not
+     * track: the sender must not change or free it until its protocol orders that after the
+     * receiver's reads. True of a symmetric exchange double-buffered by iteration parity, as
+     * halos are: the sender writes this parity again only in the step after next, which waits
+     * for the receiver's next message, sent after the receiver's step that read this one. A
+     * send's `done` runs once the runtime is finished with the buffers, which says nothing of
+     * the receiver's later reads. Freeing device memory waits for the device (cudaFree does,
+     * and the host backend models it), so a migration between processes is safe.
+     */
+    TESS_ENTRY_IN_PLACE = 1u << 3
 };
 
 /** Register an entry that receives device messages (main; collective, as tess_entry_register). */

@@ -411,13 +411,21 @@ void dc_rb_flush(void)
     }
 }
 
+/* Whether buffer i of r is taken in place: its post left the offered source as destination
+ * (TESS_ENTRY_IN_PLACE). Nothing to copy then; the receiving stream's wait for the sender
+ * orders the reads. */
+static inline bool dc_in_place(const dc_recv_t *r, const dc_rec_d2d_t *rec, int i)
+{
+    return r->dst[i] == (void *)(uintptr_t)rec[i].src;
+}
+
 /* Whether a destination of r overlaps one of a held-back copy (which must then go first). */
-static int dc_rb_overlaps(const dc_recv_t *r)
+static int dc_rb_overlaps(const dc_recv_t *r, const size_t *bytes)
 {
     for (int i = 0; i < r->m.nbufs; i++)
-        for (int j = 0; j < dc_rb.ncopies && r->sizes[i]; j++) {
+        for (int j = 0; j < dc_rb.ncopies && bytes[i]; j++) {
             const char *a = r->dst[i], *b = dc_rb.copy[j].dst;
-            if (a < b + dc_rb.copy[j].size && b < a + r->sizes[i])
+            if (a < b + dc_rb.copy[j].size && b < a + bytes[i])
                 return 1;
         }
     return 0;
@@ -439,17 +447,26 @@ bool dc_d2d_recv(tess_msg_t *m)
     if (!sv)
         tess_fatal("device message from PE %d: a d2d control message without its ordering "
                    "event", m->hdr.src_pe);
+    const dc_rec_d2d_t *rec   = dc_recs((dc_ctl_t *)c);
+    size_t              bytes[TESS_DEV_MAX_BUFS]; /* to copy: 0 for a buffer taken in place */
+    int                 nplace = 0;
+    for (int i = 0; i < r->m.nbufs; i++) {
+        bool place = r->sizes[i] && dc_in_place(r, rec, i);
+        bytes[i]   = place ? 0 : r->sizes[i];
+        nplace += place;
+    }
+    if (nplace)
+        dc_count(DC_C_IN_PLACE, (uint64_t)nplace);
     batch = batch && !r->forward && !(r->flags & TESS_DC_WAIT_COMPLETE);
-    if (!batch || dc_rb_overlaps(r))
+    if (!batch || dc_rb_overlaps(r, bytes))
         dc_rb_flush();
-    const dc_rec_d2d_t *rec = dc_recs((dc_ctl_t *)c);
     if (batch) {
         dc_rb.sev[dc_rb.n] = sv; /* waited for at the flush */
         for (int i = 0; i < r->m.nbufs; i++)
-            if (r->sizes[i]) {
+            if (bytes[i]) {
                 dc_rb.copy[dc_rb.ncopies]   = (tess_gpu_copy_t){r->dst[i],
                                                                 (void *)(uintptr_t)rec[i].src,
-                                                                r->sizes[i]};
+                                                                bytes[i]};
                 dc_rb.stream[dc_rb.ncopies++] = r->stream;
             }
         dc_rb.r[dc_rb.n++] = r;
@@ -461,7 +478,7 @@ bool dc_d2d_recv(tess_msg_t *m)
     dc_after_wait(r->stream, dc_sev_release, sv);
     int last = -1;
     for (int i = 0; i < r->m.nbufs; i++)
-        if (r->sizes[i])
+        if (bytes[i])
             last = i;
     /* The last copy carries the completion that the source-done callback and a delivery after
      * completion wait for: a small one signals it from the copy itself. */
@@ -471,15 +488,20 @@ bool dc_d2d_recv(tess_msg_t *m)
         void         *src = (void *)(uintptr_t)rec[i].src;
         tess_status_t st  = TESS_OK;
         if (i == last && r->marked)
-            st = tess_core_gpu_copy_then(r->dst[i], src, r->sizes[i], r->stream,
+            st = tess_core_gpu_copy_then(r->dst[i], src, bytes[i], r->stream,
                                          c->msg_id ? dc_done_after_copy : dc_nothing,
                                          c->msg_id ? dc_done_arg(c->msg_id) : NULL);
-        else if (r->sizes[i])
-            st = tess_gpu->memcpy_async(r->dst[i], src, r->sizes[i], r->stream);
+        else if (bytes[i])
+            st = tess_gpu->memcpy_async(r->dst[i], src, bytes[i], r->stream);
         if (st != TESS_OK)
             tess_fatal("device message: copy failed: %s", tess_error_detail());
     }
-    dc_trace_copy_end(tr, r->stream, 0, dc_recv_bytes(r));
+    if (tess_unlikely(tr >= 0)) {
+        uint64_t moved = 0;
+        for (int i = 0; i < r->m.nbufs; i++)
+            moved += bytes[i];
+        dc_trace_copy_end(tr, r->stream, 0, moved);
+    }
     if (!r->marked)
         dc_done_after(r->stream, c->msg_id);
     dc_recv_finish(r);

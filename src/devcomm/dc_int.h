@@ -171,6 +171,7 @@ enum dc_count {
     DC_C_RB_SHARED,
     DC_C_RB_FLIPS,
     DC_C_RB_UNJOINED,
+    DC_C_IN_PLACE,
     DC_C_RDMA_IDLE_SENDS,
     DC_C_RDMA_IDLE_RECVS,
     DC_C_RDMA_QUIET_RECVS,

@@ -40,6 +40,7 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     stats_p->d2d_rb_shared    = n[DC_C_RB_SHARED];
     stats_p->d2d_rb_flips     = n[DC_C_RB_FLIPS];
     stats_p->d2d_rb_unjoined  = n[DC_C_RB_UNJOINED];
+    stats_p->d2d_in_place     = n[DC_C_IN_PLACE];
     stats_p->rdma_idle_sends  = n[DC_C_RDMA_IDLE_SENDS];
     stats_p->rdma_idle_recvs  = n[DC_C_RDMA_IDLE_RECVS];
     stats_p->rdma_quiet_recvs = n[DC_C_RDMA_QUIET_RECVS];
@@ -342,6 +343,11 @@ dc_recv_t *dc_recv_begin(tess_msg_t *m, unsigned kind)
         tess_fatal("out of memory receiving a device message");
     }
     memcpy(r->sizes, c->sizes, sizeof(r->sizes));
+    if (kind == DC_K_D2D) { /* the offer of the sources (TESS_ENTRY_IN_PLACE) */
+        const dc_rec_d2d_t *rec = dc_recs((dc_ctl_t *)c);
+        for (uint32_t i = 0; i < c->nbufs; i++)
+            r->dst[i] = (void *)(uintptr_t)rec[i].src;
+    }
     r->m = (tess_dc_msg_t){.a0 = c->a0, .a1 = c->a1, .src_pe = m->hdr.src_pe,
                            .header = dc_header(c, kind), .header_len = c->header_len,
                            .nbufs = (int)c->nbufs, .sizes = r->sizes};
@@ -358,6 +364,7 @@ dc_recv_t *dc_recv_begin(tess_msg_t *m, unsigned kind)
         r->forward = 1;
         r->stream  = dc.stream;
         r->flags   = 0;
+        memset(r->dst, 0, sizeof(r->dst));
         for (int i = 0; i < r->m.nbufs; i++)
             if (r->sizes[i] && tess_gpu->mem_alloc(r->sizes[i], &r->dst[i]) != TESS_OK)
                 tess_fatal("out of device memory forwarding a device message");
@@ -710,11 +717,13 @@ static void dc_print_stats(void)
     tess_dc_stats_t s;
     tess_dc_get_stats(&s);
     fprintf(stderr, "[tessera] process %d device messages: d2d %llu (in batches %llu: %llu copy "
-            "launches, %llu on a batch stream, %llu changes of choice), ipc %llu (staged %llu, "
-            "direct %llu), rdma %llu (staged %llu, direct %llu), waited for staging %llu\n",
+            "launches, %llu on a batch stream, %llu changes of choice; %llu buffers in place), "
+            "ipc %llu (staged %llu, direct %llu), rdma %llu (staged %llu, direct %llu), waited "
+            "for staging %llu\n",
             tess_rt.rank, (unsigned long long)s.sent[0], (unsigned long long)s.d2d_batched,
             (unsigned long long)s.d2d_rb_launches, (unsigned long long)s.d2d_rb_shared,
-            (unsigned long long)s.d2d_rb_flips, (unsigned long long)s.sent[1],
+            (unsigned long long)s.d2d_rb_flips, (unsigned long long)s.d2d_in_place,
+            (unsigned long long)s.sent[1],
             (unsigned long long)s.staged, (unsigned long long)s.direct,
             (unsigned long long)s.sent[2], (unsigned long long)s.rdma_staged,
             (unsigned long long)s.rdma_direct, (unsigned long long)s.deferred);

@@ -60,7 +60,10 @@ typedef struct tess_dc_ops {
      * On the PE the message was sent to, before any data moves: set dst[i] (device memory of at
      * least sizes[i] bytes) and *stream_p, and *flags_p. Return TESS_ERR_NOT_FOUND when the
      * target is not on this PE any more: the data is then received into temporary buffers and
-     * handed to forward().
+     * handed to forward(). A same-process (d2d) message comes with dst[i] set to the sender's
+     * buffer i, else NULL: a dst[i] left equal to the source is delivered in place (no copy;
+     * *stream_p waits for the sender's data), so post must clear the offer unless the target
+     * reads the sender's memory itself.
      */
     tess_status_t (*post)(tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p,
                           unsigned *flags_p);
@@ -136,6 +139,7 @@ typedef struct tess_dc_stats {
     uint64_t d2d_rb_shared;   /* those on a PE's batch stream, serving several streams */
     uint64_t d2d_rb_flips;    /* TESS_BATCH_STREAM=adapt: changes of a PE's choice */
     uint64_t d2d_rb_unjoined; /* receiving streams a batch stream did not wait for */
+    uint64_t d2d_in_place;    /* d2d buffers the receiver took in place (not copied) */
     uint64_t rdma_idle_sends; /* direct RDMA announced at once: the sender's stream was idle */
     uint64_t rdma_idle_recvs; /* direct RDMA gets started at once: the receiver's stream was idle */
     uint64_t rdma_quiet_recvs; /* of those, without asking the device: the PE had found the

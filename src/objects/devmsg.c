@@ -20,6 +20,8 @@ static tess_status_t devmsg_post(tess_dc_msg_t *m, void **dst, tess_gpu_stream_h
     obj_pe_t    *op;
     tess_entry_t entry;
     if ((uint32_t)m->a0 == TESS_OBJ_MIGRATE_ENTRY) {
+        for (int i = 0; i < m->nbufs; i++)
+            dst[i] = NULL;
         tess_obj_migrate_post(m, dst, stream_p);
         *flags_p = 0;
         return TESS_OK;
@@ -29,8 +31,9 @@ static tess_status_t devmsg_post(tess_dc_msg_t *m, void **dst, tess_gpu_stream_h
         return TESS_ERR_NOT_FOUND;
     const tess_entry_info_t *info   = &tess_obj_entries[entry];
     tess_stream_t            stream = tess_gpu->native_stream(e->stream);
-    for (int i = 0; i < m->nbufs; i++)
-        dst[i] = NULL;
+    if (!(info->flags & TESS_ENTRY_IN_PLACE)) /* dst[] holds devcomm's offer of the sources */
+        for (int i = 0; i < m->nbufs; i++)
+            dst[i] = NULL;
     op->current       = e;
     op->current_entry = entry;
     info->post(e, e->state, m->header, m->header_len, m->nbufs, m->sizes, dst, &stream);

@@ -88,7 +88,7 @@ tess_status_t tess_entry_register_device(const char *name, tess_dev_post_fn_t po
         return tess_error(TESS_ERR_INVALID, "tess_entry_register_device '%s': a post function "
                           "is required", name ? name : "?");
     if (flags & ~(unsigned)(TESS_ENTRY_WAIT_COMPLETE | TESS_ENTRY_BATCH |
-                            TESS_ENTRY_SENDER_ORDERED))
+                            TESS_ENTRY_SENDER_ORDERED | TESS_ENTRY_IN_PLACE))
         return tess_error(TESS_ERR_INVALID, "tess_entry_register_device '%s': unknown flags "
                           "0x%x", name ? name : "?", flags);
     if ((flags & TESS_ENTRY_SENDER_ORDERED) && !(flags & TESS_ENTRY_BATCH))

@@ -22,6 +22,11 @@
  * (TESS_BATCH_STREAM=on, the PE's batch stream).
  * TEST_EXPECT_RDMA_FAST=1 (one PE per process): every direct RDMA receive must have run its
  * entry on the PE that saw its gets complete (rdma_fast_recvs).
+ * TEST_IN_PLACE=1: the entry is registered with TESS_ENTRY_IN_PLACE. The post function must be
+ * offered exactly the sender's buffers for a message from its own process and nothing for one
+ * from another; it takes the even messages' offers in place (the check then reads the sender's
+ * memory, which stays unchanged until the end) and names its own buffers for the odd ones, and
+ * the runtime's in-place count must equal what the post functions kept.
  */
 #include "tess_test.h"
 #include "devcomm/devcomm.h"
@@ -44,8 +49,9 @@ static size_t max_size = SIZE_MAX;
 static const size_t sizes_menu[] = {0, 8, 1000, 4103, 70001, 300007};
 
 typedef struct hdr {
-    int32_t  src, seq, nbufs, pad;
+    int32_t  src, seq, nbufs, proc; /* proc: the sender's process */
     uint64_t sizes[MAX_BUFS];
+    uint64_t ptr[MAX_BUFS];         /* the sender's buffers (TEST_IN_PLACE checks the offer) */
 } hdr_t;
 
 /* Destinations the post function chose, found again by the entry through (src, seq): with
@@ -54,6 +60,7 @@ typedef struct posted {
     struct posted *next;
     int32_t        src, seq;
     void          *dev[MAX_BUFS];
+    int            own[MAX_BUFS]; /* dev[b] is ours (not the sender's, taken in place) */
 } posted_t;
 
 typedef struct elem {
@@ -61,6 +68,7 @@ typedef struct elem {
     posted_t *posted;
     posted_t *later;   /* TEST_SRC_STREAM=busy: delivered, checked after the run */
     int      errors;
+    int64_t  offered, kept; /* TEST_IN_PLACE: buffers offered in place, and taken */
     int      pe;       /* where go ran: every done callback must run there too */
     /* Host copies the sender keeps until its device copy ran (freed at the end). */
     void   *(*host_src)[MAX_BUFS];
@@ -71,11 +79,13 @@ typedef struct elem {
 typedef struct check {
     hdr_t  h;
     void  *dev[MAX_BUFS];
+    int    own[MAX_BUFS];
     void  *host[MAX_BUFS];
 } check_t;
 
 static tess_array_h arr;
 static int          wait_complete; /* TEST_WAIT_COMPLETE */
+static int          in_place;      /* TEST_IN_PLACE */
 static tess_entry_t E_GO, E_MSG, E_CHECK;
 static int64_t      n;
 
@@ -226,7 +236,9 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
             int64_t dst;
             hdr_t  *h = &hs[g];
             plan(me, s, &dst, h);
+            h->proc = tess_process();
             for (int b = 0; b < h->nbufs; b++) {
+                h->ptr[b]  = (uint64_t)(uintptr_t)el->dev_src[s][b];
                 bufs[g][b] = (tess_dev_buf_t){el->dev_src[s][b], h->sizes[b]};
                 if (h->sizes[b] && src_stream_mode != 3)
                     CHECK_OK(tess_gpu_memcpy_async(el->dev_src[s][b], el->host_src[s][b],
@@ -264,10 +276,25 @@ static void post(tess_ctx_h ctx, void *e, const void *header, size_t header_len,
     p->seq = h->seq;
     for (int b = 0; b < nbufs; b++) {
         CHECK(sizes[b] == h->sizes[b]);
+        if (in_place && h->proc != tess_process())
+            CHECK_MSG(!dst[b], "message %d of element %d (process %d): buffer %d offered in "
+                      "place across processes", h->seq, h->src, h->proc, b);
+        if (in_place && dst[b]) {
+            CHECK_MSG(dst[b] == (void *)(uintptr_t)h->ptr[b], "message %d of element %d: "
+                      "buffer %d offered at %p, sent from %p", h->seq, h->src, b, dst[b],
+                      (void *)(uintptr_t)h->ptr[b]);
+            el->offered += sizes[b] > 0;
+            if (h->seq % 2 == 0 && sizes[b]) {
+                el->kept++;
+                p->dev[b] = dst[b]; /* read where it lies */
+                continue;
+            }
+        }
         dst[b] = NULL;
         if (sizes[b])
             CHECK_OK(tess_gpu_malloc(&dst[b], sizes[b]));
         p->dev[b] = dst[b];
+        p->own[b] = 1;
     }
     p->next    = el->posted;
     el->posted = p;
@@ -290,6 +317,7 @@ static void copy_out(check_t *c, const posted_t *p, tess_stream_t st)
 {
     for (int b = 0; b < c->h.nbufs; b++) {
         c->dev[b]  = p->dev[b];
+        c->own[b]  = p->own[b];
         c->host[b] = NULL;
         if (!c->h.sizes[b])
             continue;
@@ -350,7 +378,8 @@ static void check_bytes(tess_ctx_h ctx, elem_t *el, const check_t *c)
             }
         }
         free(c->host[b]);
-        CHECK_OK(tess_gpu_free(c->dev[b]));
+        if (c->own[b])
+            CHECK_OK(tess_gpu_free(c->dev[b]));
     }
     el->checked++;
 }
@@ -371,11 +400,12 @@ static void start(void *arg)
 static int64_t totals[4];
 static int     errors;
 
-static void collect(tess_ctx_h ctx, void *e, void *arg)
+/* TEST_SRC_STREAM=busy or ready: the deliveries kept for now (every stream is idle), before
+ * any element frees its sources (TEST_IN_PLACE: some of them are read where they lie). */
+static void check_later(tess_ctx_h ctx, void *e, void *arg)
 {
     (void)arg;
     elem_t *el = e;
-    /* TEST_SRC_STREAM=busy or ready: the deliveries kept for now (every stream is idle). */
     for (posted_t *p = el->later, *next; p; p = next) {
         next = p->next;
         check_t c;
@@ -387,6 +417,12 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
         free(p);
     }
     el->later = NULL;
+}
+
+static void collect(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    elem_t *el = e;
     if (el->received != el->expected || el->checked != el->expected || el->done != el->sent ||
         el->sent != MSGS) {
         fprintf(stderr, "element %lld: sent %lld done %lld received %lld checked %lld "
@@ -398,6 +434,8 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
     errors += el->errors;
     totals[0] += el->sent;
     totals[1] += el->received;
+    totals[2] += el->offered;
+    totals[3] += el->kept;
     for (int s = 0; s < MSGS; s++)
         for (int b = 0; b < MAX_BUFS; b++) {
             if (src_stream_mode == 1)
@@ -434,9 +472,11 @@ int main(int argc, char **argv)
     CHECK_OK(tess_entry_register("go", go, &E_GO));
     wait_complete = getenv("TEST_WAIT_COMPLETE") && atoi(getenv("TEST_WAIT_COMPLETE"));
     int recv_batch = getenv("TEST_RECV_BATCH") && atoi(getenv("TEST_RECV_BATCH"));
+    in_place       = getenv("TEST_IN_PLACE") && atoi(getenv("TEST_IN_PLACE"));
     CHECK_OK(tess_entry_register_device("msg", post, on_msg,
                                         (wait_complete ? TESS_ENTRY_WAIT_COMPLETE : 0) |
-                                            (recv_batch ? TESS_ENTRY_BATCH : 0),
+                                            (recv_batch ? TESS_ENTRY_BATCH : 0) |
+                                            (in_place ? TESS_ENTRY_IN_PLACE : 0),
                                         &E_MSG));
     CHECK_OK(tess_entry_register("check", on_check, &E_CHECK));
     tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME, .name = "devmsg", .ndims = 1,
@@ -445,9 +485,11 @@ int main(int argc, char **argv)
     double t0 = MPI_Wtime();
     CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
     double t1 = MPI_Wtime();
+    CHECK_OK(tess_array_foreach(arr, check_later, NULL));
+    MPI_Barrier(MPI_COMM_WORLD); /* every process checked what it read in place */
     CHECK_OK(tess_array_foreach(arr, collect, NULL));
-    int64_t all[2];
-    MPI_Allreduce(totals, all, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    int64_t all[4];
+    MPI_Allreduce(totals, all, 4, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     int all_errors = 0;
     MPI_Allreduce(&errors, &all_errors, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     CHECK_MSG(all_errors == 0, "%d errors", all_errors);
@@ -456,12 +498,20 @@ int main(int argc, char **argv)
     /* Which paths carried the messages (summed over processes). */
     tess_dc_stats_t st;
     tess_dc_get_stats(&st);
-    uint64_t mine[12] = {st.sent[0], st.sent[1], st.sent[2], st.deferred,
+    uint64_t mine[13] = {st.sent[0], st.sent[1], st.sent[2], st.deferred,
                          st.staged + st.rdma_staged, st.direct + st.rdma_direct,
                          st.d2d_events, st.staged_parted, st.direct_idle, st.direct,
-                         st.d2d_batched, st.d2d_rb_shared};
-    uint64_t sum[12];
-    MPI_Allreduce(mine, sum, 12, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+                         st.d2d_batched, st.d2d_rb_shared, st.d2d_in_place};
+    uint64_t sum[13];
+    MPI_Allreduce(mine, sum, 13, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    /* TEST_IN_PLACE: the runtime took in place exactly what the post functions kept (and, on
+     * a path within a process, something was offered); without it, nothing. */
+    CHECK_MSG(sum[12] == (uint64_t)all[3], "%llu buffers delivered in place, %lld kept by the "
+              "post functions (%lld offered)", (unsigned long long)sum[12], (long long)all[3],
+              (long long)all[2]);
+    if (in_place && sum[0] > 0)
+        CHECK_MSG(all[2] > 0 && all[3] > 0, "%llu d2d messages, %lld buffers offered in place, "
+                  "%lld kept", (unsigned long long)sum[0], (long long)all[2], (long long)all[3]);
     /* TEST_EXPECT_SHARED=1 (with TESS_BATCH_STREAM=on): some batches served several elements'
      * streams with one copy operation on the PE's batch stream. */
     if (getenv("TEST_EXPECT_SHARED") && atoi(getenv("TEST_EXPECT_SHARED")))
