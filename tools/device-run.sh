@@ -48,7 +48,8 @@
 #           JAB_PPNS PEs (default "1 4"), each binding of JAB_BINDS ("none core": unbound, or the
 #           process bound to as many cores as it has PEs) and of JAB_ENVS (default "-": the
 #           environment as it is; e.g. "- CUDA_DEVICE_MAX_CONNECTIONS=32 A=1,B=2": a variant per
-#           word, its variables set for both programs); each Tessera run's ratio to the MPI run
+#           word, its variables set for both programs; a word that starts with - gives jacobi2d_tess
+#           options instead, ':' for spaces: "-halos:copy"); each Tessera run's ratio to the MPI run
 #           of its round, binding and variant, and the medians (one run cannot decide a 1% goal)
 #   jacobi-diag  where Jacobi2D ODF 16's time goes (DIAG_GRID, default 4096; 1 x 1 and 1 x 4 PEs
 #           and the MPI program): the CUDA runtime calls' counts and host time
@@ -311,7 +312,8 @@ jacobi-ab)
     t0=$SECONDS
     for r in $(seq "${JAB_REPS:-5}"); do
         for bind in ${JAB_BINDS:-none core}; do for e in ${JAB_ENVS:--}; do
-            vars=(); [ "$e" != - ] && IFS=, read -ra vars <<<"$e"
+            vars=() targs=()
+            case $e in -) ;; -*) read -ra targs <<<"${e//:/ }" ;; *) IFS=, read -ra vars <<<"$e" ;; esac
             for g in ${JAB_GRIDS:-4096 8192}; do
                 it=1000; [ "$g" -gt 4096 ] && it=500; [ "$g" -gt 8192 ] && it=200
                 o=$(env "${vars[@]}" timeout 60 mpirun $(bound "$bind" 1) -np 1 "$jd/jacobi2d_mpi" -x "$g" -y "$g" \
@@ -320,7 +322,7 @@ jacobi-ab)
                 m=$(ms_of "$o")
                 for t in ${JAB_PPNS:-1 4}; do
                     o=$(env "${vars[@]}" timeout 60 mpirun $(bound "$bind" "$t") -np 1 "$jd/jacobi2d_tess" +ppn "$t" \
-                        -x "$g" -y "$g" -i "$it" -w 10 -odf "${JAB_ODF:-16}" 2>&1)
+                        -x "$g" -y "$g" -i "$it" -w 10 -odf "${JAB_ODF:-16}" "${targs[@]}" 2>&1)
                     echo "$o" >>"$work/jacobi-ab.log"
                     tm=$(ms_of "$o")
                     ra=$(awk -v a="$tm" -v c="$m" 'BEGIN { if (a > 0 && c > 0) printf "%.4f", a / c }')

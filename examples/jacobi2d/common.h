@@ -19,13 +19,14 @@ typedef struct jac_opts {
     double  heavy;        /* blocks whose first row lies in the first `heavy` of the grid */
     int     verify;       /* compare with a serial computation */
     int     lb_period;    /* Tessera: load-balance every N iterations (0: never) */
+    int     halos_in_place; /* Tessera: read halos of chares of the process where they lie */
 } jac_opts_t;
 
 static inline void jac_usage(const char *prog)
 {
     fprintf(stderr,
             "usage: %s [-x NX] [-y NY] [-i ITERS] [-w WARMUP] [-odf N] [-d PXxPY]\n"
-            "          [-imbalance K] [-heavy FRACTION] [-lb PERIOD] [-verify]\n"
+            "          [-imbalance K] [-heavy FRACTION] [-lb PERIOD] [-halos MODE] [-verify]\n"
             "  -x, -y       interior grid size (default 512 x 512)\n"
             "  -i           timed iterations (default 100); -w untimed ones before (default 5)\n"
             "  -odf         chares per GPU (Tessera only, default 8)\n"
@@ -33,6 +34,8 @@ static inline void jac_usage(const char *prog)
             "  -imbalance   blocks starting in the first FRACTION of the rows (-heavy, default\n"
             "               0.25) do K times the work per iteration (same result)\n"
             "  -lb          Tessera: a load-balancing step every PERIOD iterations\n"
+            "  -halos       Tessera: `inplace` (default): the update reads the halos of chares\n"
+            "               of the same process where they lie; `copy`: copied in first\n"
             "  -verify      compare the checksum with a serial computation (small grids)\n",
             prog);
 }
@@ -41,7 +44,7 @@ static inline void jac_usage(const char *prog)
 static inline jac_opts_t jac_parse(int argc, char **argv, int rank)
 {
     jac_opts_t o = {.nx = 512, .ny = 512, .iters = 100, .warmup = 5, .odf = 8,
-                    .imbalance = 1, .heavy = 0.25};
+                    .imbalance = 1, .heavy = 0.25, .halos_in_place = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -62,6 +65,8 @@ static inline jac_opts_t jac_parse(int argc, char **argv, int rank)
             o.heavy = atof(v);
         else if (!strcmp(a, "-lb") && v)
             o.lb_period = atoi(v);
+        else if (!strcmp(a, "-halos") && v && (!strcmp(v, "inplace") || !strcmp(v, "copy")))
+            o.halos_in_place = !strcmp(v, "inplace");
         else if (!strcmp(a, "-d") && v) {
             if (sscanf(v, "%dx%d", &o.px, &o.py) != 2 || o.px < 1 || o.py < 1) {
                 if (rank == 0)

@@ -31,22 +31,40 @@ static inline TESS_HD double jac_stencil(double c, double n, double s, double w,
 /* One point of the update. The west and east neighbours of the first and last interior column
  * come from win/ein when given (received halos, instead of the ghost column), and those columns'
  * new values also go to wout/eout when given (the halos to send): packing and unpacking are
- * part of the update instead of kernels of their own. */
+ * part of the update instead of kernels of their own. `up` and `down` are the rows above and
+ * below row i from column 1 on (jac_row_above / jac_row_below): the ghost rows of `in`, or a
+ * neighbour's halo row read where it lies. */
 static inline TESS_HD void jac_update_point(const double *TESS_RESTRICT in,
                                             double *TESS_RESTRICT out, int64_t ld, int64_t by,
-                                            int64_t i, int64_t j, const double *TESS_RESTRICT win,
+                                            int64_t i, int64_t j, const double *up,
+                                            const double *down, const double *TESS_RESTRICT win,
                                             const double *TESS_RESTRICT ein,
                                             double *TESS_RESTRICT wout, double *TESS_RESTRICT eout)
 {
     const double *TESS_RESTRICT r = in + i * ld;
     double w = (j == 1 && win) ? win[i - 1] : r[j - 1];
     double e = (j == by && ein) ? ein[i - 1] : r[j + 1];
-    double v = jac_stencil(r[j], r[j - ld], r[j + ld], w, e);
+    double v = jac_stencil(r[j], up[j - 1], down[j - 1], w, e);
     out[i * ld + j] = v;
     if (j == 1 && wout)
         wout[i - 1] = v;
     if (j == by && eout)
         eout[i - 1] = v;
+}
+
+/* The row above interior row i from column 1: the north halo `nin` for the first row when
+ * given, else row i - 1 of `in` (for i = 1 its ghost row). */
+static inline TESS_HD const double *jac_row_above(const double *in, int64_t ld, int64_t i,
+                                                  const double *nin)
+{
+    return (i == 1 && nin) ? nin : in + (i - 1) * ld + 1;
+}
+
+/* The row below interior row i of bx from column 1: the south halo `sin` for the last row. */
+static inline TESS_HD const double *jac_row_below(const double *in, int64_t ld, int64_t i,
+                                                  int64_t bx, const double *sin)
+{
+    return (i == bx && sin) ? sin : in + (i + 1) * ld + 1;
 }
 
 /* ---- decomposition ------------------------------------------------------------------------ */
@@ -100,9 +118,11 @@ extern void (*jac_host_launch)(void *stream, jac_host_fn_t fn, const void *args,
 void jac_init_block(void *stream, double *t, int64_t bx, int64_t by, int north, int south,
                     int west, int east, double ghost);
 /** out interior ← update of in, `repeat` times (the same result: extra work for imbalance);
+ *  nin/sin: the north and south halo rows (by doubles) when they are not in in's ghost rows;
  *  win/ein/wout/eout as in jac_update_point (each may be NULL). */
 void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t by, int repeat,
-                const double *win, const double *ein, double *wout, double *eout);
+                const double *nin, const double *sin, const double *win, const double *ein,
+                double *wout, double *eout);
 /** buf[i] ← t[(i+1)*ld + col] for i < bx (pack a column: the first iteration's halos; later
  *  ones are written by jac_update). */
 void jac_pack_col(void *stream, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
@@ -114,7 +134,8 @@ void jac_row_sums(void *stream, const double *t, double *rows, int64_t bx, int64
 void jac_cuda_init_block(void *s, double *t, int64_t bx, int64_t by, int n, int so, int w, int e,
                          double ghost);
 void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t by, int repeat,
-                     const double *win, const double *ein, double *wout, double *eout);
+                     const double *nin, const double *sin, const double *win, const double *ein,
+                     double *wout, double *eout);
 void jac_cuda_pack_col(void *s, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
 void jac_cuda_row_sums(void *s, const double *t, double *rows, int64_t bx, int64_t by);
 #endif

@@ -123,7 +123,7 @@ int main(int argc, char **argv)
                 if (nbr[d] >= 0)
                     app_copy(dst[d], hrecv[d], sizeof(double) * (size_t)len[d]);
         tr = app_trace_begin();
-        jac_update(app_stream, a, t[1 - k % 2], bx, by, work, win, ein, wout, eout);
+        jac_update(app_stream, a, t[1 - k % 2], bx, by, work, NULL, NULL, win, ein, wout, eout);
         app_trace_end("update", tr);
     }
     jac_row_sums(app_stream, t[(opt.warmup + opt.iters) % 2], rows, bx, by);

@@ -31,6 +31,9 @@ typedef struct block {
     int      nnbrs, work;
     double  *t[2];
     double  *colbuf[2][2][2]; /* [send/recv][parity][west/east] */
+    /* Where the halo of each side and parity lies (set by halo_post): this block's ghost row or
+     * receive column, or, taken in place, the neighbour's own row or send column. */
+    const double *halo[4][2];
     double  *rows;         /* device row sums */
     double  *rows_host;
     int      iter, target;
@@ -200,8 +203,10 @@ static void advance(tess_ctx_h ctx, block_t *b)
         /* The received columns are read, and the next columns to send written, by the update. */
         tess_trace_begin(ctx, "update"); /* the kernel on the timeline (TESS_TRACE) */
         jac_update(s, b->t[p], b->t[1 - p], b->bx, b->by, b->work,
-                   b->nbr[DIR_W] ? b->colbuf[1][p][0] : NULL,
-                   b->nbr[DIR_E] ? b->colbuf[1][p][1] : NULL,
+                   b->nbr[DIR_N] ? b->halo[DIR_N][p] : NULL,
+                   b->nbr[DIR_S] ? b->halo[DIR_S][p] : NULL,
+                   b->nbr[DIR_W] ? b->halo[DIR_W][p] : NULL,
+                   b->nbr[DIR_E] ? b->halo[DIR_E][p] : NULL,
                    b->nbr[DIR_W] ? b->colbuf[0][1 - p][0] : NULL,
                    b->nbr[DIR_E] ? b->colbuf[0][1 - p][1] : NULL);
         tess_trace_end(ctx, "update");
@@ -234,12 +239,18 @@ static void halo_post(tess_ctx_h ctx, void *e, const void *header, size_t header
     const halo_hdr_t *h  = header;
     int               p  = h->iter % 2;
     int64_t           ld = b->by + 2;
-    switch (h->dir) {
-    case DIR_N: dst[0] = b->t[p] + 1; break;
-    case DIR_S: dst[0] = b->t[p] + (b->bx + 1) * ld + 1; break;
-    case DIR_W: dst[0] = b->colbuf[1][p][0]; break;
-    default:    dst[0] = b->colbuf[1][p][1]; break;
+    /* Within a process the runtime offers the neighbour's buffer (TESS_ENTRY_IN_PLACE, -halos
+     * inplace): the update reads it there. The neighbour writes it again two iterations on,
+     * after this block's next halo to it, which goes out after the update that reads it. */
+    if (!dst[0]) {
+        switch (h->dir) {
+        case DIR_N: dst[0] = b->t[p] + 1; break;
+        case DIR_S: dst[0] = b->t[p] + (b->bx + 1) * ld + 1; break;
+        case DIR_W: dst[0] = b->colbuf[1][p][0]; break;
+        default:    dst[0] = b->colbuf[1][p][1]; break;
+        }
     }
+    b->halo[h->dir][p] = dst[0];
 }
 
 static void on_halo(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -348,7 +359,9 @@ int main(int argc, char **argv)
 
     if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
         tess_entry_register_device("halo", halo_post, on_halo,
-                                   TESS_ENTRY_BATCH | TESS_ENTRY_SENDER_ORDERED, &E_HALO) != TESS_OK ||
+                                   TESS_ENTRY_BATCH | TESS_ENTRY_SENDER_ORDERED |
+                                       (opt.halos_in_place ? TESS_ENTRY_IN_PLACE : 0),
+                                   &E_HALO) != TESS_OK ||
         tess_entry_register("summed", on_summed, &E_SUMMED) != TESS_OK ||
         tess_entry_register("result", on_result, &E_RESULT) != TESS_OK ||
         tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK) {

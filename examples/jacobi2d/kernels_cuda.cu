@@ -24,22 +24,25 @@ static __global__ void k_init(double *t, int64_t bx, int64_t by, int n, int s, i
  * same for every thread of a block, so the others run the plain stencil. (With the halo tests
  * in every thread the kernel took about 20% longer on the H200, with or without halos.) */
 static __global__ void k_update(const double *__restrict__ in, double *__restrict__ out,
-                                int64_t bx, int64_t by, const double *__restrict__ win,
-                                const double *__restrict__ ein, double *__restrict__ wout,
-                                double *__restrict__ eout)
+                                int64_t bx, int64_t by, const double *nin, const double *sin,
+                                const double *__restrict__ win, const double *__restrict__ ein,
+                                double *__restrict__ wout, double *__restrict__ eout)
 {
     int64_t ld = by + 2;
-    for (int64_t i = (int64_t)blockIdx.y + 1; i <= bx; i += gridDim.y)
+    for (int64_t i = (int64_t)blockIdx.y + 1; i <= bx; i += gridDim.y) {
+        const double *up   = jac_row_above(in, ld, i, nin);
+        const double *down = jac_row_below(in, ld, i, bx, sin);
         for (int64_t j0 = (int64_t)blockIdx.x * blockDim.x + 1; j0 <= by;
              j0 += (int64_t)blockDim.x * gridDim.x) {
             int64_t j = j0 + threadIdx.x;
             if (j > by)
                 continue;
             if (j0 == 1 || j0 + blockDim.x > by)
-                jac_update_point(in, out, ld, by, i, j, win, ein, wout, eout);
+                jac_update_point(in, out, ld, by, i, j, up, down, win, ein, wout, eout);
             else
-                jac_update_point(in, out, ld, by, i, j, NULL, NULL, NULL, NULL);
+                jac_update_point(in, out, ld, by, i, j, up, down, NULL, NULL, NULL, NULL);
         }
+    }
 }
 
 static __global__ void k_pack_col(const double *t, double *buf, int64_t bx, int64_t by, int64_t col)
@@ -76,12 +79,14 @@ void jac_cuda_init_block(void *s, double *t, int64_t bx, int64_t by, int n, int 
 }
 
 void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t by, int repeat,
-                     const double *win, const double *ein, double *wout, double *eout)
+                     const double *nin, const double *sin, const double *win, const double *ein,
+                     double *wout, double *eout)
 {
     dim3 block(256);
     dim3 grid((unsigned)((by + 255) / 256), (unsigned)(bx < 65535 ? bx : 65535));
     for (int r = 0; r < repeat; r++)
-        k_update<<<grid, block, 0, (cudaStream_t)s>>>(in, out, bx, by, win, ein, wout, eout);
+        k_update<<<grid, block, 0, (cudaStream_t)s>>>(in, out, bx, by, nin, sin, win, ein, wout,
+                                                      eout);
 }
 
 void jac_cuda_pack_col(void *s, const double *t, double *buf, int64_t bx, int64_t by, int64_t col)

@@ -64,7 +64,7 @@ typedef struct update_args {
     double       *out;
     int64_t       bx, by;
     int           repeat;
-    const double *win, *ein;
+    const double *nin, *sin, *win, *ein;
     double       *wout, *eout;
 } update_args_t;
 
@@ -76,25 +76,29 @@ static void host_update(void *p)
      * plain stencil, which the compiler vectorises. */
     for (int r = 0; r < a->repeat; r++)
         for (int64_t i = 1; i <= a->bx; i++) {
-            jac_update_point(a->in, a->out, ld, a->by, i, 1, a->win, a->ein, a->wout, a->eout);
+            const double *up   = jac_row_above(a->in, ld, i, a->nin);
+            const double *down = jac_row_below(a->in, ld, i, a->bx, a->sin);
+            jac_update_point(a->in, a->out, ld, a->by, i, 1, up, down, a->win, a->ein, a->wout,
+                             a->eout);
             for (int64_t j = 2; j < a->by; j++)
-                jac_update_point(a->in, a->out, ld, a->by, i, j, NULL, NULL, NULL, NULL);
+                jac_update_point(a->in, a->out, ld, a->by, i, j, up, down, NULL, NULL, NULL, NULL);
             if (a->by > 1)
-                jac_update_point(a->in, a->out, ld, a->by, i, a->by, a->win, a->ein, a->wout,
-                                 a->eout);
+                jac_update_point(a->in, a->out, ld, a->by, i, a->by, up, down, a->win, a->ein,
+                                 a->wout, a->eout);
         }
 }
 
 void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t by, int repeat,
-                const double *win, const double *ein, double *wout, double *eout)
+                const double *nin, const double *sin, const double *win, const double *ein,
+                double *wout, double *eout)
 {
 #ifdef JACOBI_CUDA
     if (jac_backend == JAC_CUDA) {
-        jac_cuda_update(stream, in, out, bx, by, repeat, win, ein, wout, eout);
+        jac_cuda_update(stream, in, out, bx, by, repeat, nin, sin, win, ein, wout, eout);
         return;
     }
 #endif
-    update_args_t a = {in, out, bx, by, repeat, win, ein, wout, eout};
+    update_args_t a = {in, out, bx, by, repeat, nin, sin, win, ein, wout, eout};
     launch(stream, host_update, &a, sizeof(a));
 }
 
@@ -175,7 +179,7 @@ double jac_serial_checksum(int64_t nx, int64_t ny, int iters)
     ia.t = b;
     host_init(&ia);
     for (int it = 0; it < iters; it++) {
-        update_args_t ua = {a, b, nx, ny, 1, NULL, NULL, NULL, NULL};
+        update_args_t ua = {a, b, nx, ny, 1, NULL, NULL, NULL, NULL, NULL, NULL};
         host_update(&ua);
         double *t = a;
         a         = b;
