@@ -333,6 +333,9 @@ jacobi-ab)
     done
     note "jacobi-ab: $(($(wc -l <"$csv") - 1)) Tessera runs ($((SECONDS - t0)) s)"
     cp "$csv" "$work/jacobi-ab.log" "$out/" 2>/dev/null
+    # The figure where matplotlib is (else: tools/jacobi-ab-plot CSV OUT.png here).
+    python3 -c 'import matplotlib' 2>/dev/null &&
+        "$top/tools/jacobi-ab-plot" "$csv" "$out/jacobi-ab.png" >/dev/null 2>&1
     python3 - "$csv" <<'PY' | tee -a "$summary"
 import csv, statistics, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["ratio"]]
