@@ -48,13 +48,15 @@
 #           JAB_PPNS PEs (default "1 4"), each binding of JAB_BINDS ("none core": unbound, or the
 #           process bound to as many cores as it has PEs) and of JAB_ENVS (default "-": the
 #           environment as it is; e.g. "- CUDA_DEVICE_MAX_CONNECTIONS=32 A=1,B=2": a variant per
-#           word, its variables set for both programs; a word that starts with - gives jacobi2d_tess
-#           options instead, ':' for spaces: "-halos:copy"); each Tessera run's ratio to the MPI run
-#           of its round, binding and variant, and the medians (one run cannot decide a 1% goal)
+#           word, its variables set for both programs; a word that starts with - gives
+#           jacobi2d_tess options instead, ':' for spaces: "-halos:copy"); each Tessera run's
+#           ratio to the MPI run of its round, binding and variant, and the medians (one run
+#           cannot decide a 1% goal)
 #   jacobi-diag  where Jacobi2D ODF 16's time goes (DIAG_GRID, default 4096; 1 x 1 and 1 x 4 PEs
 #           and the MPI program): the CUDA runtime calls' counts and host time
 #           (build-cuda/libcudacalls.so, tools/cuda-calls.c), and, where the machine has Nsight
-#           Systems, tools/gpu-busy on a profile of each (GPU busy share, idle gaps, calls per thread)
+#           Systems, tools/gpu-busy on a profile of each (GPU busy share, idle gaps, calls per
+#           thread)
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
 #           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
@@ -90,6 +92,15 @@ note "$(head -2 "$work/env.txt" | tail -1)"
 
 mps_on() { nvidia-cuda-mps-control -d 2>/dev/null && sleep 1; }
 mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; }
+# bind_opts BIND PES: mpirun's binding options, unbound (none) or the process bound to PES
+# cores (core).
+bind_opts() {
+    if [ "$1" = core ]; then
+        echo "--map-by slot:PE=$2 --bind-to core"
+    else
+        echo "--bind-to none"
+    fi
+}
 
 # cuda_lists SECONDS LIST...: the test lists on the GPU under MPS (the multi-process entries share
 # it): a summary line, the failures, and the logs into the stage's archive.
@@ -252,9 +263,8 @@ fg-ab)
             for cfg in "1 4" "1 6" "1 26" "4 4"; do
                 set -- $cfg
                 # FG_BIND=core: the process bound to as many cores as it has PEs.
-                bind=(--bind-to none)
-                [ "${FG_BIND:-none}" = core ] && bind=(--map-by "slot:PE=$1" --bind-to core)
-                o=$(LD_LIBRARY_PATH=$lp timeout 60 mpirun "${bind[@]}" -np 1 "$fg" -m "$2" \
+                o=$(LD_LIBRARY_PATH=$lp timeout 60 mpirun $(bind_opts "${FG_BIND:-none}" "$1") \
+                    -np 1 "$fg" -m "$2" \
                     +ppn "$1" -s 1000 -r 3 --no-raw --sender-ordered 2>&1)
                 echo "$o" >>"$work/fg-ab.log"
                 step=$(echo "$o" | sed -n 's/.*tess_us=\([0-9.]*\).*/\1/p' | tail -1)
@@ -306,9 +316,6 @@ jacobi-ab)
     csv=$work/jacobi-ab.csv
     echo "round,bind,env,grid,ppn,mpi_ms,tess_ms,ratio" >"$csv"
     ms_of() { echo "$1" | grep '^RESULT' | tr ' ' '\n' | sed -n 's/^ms_per_iter=//p'; }
-    bound() { # BIND PES: mpirun's binding options
-        if [ "$1" = core ]; then echo "--map-by slot:PE=$2 --bind-to core"; else echo "--bind-to none"; fi
-    }
     t0=$SECONDS
     for r in $(seq "${JAB_REPS:-5}"); do
         for bind in ${JAB_BINDS:-none core}; do for e in ${JAB_ENVS:--}; do
@@ -316,13 +323,14 @@ jacobi-ab)
             case $e in -) ;; -*) read -ra targs <<<"${e//:/ }" ;; *) IFS=, read -ra vars <<<"$e" ;; esac
             for g in ${JAB_GRIDS:-4096 8192}; do
                 it=1000; [ "$g" -gt 4096 ] && it=500; [ "$g" -gt 8192 ] && it=200
-                o=$(env "${vars[@]}" timeout 60 mpirun $(bound "$bind" 1) -np 1 "$jd/jacobi2d_mpi" -x "$g" -y "$g" \
-                    -i "$it" -w 10 2>&1)
+                o=$(env "${vars[@]}" timeout 60 mpirun $(bind_opts "$bind" 1) -np 1 \
+                    "$jd/jacobi2d_mpi" -x "$g" -y "$g" -i "$it" -w 10 2>&1)
                 echo "$o" >>"$work/jacobi-ab.log"
                 m=$(ms_of "$o")
                 for t in ${JAB_PPNS:-1 4}; do
-                    o=$(env "${vars[@]}" timeout 60 mpirun $(bound "$bind" "$t") -np 1 "$jd/jacobi2d_tess" +ppn "$t" \
-                        -x "$g" -y "$g" -i "$it" -w 10 -odf "${JAB_ODF:-16}" "${targs[@]}" 2>&1)
+                    o=$(env "${vars[@]}" timeout 60 mpirun $(bind_opts "$bind" "$t") -np 1 \
+                        "$jd/jacobi2d_tess" +ppn "$t" -x "$g" -y "$g" -i "$it" -w 10 \
+                        -odf "${JAB_ODF:-16}" "${targs[@]}" 2>&1)
                     echo "$o" >>"$work/jacobi-ab.log"
                     tm=$(ms_of "$o")
                     ra=$(awk -v a="$tm" -v c="$m" 'BEGIN { if (a > 0 && c > 0) printf "%.4f", a / c }')

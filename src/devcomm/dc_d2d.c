@@ -449,10 +449,12 @@ bool dc_d2d_recv(tess_msg_t *m)
                    "event", m->hdr.src_pe);
     const dc_rec_d2d_t *rec   = dc_recs((dc_ctl_t *)c);
     size_t              bytes[TESS_DEV_MAX_BUFS]; /* to copy: 0 for a buffer taken in place */
+    size_t              moved  = 0;
     int                 nplace = 0;
     for (int i = 0; i < r->m.nbufs; i++) {
         bool place = r->sizes[i] && dc_in_place(r, rec, i);
         bytes[i]   = place ? 0 : r->sizes[i];
+        moved += bytes[i];
         nplace += place;
     }
     if (nplace)
@@ -496,12 +498,7 @@ bool dc_d2d_recv(tess_msg_t *m)
         if (st != TESS_OK)
             tess_fatal("device message: copy failed: %s", tess_error_detail());
     }
-    if (tess_unlikely(tr >= 0)) {
-        uint64_t moved = 0;
-        for (int i = 0; i < r->m.nbufs; i++)
-            moved += bytes[i];
-        dc_trace_copy_end(tr, r->stream, 0, moved);
-    }
+    dc_trace_copy_end(tr, r->stream, 0, moved);
     if (!r->marked)
         dc_done_after(r->stream, c->msg_id);
     dc_recv_finish(r);
