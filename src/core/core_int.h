@@ -7,8 +7,8 @@
 
 #include "core.h"
 
-#define TESS_MSG_NCLS      6     /* pooled payload classes: 64 B … 64 KiB */
-#define TESS_MSG_POOL_MAX  1024  /* cached buffers per class per PE */
+#define TESS_MSG_NCLS      9     /* pooled payload classes: 64 B … 4 MiB (msg.c) */
+#define TESS_MSG_POOL_MAX  1024  /* cached buffers per class per PE, up to 64 KiB */
 #define TESS_HANDLER_MAX   32
 #define TESS_LAYER_MAX     8
 #define TESS_AM_CORE       0     /* net AM id of core messages */

@@ -6,7 +6,21 @@
 
 #include <stdlib.h>
 
-static const uint32_t msg_cls_cap[TESS_MSG_NCLS] = {64, 256, 1024, 4096, 16384, 65536};
+/* Classes past 64 KiB keep buffers that an exact-size allocation would map and unmap on every
+ * message: a fresh 256 KiB buffer costs its page faults and its unmap a TLB shootdown, which
+ * made a 256 KiB message between processes 1.3 ms one way on the test VM (raw UCX: 10 us).
+ * Their pools are capped by bytes (MSG_POOL_LARGE_BYTES a class a PE) and a buffer freed on
+ * another PE goes home at once, not in batches. Larger payloads are allocated exactly. */
+static const uint32_t msg_cls_cap[TESS_MSG_NCLS] = {64,         256,        1024,
+                                                    4096,       16384,      65536,
+                                                    256 << 10,  1u << 20,   4u << 20};
+#define MSG_CLS_LARGE        6         /* the first class past 64 KiB */
+#define MSG_POOL_LARGE_BYTES (8u << 20)
+
+static inline unsigned msg_pool_max(uint32_t cls)
+{
+    return cls < MSG_CLS_LARGE ? TESS_MSG_POOL_MAX : MSG_POOL_LARGE_BYTES / msg_cls_cap[cls];
+}
 
 static inline uint32_t msg_cls(size_t size)
 {
@@ -31,7 +45,7 @@ static inline void msg_set_next(tess_msg_t *m, tess_msg_t *next)
 static void msg_pool_put(tess_pe_t *pe, tess_msg_t *m)
 {
     uint16_t c = m->cls;
-    if (pe->npool[c] >= TESS_MSG_POOL_MAX) {
+    if (pe->npool[c] >= msg_pool_max(c)) {
         free(m);
         return;
     }
@@ -115,7 +129,7 @@ void tess_core_msg_free(tess_msg_t *m)
     else
         c->head = m;
     c->tail = m;
-    if (++c->len >= MSG_RETURN_BATCH)
+    if (++c->len >= MSG_RETURN_BATCH || m->cls >= MSG_CLS_LARGE)
         msg_chain_flush(c, tess_core.pes[m->home]);
 }
 

@@ -1,6 +1,6 @@
 /* test_random: 200k messages (TESS_TEST_SCALE scales it; less under TSan) from random elements
  * to random elements on every PE, random sizes up to 2 KiB with a few large ones (up to
- * 160 KiB), each payload checksummed and carrying (src, dst, seq). Senders work in bursts from
+ * 160 KiB, one in ten of those up to 5 MiB: every pooled size class and past them), each payload checksummed and carrying (src, dst, seq). Senders work in bursts from
  * successive entries, so sends and receives interleave everywhere. The phase runs to
  * quiescence with no exit. Afterwards the per-pair counts and sequence checksums of what was
  * sent and what was received are summed over the ranks with MPI_Allreduce (from
@@ -72,7 +72,9 @@ static void burst(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         uint64_t r   = test_rand(&el->rng);
         int32_t  dst = (int32_t)(r % (uint64_t)n);
         size_t   len = sizeof(hdr_t) + (size_t)((r >> 20) % (2048 - sizeof(hdr_t) + 1));
-        if ((r >> 40) % 500 == 0)
+        if ((r >> 40) % 5000 == 0) /* fewer still from 160 KiB to 5 MiB */
+            len = (160 << 10) + (size_t)((r >> 8) % (5u << 20));
+        else if ((r >> 40) % 500 == 0)
             len = 32768 + (size_t)((r >> 8) % (128 * 1024)); /* a few large ones */
         int64_t seq = el->sent[dst]++;
         hdr_t   h   = {me, dst, seq, pseed(me, dst, seq), len};
