@@ -57,6 +57,10 @@
 #           (build-cuda/libcudacalls.so, tools/cuda-calls.c), and, where the machine has Nsight
 #           Systems, tools/gpu-busy on a profile of each (GPU busy share, idle gaps, calls per
 #           thread)
+#   msg     host messages between two processes (issue 18): the mpi message tests, bench/msg/run,
+#           bench/msg/size-sweep.sh (16 KiB to 4 MiB, the node eager limit against UCX's protocol,
+#           raw UCX in the same runs), and MSG_OLD_LIB's runtime (default build-cuda/old-lib) at
+#           256 KiB and 1 MiB against this one, alternating; about 6 minutes
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles
 #           balancing every 10, and 300 balancing every 20), bench/finegrain/run.sh
 #
@@ -459,6 +463,41 @@ lulesh-ab)
             >"$work/ncu-tess-256-split.csv" 2>>"$work/ncu.err"
     fi
     note "ncu exit $? ($((SECONDS - t0)) s)"
+    ;;
+msg)
+    # Host messages between processes (issue 18): the mpi message tests on this machine's UCX,
+    # bench/msg/run (latency and rate goals), the size sweep (node eager limit against UCX's
+    # protocol, raw UCX in the same runs), and the runtime of MSG_OLD_LIB (default
+    # build-cuda/old-lib: no pools past 64 KiB, UCX's protocol) at 256 KiB and 1 MiB with the
+    # same binary, alternating with this build.
+    export TESS_GPU=host OMPI_MCA_btl_vader_single_copy_mechanism=none
+    t0=$SECONDS
+    timeout 150 "$b/test/runtests" "${filter[@]}" --filter 'bigmsg|random|burst|fifo' mpi \
+        >"$work/tests.log" 2>&1
+    note "mpi message tests, host backend ($((SECONDS - t0)) s): $(grep -E '^[0-9]+ passed' "$work/tests.log" | tail -1)"
+    grep -E '^FAIL' "$work/tests.log" | head -10 | tee -a "$summary"
+    t0=$SECONDS
+    REPS=${MSG_REPS:-7} timeout 200 bench/msg/run "$work/run" "$b" >"$work/run.log" 2>&1
+    note "bench/msg/run exit $? ($((SECONDS - t0)) s)"
+    grep -A20 '^Goals' "$work/run.log" >>"$summary"
+    t0=$SECONDS
+    ALTS=${MSG_ALTS:-2} REPS=5 timeout 240 bench/msg/size-sweep.sh "$work/size" "$b" \
+        >"$work/size.log" 2>&1
+    note "size-sweep exit $? ($((SECONDS - t0)) s)"
+    sed -n '/^one-way/,$p' "$work/size.log" >>"$summary"
+    old=${MSG_OLD_LIB:-$b/old-lib}
+    for a in 1 2; do
+        for sz in 262144 1048576; do
+            for v in old new; do
+                lp=$LD_LIBRARY_PATH
+                [ "$v" = old ] && lp=$old:$LD_LIBRARY_PATH
+                r=$(LD_LIBRARY_PATH=$lp timeout 120 mpirun --allow-run-as-root --oversubscribe \
+                    --bind-to none -np 2 -x LD_LIBRARY_PATH "$b/bench/msg/bench_msg" +ppn 1 \
+                    --size $sz --reps 3 2>&1 | grep -E 'latency +[0-9]+ +raw-ucp-am ')
+                note "round $a $v: $r"
+            done
+        done
+    done
     ;;
 extras)
     t0=$SECONDS

@@ -39,6 +39,7 @@
 
 static int         rank, nprocs, ppn, reps = 7, rate_only, no_latency;
 static long        only_size = -1; /* --size: this latency point alone */
+#define MAX_SIZE (4 << 20)           /* the largest --size */
 static int         rounds    = 250; /* --rounds: bursts per sender in the rate measurement */
 static const char *csv_path;
 static FILE       *csv;
@@ -72,7 +73,7 @@ static void die(const char *what)
 
 static struct {
     _Alignas(64) _Atomic uint64_t slot[2]; /* slot[i]: last value written for thread i */
-    _Alignas(64) char payload[2][65536];
+    _Alignas(64) char payload[2][MAX_SIZE];
     int    iters;
     size_t size;
 } hand;
@@ -80,7 +81,7 @@ static struct {
 static void *hand_peer(void *arg)
 {
     (void)arg;
-    char buf[65536];
+    static char buf[MAX_SIZE];
     for (uint64_t i = 1; i <= (uint64_t)hand.iters; i++) {
         while (atomic_load_explicit(&hand.slot[1], memory_order_acquire) != i)
             ;
@@ -99,7 +100,7 @@ static double hand_latency_ns(size_t size, int iters)
     atomic_store(&hand.slot[1], 0);
     pthread_t t;
     pthread_create(&t, NULL, hand_peer, NULL);
-    char   buf[65536];
+    static char buf[MAX_SIZE];
     double t0 = now_ns();
     for (uint64_t i = 1; i <= (uint64_t)iters; i++) {
         memcpy(hand.payload[1], buf, size);
@@ -168,10 +169,11 @@ static struct {
     void         *rndv_desc; /* a rendezvous payload to fetch outside the callback */
     size_t        rndv_len;
     int           forward;   /* eager payloads too go to sink: the next hop sends a copy */
+    int           eager;     /* sends forced eager (UCP_AM_SEND_FLAG_EAGER) */
 } rx;
 
 /* Where the baseline receives: rendezvous payloads always, eager ones when it forwards. */
-static char sink[65536];
+static char sink[MAX_SIZE];
 
 static ucs_status_t raw_am_cb(void *arg, const void *header, size_t header_length, void *data,
                               size_t length, const ucp_am_recv_param_t *param)
@@ -245,6 +247,10 @@ static void raw_send(const void *buf, size_t size)
 {
     static uint64_t     hdr;
     ucp_request_param_t rp = {.op_attr_mask = 0};
+    if (rx.eager) {
+        rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        rp.flags        = UCP_AM_SEND_FLAG_EAGER;
+    }
     ucs_status_ptr_t    r  = ucp_am_send_nbx(rx.ep, 3, &hdr, sizeof(hdr), buf, size, &rp);
     if (UCS_PTR_IS_PTR(r)) {
         while (ucp_request_check_status(r) == UCS_INPROGRESS)
@@ -264,16 +270,22 @@ static void raw_wait(uint64_t count)
     }
 }
 
-/* forward 0: each side resends one buffer it never writes (its lines stay clean in the shared
- * cache, where the peer's get reads them). forward 1: each side receives a payload, copies it
- * into its send buffer and sends that, as tess_send does with the payload of the Tessera
- * ping-pong and as an application sends data it just wrote: the get then pulls lines last
- * written on the other core (docs/scale.md, section 1). */
-static double raw_am_latency_ns(size_t size, int iters, int forward)
+/* RAW_CLEAN: each side resends one buffer it never writes (its lines stay clean in the shared
+ * cache, where the peer's get reads them), by the protocol UCX picks. RAW_FWD: each side
+ * receives a payload, copies it into its send buffer and sends that, as tess_send does with the
+ * payload of the Tessera ping-pong and as an application sends data it just wrote: the get then
+ * pulls lines last written on the other core (docs/scale.md, section 1). RAW_EAGER: RAW_CLEAN
+ * with every send eager (copied through UCX's shared memory or bounce buffers, no rendezvous),
+ * the protocol Tessera takes to processes of its node up to TESS_NET_EAGER_NODE. */
+enum { RAW_CLEAN, RAW_FWD, RAW_EAGER };
+
+static double raw_am_latency_ns(size_t size, int iters, int how)
 {
-    static char clean[65536], out[65536];
-    char       *buf = forward ? out : clean;
-    rx.forward      = forward;
+    static char clean[MAX_SIZE], out[MAX_SIZE];
+    int         forward = how == RAW_FWD;
+    char       *buf     = forward ? out : clean;
+    rx.forward          = forward;
+    rx.eager            = how == RAW_EAGER;
     rx.received = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now_ns();
@@ -287,6 +299,7 @@ static double raw_am_latency_ns(size_t size, int iters, int forward)
             raw_wait((uint64_t)i);
     }
     double t1 = now_ns();
+    rx.eager = 0;
     return (t1 - t0) / (2.0 * iters);
 }
 
@@ -370,7 +383,7 @@ static void pp_ping(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 
 static void pp_start(void *arg)
 {
-    static char buf[65536];
+    static char buf[MAX_SIZE];
     (void)arg;
     if (rank != 0)
         return;
@@ -560,42 +573,60 @@ int main(int argc, char **argv)
     if (tess_array_create(&p, &rt_arr) != TESS_OK)
         die("tess_array_create");
 
-    static const size_t sizes[] = {0, 8, 1024, 65536};
-    double base[64], fwd[64], tess[64];
-    for (size_t s = 0; !rate_only && !no_latency && s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-        if (only_size >= 0 && sizes[s] != (size_t)only_size)
-            continue;
-        int iters = sizes[s] >= 65536 ? 2000 : 20000;
-        /* From 1 KiB between processes, also the baseline that forwards what it received. */
-        int with_fwd = xproc && sizes[s] >= 1024;
+    static const size_t sizes_all[] = {0, 8, 1024, 65536};
+    const size_t       *sizes  = sizes_all;
+    size_t              nsizes = sizeof(sizes_all) / sizeof(sizes_all[0]);
+    size_t              one    = (size_t)only_size;
+    if (only_size >= 0) {
+        if (only_size > MAX_SIZE) {
+            if (rank == 0)
+                fprintf(stderr, "bench_msg: --size %ld is over the largest, %d\n", only_size,
+                        MAX_SIZE);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        sizes  = &one;
+        nsizes = 1;
+    }
+    double base[64], fwd[64], eag[64], tess[64];
+    for (size_t s = 0; !rate_only && !no_latency && s < nsizes; s++) {
+        size_t size  = sizes[s];
+        int    iters = size >= (2 << 20) ? 200 : size >= (512 << 10) ? 500 : size >= 65536 ? 2000 : 20000;
+        /* From 1 KiB between processes, also the baselines that forward what they received and
+         * that send eagerly. */
+        int with_fwd = xproc && size >= 1024;
         /* Warm up all. */
-        tess_latency_ns(sizes[s], iters / 10);
+        tess_latency_ns(size, iters / 10);
         if (xproc)
-            raw_am_latency_ns(sizes[s], iters / 10, 0);
+            raw_am_latency_ns(size, iters / 10, RAW_CLEAN);
         else if (rank == 0)
-            hand_latency_ns(sizes[s], iters / 10);
-        if (with_fwd)
-            raw_am_latency_ns(sizes[s], iters / 10, 1);
+            hand_latency_ns(size, iters / 10);
+        if (with_fwd) {
+            raw_am_latency_ns(size, iters / 10, RAW_FWD);
+            raw_am_latency_ns(size, iters / 10, RAW_EAGER);
+        }
         for (int zc = 0; zc <= with_fwd; zc++) {
             pp.zero_copy = zc;
             if (zc)
-                tess_latency_ns(sizes[s], iters / 10);
+                tess_latency_ns(size, iters / 10);
             for (int r = 0; r < reps; r++) {
                 if (xproc)
-                    base[r] = raw_am_latency_ns(sizes[s], iters, 0) * 1e-3;
+                    base[r] = raw_am_latency_ns(size, iters, RAW_CLEAN) * 1e-3;
                 else
-                    base[r] = hand_latency_ns(sizes[s], iters) * 1e-3;
-                if (with_fwd)
-                    fwd[r] = raw_am_latency_ns(sizes[s], iters, 1) * 1e-3;
-                tess[r] = tess_latency_ns(sizes[s], iters) * 1e-3;
+                    base[r] = hand_latency_ns(size, iters) * 1e-3;
+                if (with_fwd) {
+                    fwd[r] = raw_am_latency_ns(size, iters, RAW_FWD) * 1e-3;
+                    eag[r] = raw_am_latency_ns(size, iters, RAW_EAGER) * 1e-3;
+                }
+                tess[r] = tess_latency_ns(size, iters) * 1e-3;
             }
             /* zc: zero-copy sends (tess_msg_alloc + tess_send_msg) against the baselines run
              * again. */
             const char *metric = zc ? "latency-zc" : "latency";
-            report(mode, metric, sizes[s], base, tess, "us",
-                   xproc ? "raw-ucp-am" : "spin-handoff");
-            if (with_fwd)
-                report(mode, metric, sizes[s], fwd, tess, "us", "raw-ucp-am-fwd");
+            report(mode, metric, size, base, tess, "us", xproc ? "raw-ucp-am" : "spin-handoff");
+            if (with_fwd) {
+                report(mode, metric, size, fwd, tess, "us", "raw-ucp-am-fwd");
+                report(mode, metric, size, eag, tess, "us", "raw-ucp-am-eager");
+            }
         }
         pp.zero_copy = 0;
     }

@@ -136,6 +136,11 @@ static const opt_t opts[] = {
       "an idle PE progresses the UCX workers of other PEs (which may be busy in long entries) "
       "once it has been idle this long; 0: on every pass that found nothing on its own"},
      OPT_INT, CFG(net_serve_us), 0, 1000000, NULL, 0},
+    {{"net_eager_node", "TESS_NET_EAGER_NODE", NULL, "64k",
+      "messages up to this size to a process of the same node are copied through UCX's shared "
+      "memory (eager) instead of fetched by a rendezvous get: faster for data the sender just "
+      "wrote; 0: UCX's own threshold (up to 64m)"},
+     OPT_SIZE, CFG(net_eager_node), 0, 64 << 20, NULL, 1},
     {{"coalesce", "TESS_COALESCE", "+tess-coalesce", "8k",
       "bytes of one batch of small messages (<= 1 KiB) to a process whose network is backed "
       "up; 0 turns coalescing off (512 to 64k)"},

@@ -57,6 +57,7 @@ typedef struct tess_config {
     int    peer_failure;     /* UCX's peer-failure handling on every endpoint */
     int    net_lanes;        /* 1: one UCX worker per process; 0: one per PE */
     int    net_serve_us;     /* idle this long before serving other PEs' UCX workers */
+    size_t net_eager_node;   /* largest message sent eagerly to a process of the node; 0: UCX's */
     size_t coalesce;         /* bytes of a batch of small messages to one process; 0: off */
     int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */
     int    coalesce_burst;   /* coalesce a handler's later messages to a process it sent to */

@@ -42,6 +42,13 @@ int tess_net_lanes(void)
     return net.nlanes;
 }
 
+void tess_net_eager_stats(size_t *limit_p, uint64_t *sends_p, uint64_t *bytes_p)
+{
+    *limit_p = net.eager_node;
+    *sends_p = atomic_load_explicit(&net.eager_sends, memory_order_relaxed);
+    *bytes_p = atomic_load_explicit(&net.eager_bytes, memory_order_relaxed);
+}
+
 int tess_net_rank(void) { return net.rank; }
 int tess_net_size(void) { return net.size; }
 
@@ -181,6 +188,40 @@ static int net_ucx_has_component(const char *name)
     return found;
 }
 
+/* net.same_node: which processes of `comm` share this one's node (MPI's shared-memory split). */
+static tess_status_t net_same_node_init(MPI_Comm comm)
+{
+    net.same_node = tess_calloc((size_t)net.size, 1, "the node map of processes");
+    if (!net.same_node)
+        return TESS_ERR_NO_MEMORY;
+    MPI_Comm node;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, net.rank, MPI_INFO_NULL, &node) !=
+        MPI_SUCCESS)
+        return tess_error(TESS_ERR_MPI, "tess_net_init: MPI_Comm_split_type failed");
+    int n = 0;
+    MPI_Comm_size(node, &n);
+    int *in  = tess_malloc((size_t)n * sizeof(int), "node ranks");
+    int *out = tess_malloc((size_t)n * sizeof(int), "node ranks");
+    MPI_Group gn, gc;
+    MPI_Comm_group(node, &gn);
+    MPI_Comm_group(comm, &gc);
+    tess_status_t st = in && out ? TESS_OK : TESS_ERR_NO_MEMORY;
+    if (st == TESS_OK) {
+        for (int i = 0; i < n; i++)
+            in[i] = i;
+        MPI_Group_translate_ranks(gn, n, in, gc, out);
+        for (int i = 0; i < n; i++)
+            if (out[i] >= 0 && out[i] < net.size)
+                net.same_node[out[i]] = 1;
+    }
+    MPI_Group_free(&gn);
+    MPI_Group_free(&gc);
+    MPI_Comm_free(&node);
+    free(in);
+    free(out);
+    return st;
+}
+
 static void net_device_get_config(ucp_config_t *config)
 {
     if (getenv("UCX_CUDA_IPC_ENABLE_GET_ZCOPY") || !net_ucx_has_component("cuda_ipc"))
@@ -198,6 +239,7 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
     net.nlanes = params->lanes > 0 ? params->lanes : 1;
     net.efd    = -1;
     net.epfd   = -1;
+    net.eager_node = params->eager_node;
     pthread_mutex_init(&net.ctx_lock, NULL);
 
     ucp_config_t *config;
@@ -241,8 +283,13 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
     char *all    = NULL;
     int  *displs = NULL;
     st = net_lanes_connect(params->comm, &all, &displs);
-    if (st != TESS_OK)
+    if (st == TESS_OK)
+        st = net_same_node_init(params->comm);
+    if (st != TESS_OK) {
+        free(all);
+        free(displs);
         goto err_destroy_lanes;
+    }
     tess_net_peer_hosts_init(params->comm, net.size);
     net_event_fd_init();
     /* Endpoints are created on first use (net_ep): init does not grow with the processes
@@ -260,6 +307,8 @@ err_cleanup_context:
     ucp_cleanup(net.context);
     net.context = NULL;
     pthread_mutex_destroy(&net.ctx_lock);
+    free(net.same_node);
+    net.same_node = NULL;
     return st;
 }
 
@@ -356,6 +405,8 @@ void tess_net_fini(void)
     free(net.addr_displs);
     net.addrs       = NULL;
     net.addr_displs = NULL;
+    free(net.same_node);
+    net.same_node = NULL;
     ucp_cleanup(net.context);
     net.context = NULL;
     pthread_mutex_destroy(&net.ctx_lock);
@@ -410,6 +461,14 @@ static tess_status_t net_post(net_lane_t *l, int dest, unsigned id, tess_net_hdr
         .cb.send      = net_send_cb,
         .user_data    = op,
     };
+    /* Within a node, eager (two copies through shared memory, no handshake) beats UCX's
+     * rendezvous (a CMA get) for data the sender just wrote: bench/msg, docs/scale.md §1. */
+    if (len > 0 && len <= net.eager_node && net.same_node[dest]) {
+        rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+        rp.flags = UCP_AM_SEND_FLAG_EAGER;
+        atomic_fetch_add_explicit(&net.eager_sends, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&net.eager_bytes, len, memory_order_relaxed);
+    }
     ucs_status_ptr_t req = ucp_am_send_nbx(p->ep, id, hdr, hdr_len, data, len, &rp);
     if (UCS_PTR_IS_ERR(req)) {
         net_op_put(op);

@@ -45,6 +45,9 @@ typedef struct tess_net_params {
     int      peer_failure; /* UCX's peer-failure handling: a peer process that is gone ends
                             * the job with a message naming it (tess_fatal from progress) */
     int      lanes;     /* UCX workers in this process (the same on every process); 0 means 1 */
+    size_t   eager_node; /* active-message payloads up to this size to a process of the same
+                          * node are sent eagerly (UCX's shared-memory copy), larger ones by
+                          * UCX's choice (a rendezvous get past its threshold); 0: all by UCX's */
 } tess_net_params_t;
 
 tess_status_t tess_net_init(const tess_net_params_t *params);
@@ -87,6 +90,10 @@ unsigned tess_net_progress_wait(void);
 unsigned tess_net_backlog(int dest);
 /** Operations started and not completed (sends, gets, rendezvous receives). */
 size_t   tess_net_outstanding(void);
+/** This process's active-message sends that went eagerly because their peer shares the node
+ *  (tess_net_params_t.eager_node): their number and payload bytes so far, and the limit (any
+ *  thread; the counts are exact once sends are done). */
+void     tess_net_eager_stats(size_t *limit_p, uint64_t *sends_p, uint64_t *bytes_p);
 
 /**
  * Blocking progress: arm every lane's worker for wake-up (one event fd covers them all); a lane

@@ -88,6 +88,9 @@ typedef struct net_state {
     int             efd;    /* lane 0's event fd, or an epoll set of every lane's */
     int             epfd;
     uint64_t        mem_types;
+    size_t          eager_node; /* payloads up to this to a process of this node go eagerly */
+    uint8_t        *same_node;  /* [process]: 1 if it runs on this node (its UCX: shared memory) */
+    _Atomic uint64_t eager_sends, eager_bytes; /* sends made eager by eager_node */
 } net_state_t;
 
 extern net_state_t tess_net_state_;
