@@ -58,7 +58,7 @@
 #           Systems, tools/gpu-busy on a profile of each (GPU busy share, idle gaps, calls per
 #           thread)
 #   msg     host messages between two processes (issue 18): the mpi message tests, bench/msg/run,
-#           bench/msg/size-sweep.sh (16 KiB to 4 MiB, the node eager limit against UCX's protocol,
+#           bench/msg/size-sweep.sh (16 KiB to 4 MiB: the node arena, eager, UCX's protocol,
 #           raw UCX in the same runs), and MSG_OLD_LIB's runtime (default build-cuda/old-lib) at
 #           256 KiB and 1 MiB against this one, alternating; about 6 minutes
 #   extras  LULESH load balancing on the host backend (the machine's idle cores; 100 cycles

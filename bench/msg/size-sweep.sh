@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # bench/msg/size-sweep.sh OUTDIR [BUILDDIR] — one-way latency of a message between two
-# processes of one node (1 PE each) from 16 KiB to 4 MiB (SIZES, bytes), Tessera with its node
-# eager limit (TESS_NET_EAGER_NODE as set, default 64k: "eager") and with UCX's own choice of
-# protocol (TESS_NET_EAGER_NODE=0: "ucx"), each against the raw UCX active-message ping-pongs
-# of the same run: "raw-ucp-am" (UCX's choice, a buffer never written: issue 18's baseline),
-# "raw-ucp-am-eager" (the same, every send eager) and "raw-ucp-am-fwd" (resends what it
-# received, as tess_send does). ALTS (default 2) alternations of both settings at each size,
-# REPS (default 5) repetitions in each launch. Writes OUTDIR/size.csv, a table of medians (the
-# ratio is the median of the paired ratios of every repetition), and OUTDIR/size.png.
+# processes of one node (1 PE each) from 16 KiB to 4 MiB (SIZES, bytes), Tessera in three
+# settings: "default" (the node message arena up to 1 MiB, then eager up to
+# TESS_NET_EAGER_NODE, then UCX's rendezvous), "eager" (TESS_MSG_SHM=0: no arena) and "ucx"
+# (no arena, TESS_NET_EAGER_NODE=0: UCX's own protocol), each against the raw UCX
+# active-message ping-pongs of the same run: "raw-ucp-am" (UCX's choice, a buffer never
+# written: issue 18's baseline), "raw-ucp-am-eager" (the same, every send eager) and
+# "raw-ucp-am-fwd" (resends what it received, as tess_send does). Both send forms: tess_send
+# ("latency") and tess_msg_alloc + tess_send_msg ("latency-zc"). ALTS (default 2) alternations
+# of the settings at each size, REPS (default 5) repetitions in each launch. Writes
+# OUTDIR/size.csv, a table of medians (a ratio is the median of the paired ratios of every
+# repetition), and OUTDIR/size.png.
 #
 # TESS_GPU defaults to host: the messages are host memory on either backend.
 set -uo pipefail
@@ -23,17 +26,19 @@ launch=(mpirun --bind-to none --oversubscribe)
 [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 export TESS_GPU=${TESS_GPU:-host}
-eager=${TESS_NET_EAGER_NODE:-64k}
 csv="$out/size.csv"
 echo "alt,setting,mode,metric,size,baseline,baseline_value,tessera_value,unit,ratio" >"$csv"
 for a in $(seq 1 "$alts"); do
     for s in $sizes; do
-        for setting in eager ucx; do
-            limit=$eager
-            [ "$setting" = ucx ] && limit=0
+        for setting in default eager ucx; do
+            case $setting in
+            default) envs=() ;;
+            eager) envs=(TESS_MSG_SHM=0) ;;
+            ucx) envs=(TESS_MSG_SHM=0 TESS_NET_EAGER_NODE=0) ;;
+            esac
             tmp=$(mktemp)
-            echo "alternation $a: $s bytes, TESS_NET_EAGER_NODE=$limit"
-            if ! TESS_NET_EAGER_NODE=$limit timeout 600 "${launch[@]}" -np 2 "$prog" +ppn 1 \
+            echo "alternation $a: $s bytes, $setting ${envs[*]}"
+            if ! env "${envs[@]}" timeout 600 "${launch[@]}" -np 2 "$prog" +ppn 1 \
                 --size "$s" --reps "$reps" --csv "$tmp"; then
                 rm -f "$tmp"
                 exit 1
@@ -43,29 +48,32 @@ for a in $(seq 1 "$alts"); do
         done
     done
 done
-/usr/bin/env python3 - "$csv" "$eager" <<'PY'
+/usr/bin/env python3 - "$csv" <<'PY'
 import csv, statistics, sys
-rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["metric"] == "latency"]
+rows = list(csv.DictReader(open(sys.argv[1])))
 med = lambda v: statistics.median(v) if v else float("nan")
-def pick(size, setting=None, base=None, col="tessera_value"):
-    return [float(r[col]) for r in rows if r["size"] == size
+def pick(size, metric, setting=None, base=None, col="tessera_value"):
+    return [float(r[col]) for r in rows if r["size"] == size and r["metric"] == metric
             and (setting is None or r["setting"] == setting)
             and (base is None or r["baseline"] == base)]
-print(f"\none-way us between two processes of one node (medians; ratio = median of paired "
-      f"ratios; Tessera 'eager' = TESS_NET_EAGER_NODE={sys.argv[2]}, 'ucx' = 0):")
-print(f"{'bytes':>8} {'raw UCX':>9} {'raw eager':>9} {'raw fwd':>9} {'eager':>9} {'ucx':>9} "
-      f"{'eager/raw':>9} {'ucx/raw':>8} {'eager/raw-eager':>15}")
+print("\none-way us between two processes of one node (medians; a ratio is the median of paired "
+      "ratios; 'zc' = tess_msg_alloc + tess_send_msg):")
+print(f"{'bytes':>8} {'raw UCX':>8} {'raw eager':>9} {'raw fwd':>8} {'default':>8} "
+      f"{'eager':>8} {'ucx':>8} {'default zc':>10} {'default/raw':>11} {'zc/raw':>7} "
+      f"{'ucx/raw':>7}")
 for size in sorted({r["size"] for r in rows}, key=int):
-    raw = pick(size, base="raw-ucp-am", col="baseline_value")
-    rawe = pick(size, base="raw-ucp-am-eager", col="baseline_value")
-    fwd = pick(size, base="raw-ucp-am-fwd", col="baseline_value")
-    te = pick(size, "eager", "raw-ucp-am")
-    tu = pick(size, "ucx", "raw-ucp-am")
-    re_ = pick(size, "eager", "raw-ucp-am", "ratio")
-    ru = pick(size, "ucx", "raw-ucp-am", "ratio")
-    ree = pick(size, "eager", "raw-ucp-am-eager", "ratio")
-    print(f"{size:>8} {med(raw):9.2f} {med(rawe):9.2f} {med(fwd):9.2f} {med(te):9.2f} "
-          f"{med(tu):9.2f} {med(re_):9.2f} {med(ru):8.2f} {med(ree):15.2f}")
+    L = "latency"
+    raw = pick(size, L, base="raw-ucp-am", col="baseline_value")
+    rawe = pick(size, L, base="raw-ucp-am-eager", col="baseline_value")
+    fwd = pick(size, L, base="raw-ucp-am-fwd", col="baseline_value")
+    t = {st: pick(size, L, st, "raw-ucp-am") for st in ("default", "eager", "ucx")}
+    zc = pick(size, "latency-zc", "default", "raw-ucp-am")
+    rd = pick(size, L, "default", "raw-ucp-am", "ratio")
+    rz = pick(size, "latency-zc", "default", "raw-ucp-am", "ratio")
+    ru = pick(size, L, "ucx", "raw-ucp-am", "ratio")
+    print(f"{size:>8} {med(raw):8.2f} {med(rawe):9.2f} {med(fwd):8.2f} {med(t['default']):8.2f} "
+          f"{med(t['eager']):8.2f} {med(t['ucx']):8.2f} {med(zc):10.2f} {med(rd):11.2f} "
+          f"{med(rz):7.2f} {med(ru):7.2f}")
 PY
 py=/usr/bin/python3
 if $py -c 'import matplotlib' 2>/dev/null; then
@@ -74,21 +82,22 @@ import csv, statistics, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["metric"] == "latency"]
+rows = list(csv.DictReader(open(sys.argv[1])))
 sizes = sorted({int(r["size"]) for r in rows})
 def line(f):
     return [statistics.median([float(v) for v in f(s)] or [float("nan")]) for s in sizes]
+def col(base=None, setting=None, metric="latency", value="tessera_value"):
+    return lambda s: [r[value] for r in rows if int(r["size"]) == s and r["metric"] == metric
+                      and (base is None or r["baseline"] == base)
+                      and (setting is None or r["setting"] == setting)]
 series = {
-    "raw UCX (its protocol, clean buffer)": lambda s: [r["baseline_value"] for r in rows
-        if int(r["size"]) == s and r["baseline"] == "raw-ucp-am"],
-    "raw UCX, eager": lambda s: [r["baseline_value"] for r in rows
-        if int(r["size"]) == s and r["baseline"] == "raw-ucp-am-eager"],
-    "raw UCX, forwarding what it received": lambda s: [r["baseline_value"] for r in rows
-        if int(r["size"]) == s and r["baseline"] == "raw-ucp-am-fwd"],
-    "Tessera, eager within the node": lambda s: [r["tessera_value"] for r in rows
-        if int(r["size"]) == s and r["setting"] == "eager" and r["baseline"] == "raw-ucp-am"],
-    "Tessera, UCX's protocol": lambda s: [r["tessera_value"] for r in rows
-        if int(r["size"]) == s and r["setting"] == "ucx" and r["baseline"] == "raw-ucp-am"],
+    "raw UCX (its protocol, clean buffer)": col("raw-ucp-am", value="baseline_value"),
+    "raw UCX, eager": col("raw-ucp-am-eager", value="baseline_value"),
+    "raw UCX, forwarding what it received": col("raw-ucp-am-fwd", value="baseline_value"),
+    "Tessera tess_send (arena, default)": col("raw-ucp-am", "default"),
+    "Tessera tess_send_msg (arena, default)": col("raw-ucp-am", "default", "latency-zc"),
+    "Tessera tess_send, no arena (eager to 64k)": col("raw-ucp-am", "eager"),
+    "Tessera tess_send, UCX's protocol": col("raw-ucp-am", "ucx"),
 }
 fig, ax = plt.subplots(figsize=(7, 4.5))
 for name, f in series.items():

@@ -141,6 +141,15 @@ static const opt_t opts[] = {
       "memory (eager) instead of fetched by a rendezvous get: faster for data the sender just "
       "wrote; 0: UCX's own threshold (up to 64m)"},
      OPT_SIZE, CFG(net_eager_node), 0, 64 << 20, NULL, 1},
+    {{"msg_shm", "TESS_MSG_SHM", NULL, "32m",
+      "bytes of each process's node message arena: messages from TESS_MSG_SHM_MIN to 1 MiB to "
+      "a process of the same node travel as a reference to the sender's buffer there (one copy "
+      "by tess_send, none by tess_send_msg); sparse, committed as slots are used; 0: off (from "
+      "1m)"},
+     OPT_SIZE, CFG(msg_shm), 1 << 20, 1L << 34, NULL, 1},
+    {{"msg_shm_min", "TESS_MSG_SHM_MIN", NULL, "8k",
+      "smallest message payload placed in the node message arena (1k to 1m)"},
+     OPT_SIZE, CFG(msg_shm_min), 1 << 10, 1 << 20, NULL, 0},
     {{"coalesce", "TESS_COALESCE", "+tess-coalesce", "8k",
       "bytes of one batch of small messages (<= 1 KiB) to a process whose network is backed "
       "up; 0 turns coalescing off (512 to 64k)"},

@@ -58,6 +58,8 @@ typedef struct tess_config {
     int    net_lanes;        /* 1: one UCX worker per process; 0: one per PE */
     int    net_serve_us;     /* idle this long before serving other PEs' UCX workers */
     size_t net_eager_node;   /* largest message sent eagerly to a process of the node; 0: UCX's */
+    size_t msg_shm;          /* bytes of each process's node message arena; 0: none */
+    size_t msg_shm_min;      /* smallest payload placed there */
     size_t coalesce;         /* bytes of a batch of small messages to one process; 0: off */
     int    coalesce_force;   /* coalesce whether or not the network is backed up (tests) */
     int    coalesce_burst;   /* coalesce a handler's later messages to a process it sent to */
@@ -114,6 +116,7 @@ typedef struct tess_msg {
 } __attribute__((aligned(16))) tess_msg_t;
 
 #define TESS_MSG_CLS_MALLOC 0xffffu
+#define TESS_MSG_CLS_SHM    0xfffeu  /* a slot of a node message arena (home: its owner) */
 #define TESS_MSG_NO_HOME    0xffffu
 
 static inline void *tess_msg_payload(tess_msg_t *m)
@@ -191,6 +194,15 @@ uint64_t tess_core_work_gen(void);
 /** Coalescing on this process since init: batches sent and the messages they carried (main,
  *  between phases). */
 void tess_core_coalesce_stats(uint64_t *batches_p, uint64_t *records_p);
+/** The node message arenas (msg_shm.c): whether this process has them, the payload sizes they
+ *  take, references this process sent and received, and allocations that found the arena's
+ *  class full (any thread). */
+typedef struct tess_msg_shm_stats {
+    int      on;
+    size_t   min, max;
+    uint64_t refs_sent, refs_recvd, full;
+} tess_msg_shm_stats_t;
+void tess_msg_shm_stats(tess_msg_shm_stats_t *stats);
 
 /** Account time spent in user code on this PE (LB idle/busy statistics). */
 typedef struct tess_pe_stats {

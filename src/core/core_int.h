@@ -13,6 +13,7 @@
 #define TESS_LAYER_MAX     8
 #define TESS_AM_CORE       0     /* net AM id of core messages */
 #define TESS_AM_BATCH      1     /* net AM id of a batch of coalesced core messages */
+#define TESS_AM_SHM        2     /* net AM id of a core message whose payload is in a node arena */
 #define TESS_COALESCE_MAX  1024  /* largest payload that is coalesced */
 
 typedef struct msg_chain {
@@ -169,6 +170,28 @@ void          tess_pe_loop(tess_pe_t *pe);
 void          tess_pe_wake(tess_pe_t *pe);
 void          tess_pe_wake_all(void);
 void          tess_pe_notify_gpu(void);
+
+/* msg_shm.c: node message arenas (see there). Init and fini on the main thread, collective
+ * over the runtime's communicator (fini after the PEs and the network are gone); the rest on
+ * any thread. */
+typedef struct tess_msg_shm_ref {
+    uint32_t owner; /* node index of the arena's process */
+    uint32_t slot;  /* among all of its slots */
+} tess_msg_shm_ref_t;
+tess_status_t tess_msg_shm_init(void);
+void          tess_msg_shm_fini(void);
+/** A buffer of the arena for `size` payload bytes; NULL when sizes like it do not go there or
+ *  its class is full. */
+tess_msg_t   *tess_msg_shm_alloc(size_t size);
+/** Back to its owner (m->cls == TESS_MSG_CLS_SHM). */
+void          tess_msg_shm_free(tess_msg_t *m);
+/** Whether a message in an arena can go to process `proc` as a reference. */
+int           tess_msg_shm_reaches(int proc);
+/** The reference that hands `m` over (the caller then never touches it again). */
+void          tess_msg_shm_ref(const tess_msg_t *m, tess_msg_shm_ref_t *ref);
+/** The message a reference from another process names, NULL if it names none of `size`
+ *  payload bytes (untrusted input). */
+tess_msg_t   *tess_msg_shm_resolve(const tess_msg_shm_ref_t *ref, uint64_t size);
 
 /* msg.c */
 void          tess_msg_deliver_local(tess_msg_t *m);

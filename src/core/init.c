@@ -279,6 +279,8 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
     if (st != TESS_OK)
         goto err_gpu_fini;
     st = tess_msg_net_init();
+    if (st == TESS_OK)
+        st = tess_msg_shm_init();
     if (st != TESS_OK)
         goto err_net_fini;
 
@@ -308,6 +310,7 @@ err_reduce_fini:
     tess_agent_fini();
 err_net_fini:
     tess_net_fini();
+    tess_msg_shm_fini();
 err_gpu_fini:
     tess_gpu_fini();
 err_free_topology:
@@ -349,6 +352,7 @@ tess_status_t tess_core_fini(void)
     tess_phase_fini();
     tess_agent_fini();
     tess_net_fini();
+    tess_msg_shm_fini();
     tess_gpu_fini();
     core_peers_fini();
     free(tess_rt.node_of);

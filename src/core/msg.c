@@ -77,7 +77,10 @@ static void msg_chain_flush(msg_chain_t *c, tess_pe_t *home)
     c->len  = 0;
 }
 
-tess_msg_t *tess_core_msg_alloc(size_t size)
+/* A message buffer from this PE's pools (or exactly sized), or with `shm` for a payload of the
+ * node arena's sizes first from the arena, whence it reaches the node's other processes as a
+ * reference. */
+static tess_msg_t *msg_alloc(size_t size, int shm)
 {
     if (tess_unlikely(size > TESS_MSG_SIZE_MAX)) {
         tess_error(TESS_ERR_INVALID, "a message of %zu bytes (at most 2^46)", size);
@@ -86,6 +89,11 @@ tess_msg_t *tess_core_msg_alloc(size_t size)
     tess_pe_t  *pe  = tess_pe_self_;
     uint32_t    cls = msg_cls(size);
     tess_msg_t *m   = NULL;
+    if (shm && size >= tess_cfg.msg_shm_min && (m = tess_msg_shm_alloc(size)) != NULL) {
+        memset(&m->hdr, 0, sizeof(m->hdr));
+        m->hdr.size = size;
+        return m;
+    }
     if (pe && cls != TESS_MSG_CLS_MALLOC) {
         if (!pe->pool[cls] && atomic_load_explicit(&pe->returned, memory_order_relaxed))
             msg_take_returned(pe);
@@ -109,10 +117,19 @@ tess_msg_t *tess_core_msg_alloc(size_t size)
     return m;
 }
 
+tess_msg_t *tess_core_msg_alloc(size_t size)
+{
+    return msg_alloc(size, 1);
+}
+
 void tess_core_msg_free(tess_msg_t *m)
 {
     if (!m)
         return;
+    if (m->cls == TESS_MSG_CLS_SHM) {
+        tess_msg_shm_free(m);
+        return;
+    }
     tess_pe_t *pe = tess_pe_self_;
     if (!pe || m->cls == TESS_MSG_CLS_MALLOC) {
         free(m);
@@ -208,14 +225,34 @@ static void msg_sent(void *arg, tess_status_t status)
     tess_core_msg_free(m);
 }
 
-static void msg_net_send(int proc, unsigned am, tess_msg_t *m)
+/* Send m's header and `len` bytes of its payload as active message `am`; m is freed when UCX
+ * is done with it. */
+static void msg_net_send_len(int proc, unsigned am, tess_msg_t *m, size_t len)
 {
     tess_status_t st = tess_net_am_send(proc, am, &m->hdr.net, sizeof(m->hdr),
-                                        tess_msg_payload(m), m->hdr.size, msg_sent, m);
+                                        tess_msg_payload(m), len, msg_sent, m);
     if (st == TESS_OK)
         tess_core_msg_free(m);
     else if (st != TESS_INPROGRESS) /* nothing may be dropped silently: a failed send ends the job */
         tess_fatal("sending a message to process %d failed: %s", proc, tess_error_detail());
+}
+
+static void msg_net_send(int proc, unsigned am, tess_msg_t *m)
+{
+    msg_net_send_len(proc, am, m, m->hdr.size);
+}
+
+/* A message in a node arena to a process of the node: its header and a reference to it, in
+ * order with this PE's other messages to that process (the same UCX lane). From here on the
+ * receiver owns m. */
+static void msg_shm_send(int proc, tess_msg_t *m)
+{
+    tess_msg_t *d = tess_core_msg_alloc(sizeof(tess_msg_shm_ref_t));
+    if (!d)
+        tess_fatal("out of memory sending a message to process %d", proc);
+    d->hdr = m->hdr;
+    tess_msg_shm_ref(m, tess_msg_payload(d));
+    msg_net_send_len(proc, TESS_AM_SHM, d, sizeof(tess_msg_shm_ref_t));
 }
 
 /* ---- coalescing ---------------------------------------------------------------------------
@@ -262,7 +299,7 @@ static void msg_coalesce(tess_pe_t *pe, int proc, tess_msg_t *m)
         b = NULL;
     }
     if (!b) {
-        b = tess_core_msg_alloc(tess_cfg.coalesce);
+        b = msg_alloc(tess_cfg.coalesce, 0); /* batches travel through UCX */
         if (!b)
             tess_fatal("out of memory coalescing messages to process %d", proc);
         b->hdr.size   = 0;
@@ -323,7 +360,10 @@ tess_status_t tess_core_send(tess_msg_t *m)
     } else if (self->batch[proc]) {
         msg_batch_send(self, proc); /* before this one, to keep the order */
     }
-    msg_net_send(proc, TESS_AM_CORE, m);
+    if (m->cls == TESS_MSG_CLS_SHM && tess_msg_shm_reaches(proc))
+        msg_shm_send(proc, m);
+    else
+        msg_net_send(proc, TESS_AM_CORE, m);
     return TESS_OK;
 }
 
@@ -423,7 +463,7 @@ static void msg_batch_recv(void *arg, const void *hdr, size_t hdr_len, const voi
         return;
     }
     /* Larger than UCX sends eagerly: fetch it, then unpack. */
-    tess_msg_t *b = tess_core_msg_alloc(len);
+    tess_msg_t *b = msg_alloc(len, 0);
     if (!b)
         tess_fatal("out of memory receiving a batch of %zu bytes", len);
     memcpy(&b->hdr, h, sizeof(*h));
@@ -432,11 +472,36 @@ static void msg_batch_recv(void *arg, const void *hdr, size_t hdr_len, const voi
         tess_fatal("cannot receive a batch of %zu bytes: %s", len, tess_error_detail());
 }
 
+/* A message whose payload waits in a node arena (msg_shm_send). */
+static void msg_shm_recv(void *arg, const void *hdr, size_t hdr_len, const void *data, size_t len,
+                         void *desc)
+{
+    (void)arg;
+    const tess_msg_hdr_t *h     = hdr;
+    uint32_t              src   = ((const tess_net_hdr_t *)hdr)->src;
+    int                   first = tess_rt.rank * tess_rt.ppn;
+    tess_msg_shm_ref_t    ref;
+    tess_msg_t           *m = NULL;
+    if (hdr_len == sizeof(*h) && len == sizeof(ref) && !desc && data) {
+        memcpy(&ref, data, sizeof(ref));
+        m = tess_msg_shm_resolve(&ref, h->size);
+    }
+    if (tess_unlikely(!m || h->handler >= tess_core.nhandlers || h->dst_pe < first ||
+                      h->dst_pe >= first + tess_rt.ppn))
+        tess_fatal("corrupt message reference from process %u: header %zu bytes, %zu bytes of "
+                   "reference, %s", src, hdr_len, len,
+                   m ? "handler or PE out of range" : "no arena slot of that size");
+    m->hdr = *h;
+    tess_msg_deliver_local(m);
+}
+
 tess_status_t tess_msg_net_init(void)
 {
     tess_status_t st = tess_net_am_register(TESS_AM_CORE, msg_am_recv, NULL);
     if (st == TESS_OK)
         st = tess_net_am_register(TESS_AM_BATCH, msg_batch_recv, NULL);
+    if (st == TESS_OK)
+        st = tess_net_am_register(TESS_AM_SHM, msg_shm_recv, NULL);
     return st;
 }
 

@@ -1,14 +1,18 @@
-/* test_bigmsg: large messages between processes, on both sides of the eager limit.
+/* test_bigmsg: large messages between processes, through every path a payload can take.
  *
  * One sender element per PE streams rounds of messages to its receiver on the next process:
  * sizes from 1.5 KiB to 3 MiB, among them the pooled size classes' edges (64 KiB, 256 KiB,
  * 1 MiB and one byte past each) and past the largest class, alternately by tess_send and by
  * tess_msg_alloc + tess_send_msg. Receivers check that every message arrives once, in order,
- * intact, and acknowledge each round. Afterwards each process checks what its network layer
- * sent eagerly to processes of its node (all of them share one here): every message up to the
- * limit (TESS_NET_EAGER_NODE) and none past it, give or take the runtime's own small messages
- * (under 16 KiB in all); none at all with the limit 0. */
+ * intact, and acknowledge each round. Afterwards each process checks how its messages went
+ * (every process here shares one node): those of the node message arena's sizes as
+ * references to it (exactly those, unless the arena was full: then some, and the rest through
+ * UCX), the others up to the eager limit (TESS_NET_EAGER_NODE) eagerly and none past it —
+ * give or take the runtime's own small messages (under 16 KiB in all); nothing eagerly with
+ * the limit 0, no reference without the arena (TESS_MSG_SHM=0, or TESS_VNODE_SIZE=1: every
+ * process its own node). */
 #include "tess_test.h"
+#include "core/core_int.h"
 #include "net/net.h"
 
 static const size_t sizes[] = {1536,          8192,          65536,     65537,
@@ -131,38 +135,59 @@ int main(int argc, char **argv)
                               .elem_size = sizeof(elem_t), .map = TESS_MAP_USER,
                               .map_fn = recv_map};
     CHECK_OK(tess_array_create(&rp, &receivers));
-    size_t   limit;
-    uint64_t s0, b0, s1, b1;
+    size_t               limit;
+    uint64_t             s0, b0, s1, b1;
+    tess_msg_shm_stats_t a0, a1;
     tess_net_eager_stats(&limit, &s0, &b0);
+    tess_msg_shm_stats(&a0);
     CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
     tess_net_eager_stats(&limit, &s1, &b1);
+    tess_msg_shm_stats(&a1);
     CHECK_OK(tess_array_foreach(receivers, check_recv, NULL));
 
-    /* What this process's senders sent at or under the limit: all of it to another process
-     * of this node. */
+    /* What this process's senders sent, all of it to another process of this node: by
+     * reference (the node arena's sizes, while it has room: an 8-byte reference goes eagerly),
+     * eagerly (at or under the limit), or by UCX's choice. */
     int64_t  mine = tess_array_num_local(senders);
-    uint64_t want = 0, nwant = 0;
-    for (size_t i = 0; i < NSIZES; i++)
-        if (sizes[i] <= limit) {
-            want += sizes[i];
+    uint64_t want = 0, nwant = 0, nref = 0;
+    for (size_t i = 0; i < NSIZES; i++) {
+        int ref = a1.on && sizes[i] >= a1.min && sizes[i] <= a1.max;
+        nref += (uint64_t)ref;
+        if (ref || sizes[i] <= limit) {
+            want += ref ? sizeof(tess_msg_shm_ref_t) : sizes[i];
             nwant++;
         }
-    want  *= (uint64_t)mine * (uint64_t)rounds;
-    nwant *= (uint64_t)mine * (uint64_t)rounds;
-    printf("bigmsg: process %d: limit %zu, %llu eager sends of %llu bytes (messages at or under "
-           "the limit: %llu of %llu bytes)\n", tess_process(), limit,
-           (unsigned long long)(s1 - s0), (unsigned long long)(b1 - b0),
-           (unsigned long long)nwant, (unsigned long long)want);
+    }
+    uint64_t per = (uint64_t)mine * (uint64_t)rounds;
+    want *= per;
+    nwant *= per;
+    nref *= per;
+    uint64_t refs = a1.refs_sent - a0.refs_sent, full = a1.full - a0.full;
+    printf("bigmsg: process %d: limit %zu, %llu eager sends of %llu bytes (expected %llu of %llu "
+           "bytes); arena %s: %llu references sent (expected %llu), %llu received, %llu times "
+           "full\n", tess_process(), limit, (unsigned long long)(s1 - s0),
+           (unsigned long long)(b1 - b0), (unsigned long long)nwant, (unsigned long long)want,
+           a1.on ? "on" : "off", (unsigned long long)refs, (unsigned long long)nref,
+           (unsigned long long)(a1.refs_recvd - a0.refs_recvd), (unsigned long long)full);
+    if (!a1.on)
+        CHECK_MSG(refs == 0, "process %d sent %llu references without an arena", tess_process(),
+                  (unsigned long long)refs);
+    else if (full == 0)
+        CHECK_MSG(refs == nref, "process %d sent %llu messages by reference, expected %llu",
+                  tess_process(), (unsigned long long)refs, (unsigned long long)nref);
+    else /* some went through UCX instead: the arena's class was full */
+        CHECK_MSG(refs > 0 && refs < nref, "process %d: %llu references of %llu with the arena "
+                  "full %llu times", tess_process(), (unsigned long long)refs,
+                  (unsigned long long)nref, (unsigned long long)full);
     if (limit == 0) {
         CHECK_MSG(s1 == s0, "process %d: %llu eager sends with the limit 0", tess_process(),
                   (unsigned long long)(s1 - s0));
-    } else {
+    } else if (full == 0) {
         CHECK_MSG(s1 - s0 >= nwant && b1 - b0 >= want && b1 - b0 < want + SLACK,
-                  "process %d: %llu bytes in %llu sends went eagerly; the messages at or under "
-                  "%zu bytes were %llu bytes in %llu (a message past the limit went eagerly, or "
-                  "one under it did not)", tess_process(), (unsigned long long)(b1 - b0),
-                  (unsigned long long)(s1 - s0), limit, (unsigned long long)want,
-                  (unsigned long long)nwant);
+                  "process %d: %llu bytes in %llu sends went eagerly, expected %llu bytes in "
+                  "%llu (limit %zu: a message past it went eagerly, or one under it did not)",
+                  tess_process(), (unsigned long long)(b1 - b0), (unsigned long long)(s1 - s0),
+                  (unsigned long long)want, (unsigned long long)nwant, limit);
     }
     test_fini();
     return 0;
