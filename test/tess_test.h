@@ -133,4 +133,28 @@ static inline void test_start_own(tess_array_h a, int32_t n, tess_entry_t entry)
     }
 }
 
+/* Map of a receiver array: element i on the same-numbered PE of the next process. */
+static inline int test_map_next_process(tess_index_t i, const int32_t ext[3], int npes, void *arg)
+{
+    (void)ext, (void)arg;
+    int ppn = npes / tess_num_processes();
+    return (int)((i.x + ppn) % npes);
+}
+
+/* One sender element per PE ("senders", round robin) and its receiver on the next process
+ * ("receivers"), both 1-D of tess_num_pes() elements of elem_size bytes. */
+static inline void test_sender_receiver_arrays(size_t elem_size, tess_array_h *senders_p,
+                                               tess_array_h *receivers_p)
+{
+    tess_array_params_t sp = {.field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_MAP,
+                              .name = "senders", .ndims = 1, .extents = {tess_num_pes()},
+                              .elem_size = elem_size, .map = TESS_MAP_ROUND_ROBIN};
+    CHECK_OK(tess_array_create(&sp, senders_p));
+    tess_array_params_t rp = {.field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_MAP,
+                              .name = "receivers", .ndims = 1, .extents = {tess_num_pes()},
+                              .elem_size = elem_size, .map = TESS_MAP_USER,
+                              .map_fn = test_map_next_process};
+    CHECK_OK(tess_array_create(&rp, receivers_p));
+}
+
 #endif /* TESS_TEST_H */

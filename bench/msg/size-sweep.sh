@@ -10,7 +10,7 @@
 # ("latency") and tess_msg_alloc + tess_send_msg ("latency-zc"). ALTS (default 2) alternations
 # of the settings at each size, REPS (default 5) repetitions in each launch. Writes
 # OUTDIR/size.csv, a table of medians (a ratio is the median of the paired ratios of every
-# repetition), and OUTDIR/size.png.
+# repetition), and OUTDIR/size.png. PLOT_ONLY=1 redraws them from an existing size.csv.
 #
 # TESS_GPU defaults to host: the messages are host memory on either backend.
 set -uo pipefail
@@ -27,7 +27,10 @@ launch=(mpirun --bind-to none --oversubscribe)
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 export TESS_GPU=${TESS_GPU:-host}
 csv="$out/size.csv"
-echo "alt,setting,mode,metric,size,baseline,baseline_value,tessera_value,unit,ratio" >"$csv"
+# PLOT_ONLY=1: the table and the plot of an existing OUTDIR/size.csv (e.g. from a machine
+# without matplotlib).
+[ -n "${PLOT_ONLY:-}" ] && alts=0 ||
+    echo "alt,setting,mode,metric,size,baseline,baseline_value,tessera_value,unit,ratio" >"$csv"
 for a in $(seq 1 "$alts"); do
     for s in $sizes; do
         for setting in default eager ucx; do

@@ -72,14 +72,6 @@ static void ack_fn(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         go_fn(ctx, e, NULL, 0);
 }
 
-/* Sender s on PE s, its receiver on the same-numbered PE of the next process. */
-static int recv_map(tess_index_t i, const int32_t ext[3], int npes, void *arg)
-{
-    (void)ext, (void)arg;
-    int ppn = npes / tess_num_processes();
-    return (int)((i.x + ppn) % npes);
-}
-
 static void start(void *arg)
 {
     (void)arg;
@@ -106,15 +98,7 @@ int main(int argc, char **argv)
     CHECK_OK(tess_entry_register("go", go_fn, &E_GO));
     CHECK_OK(tess_entry_register("data", data_fn, &E_DATA));
     CHECK_OK(tess_entry_register("ack", ack_fn, &E_ACK));
-    tess_array_params_t sp = {.field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_MAP,
-                              .name = "senders", .ndims = 1, .extents = {nsend},
-                              .elem_size = sizeof(elem_t), .map = TESS_MAP_ROUND_ROBIN};
-    CHECK_OK(tess_array_create(&sp, &senders));
-    tess_array_params_t rp = {.field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_MAP,
-                              .name = "receivers", .ndims = 1, .extents = {nsend},
-                              .elem_size = sizeof(elem_t), .map = TESS_MAP_USER,
-                              .map_fn = recv_map};
-    CHECK_OK(tess_array_create(&rp, &receivers));
+    test_sender_receiver_arrays(sizeof(elem_t), &senders, &receivers);
     uint64_t b0, r0, b1, r1;
     tess_core_coalesce_stats(&b0, &r0);
     CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
