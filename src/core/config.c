@@ -141,8 +141,8 @@ static const opt_t opts[] = {
       "memory (eager) instead of fetched by a rendezvous get: faster for data the sender just "
       "wrote; 0: UCX's own threshold (up to 64m)"},
      OPT_SIZE, CFG(net_eager_node), 0, 64 << 20, NULL, 1},
-    {{"msg_shm", "TESS_MSG_SHM", NULL, "32m",
-      "bytes of each process's node message arena: messages from TESS_MSG_SHM_MIN to 1 MiB to "
+    {{"msg_shm", "TESS_MSG_SHM", NULL, "64m",
+      "bytes of each process's node message arena: messages from TESS_MSG_SHM_MIN to 4 MiB to "
       "a process of the same node travel as a reference to the sender's buffer there (one copy "
       "by tess_send, none by tess_send_msg); sparse, committed as slots are used; 0: off (from "
       "1m)"},

@@ -1,5 +1,5 @@
 /* msg_shm.c — node message arenas: each process keeps its large message buffers (payloads of
- * TESS_MSG_SHM_MIN bytes up to 1 MiB) in a shared segment that the other processes of its node
+ * TESS_MSG_SHM_MIN bytes up to 4 MiB) in a shared segment that the other processes of its node
  * map, so a message to one of them travels as a reference (owner, slot) in a small active
  * message: the receiving entry reads the payload where the sender wrote it, and the buffer
  * goes back to its owner when the receiver frees it. tess_send then costs one copy in all (the
@@ -8,7 +8,7 @@
  *
  * A segment: a header (geometry, and per class the stack of slots returned by other processes,
  * each head on its own cache line), the links of those stacks, then the slots of each class
- * (64 KiB, 256 KiB, 1 MiB of payload; TESS_MSG_SHM bytes split evenly between them), each a
+ * (64 KiB, 256 KiB, 1 MiB, 4 MiB of payload; TESS_MSG_SHM bytes split evenly between them), each a
  * tess_msg_t and its payload. Slots are handed out on first use (their pages are committed
  * only then: the segments are sparse). The owner's free slots sit on a process-private list
  * under a mutex; another process returns a slot by pushing it on the owner's returned stack
@@ -33,10 +33,10 @@
 #include <sys/statvfs.h>
 
 #define SHM_MAGIC 0x6d6873736d737465ull
-#define SHM_NCLS  3
+#define SHM_NCLS  4
 #define SHM_LINE  64
 
-static const uint32_t shm_cls_cap[SHM_NCLS] = {64u << 10, 256u << 10, 1u << 20};
+static const uint32_t shm_cls_cap[SHM_NCLS] = {64u << 10, 256u << 10, 1u << 20, 4u << 20};
 
 typedef struct shm_hdr {
     uint64_t magic;

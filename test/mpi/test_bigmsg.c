@@ -1,8 +1,8 @@
 /* test_bigmsg: large messages between processes, through every path a payload can take.
  *
  * One sender element per PE streams rounds of messages to its receiver on the next process:
- * sizes from 1.5 KiB to 3 MiB, among them the pooled size classes' edges (64 KiB, 256 KiB,
- * 1 MiB and one byte past each) and past the largest class, alternately by tess_send and by
+ * sizes from 1.5 KiB to 5 MiB, among them the size classes' edges (64 KiB, 256 KiB, 1 MiB and
+ * one byte past each, 4 MiB) and past the largest class, alternately by tess_send and by
  * tess_msg_alloc + tess_send_msg. Receivers check that every message arrives once, in order,
  * intact, and acknowledge each round. Afterwards each process checks how its messages went
  * (every process here shares one node): those of the node message arena's sizes as
@@ -15,9 +15,10 @@
 #include "core/core_int.h"
 #include "net/net.h"
 
-static const size_t sizes[] = {1536,          8192,          65536,     65537,
-                               200000,        262144,        262145,    1u << 20,
-                               (1u << 20) + 1, (3u << 20) + 5, 4096};
+static const size_t sizes[] = {1536,           8192,           65536,     65537,
+                               200000,         262144,         262145,    1u << 20,
+                               (1u << 20) + 1, (3u << 20) + 5, 4096,      4u << 20,
+                               (5u << 20) + 3};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 #define SLACK  (16u << 10)
 
