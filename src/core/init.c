@@ -274,7 +274,8 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
     tess_net_params_t np = {.comm = tess_rt.comm, .wakeup = 1,
                             .peer_failure = tess_cfg.peer_failure,
                             .lanes = tess_cfg.net_lanes == 0 ? tess_rt.ppn : 1,
-                            .eager_node = tess_cfg.net_eager_node};
+                            .eager_node = tess_cfg.net_eager_node,
+                            .node_of = tess_rt.node_of};
     st = tess_net_init(&np);
     if (st != TESS_OK)
         goto err_gpu_fini;

@@ -89,7 +89,7 @@ static tess_msg_t *msg_alloc(size_t size, int shm)
     tess_pe_t  *pe  = tess_pe_self_;
     uint32_t    cls = msg_cls(size);
     tess_msg_t *m   = NULL;
-    if (shm && size >= tess_cfg.msg_shm_min && (m = tess_msg_shm_alloc(size)) != NULL) {
+    if (shm && (m = tess_msg_shm_alloc(size)) != NULL) {
         memset(&m->hdr, 0, sizeof(m->hdr));
         m->hdr.size = size;
         return m;

@@ -59,7 +59,6 @@ static struct {
     int            *idx_of;   /* [process]: its index in this node, or -1 */
     uint8_t       **base;     /* [node index]: segments, this process's own included */
     size_t         *len;      /* [node index]: bytes mapped */
-    size_t          size;
     tess_gpu_shm_h  seg;      /* this process's own */
     pthread_mutex_t lock;     /* the owner's free lists */
     uint32_t        total;
@@ -147,13 +146,17 @@ tess_status_t tess_msg_shm_init(void)
 {
     memset(&shm, 0, sizeof(shm));
     pthread_mutex_init(&shm.lock, NULL);
-    shm.me = -1;
     size_t size = tess_cfg.msg_shm;
-    int    rank = tess_rt.rank;
+    /* A process's index in its node: its rank among the node's processes (the order of the
+     * node communicator, split with the rank as key). */
+    shm.idx_of = tess_malloc((size_t)tess_rt.size * sizeof(int), "node message arenas");
+    if (!shm.idx_of)
+        tess_fatal("out of memory for the node message arenas");
+    for (int r = 0; r < tess_rt.size; r++)
+        shm.idx_of[r] = tess_rt.vnode_of[r] == tess_rt.vnode ? shm.nlocal++ : -1;
+    shm.me = shm.idx_of[tess_rt.rank];
     MPI_Comm node;
-    TESS_MPI_CHECK(MPI_Comm_split(tess_rt.comm, tess_rt.vnode, rank, &node));
-    MPI_Comm_rank(node, &shm.me);
-    MPI_Comm_size(node, &shm.nlocal);
+    TESS_MPI_CHECK(MPI_Comm_split(tess_rt.comm, tess_rt.vnode, tess_rt.rank, &node));
 
     struct {
         tess_gpu_ipc_handle_t h;
@@ -182,9 +185,8 @@ tess_status_t tess_msg_shm_init(void)
     TESS_MPI_CHECK(MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_MIN, node));
     shm.base   = tess_calloc((size_t)shm.nlocal, sizeof(*shm.base), "node message arenas");
     shm.len    = tess_calloc((size_t)shm.nlocal, sizeof(*shm.len), "node message arenas");
-    shm.idx_of = tess_malloc((size_t)tess_rt.size * sizeof(int), "node message arenas");
     all        = tess_calloc((size_t)shm.nlocal, sizeof(*all), "node message arenas");
-    if (!shm.base || !shm.len || !shm.idx_of || !all)
+    if (!shm.base || !shm.len || !all)
         tess_fatal("out of memory for the node message arenas");
     TESS_MPI_CHECK(MPI_Allgather(&mine, (int)sizeof(mine), MPI_BYTE, all, (int)sizeof(mine),
                                  MPI_BYTE, node));
@@ -212,25 +214,7 @@ tess_status_t tess_msg_shm_init(void)
     ok = every && st == TESS_OK;
     TESS_MPI_CHECK(MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_MIN, node));
     free(all);
-    int *nranks = tess_malloc((size_t)shm.nlocal * sizeof(int), "node message arenas");
-    int *wranks = tess_malloc((size_t)shm.nlocal * sizeof(int), "node message arenas");
-    if (!nranks || !wranks)
-        tess_fatal("out of memory for the node message arenas");
-    for (int i = 0; i < shm.nlocal; i++)
-        nranks[i] = i;
-    MPI_Group gn, gc;
-    MPI_Comm_group(node, &gn);
-    MPI_Comm_group(tess_rt.comm, &gc);
-    MPI_Group_translate_ranks(gn, shm.nlocal, nranks, gc, wranks);
-    MPI_Group_free(&gn);
-    MPI_Group_free(&gc);
     MPI_Comm_free(&node);
-    for (int r = 0; r < tess_rt.size; r++)
-        shm.idx_of[r] = -1;
-    for (int i = 0; i < shm.nlocal; i++)
-        shm.idx_of[wranks[i]] = i;
-    free(nranks);
-    free(wranks);
     if (!every) {
         if (st != TESS_OK)
             tess_warn("node message arenas off: %s", tess_error_detail());
@@ -238,7 +222,6 @@ tess_status_t tess_msg_shm_init(void)
         return TESS_OK;
     }
     shm_hdr_t *h = base;
-    shm.size     = size;
     shm.total    = h->first[SHM_NCLS - 1] + h->nslots[SHM_NCLS - 1];
     shm.lnext    = tess_calloc(shm.total ? shm.total : 1, sizeof(uint32_t), "node message arenas");
     if (!shm.lnext)

@@ -44,9 +44,21 @@ int tess_net_lanes(void)
 
 void tess_net_eager_stats(size_t *limit_p, uint64_t *sends_p, uint64_t *bytes_p)
 {
+    uint64_t n = 0, bytes = 0;
+    for (int i = 0; i < net.nlanes; i++) {
+        n += atomic_load_explicit(&net.lanes[i].eager_sends, memory_order_relaxed);
+        bytes += atomic_load_explicit(&net.lanes[i].eager_bytes, memory_order_relaxed);
+    }
     *limit_p = net.eager_node;
-    *sends_p = atomic_load_explicit(&net.eager_sends, memory_order_relaxed);
-    *bytes_p = atomic_load_explicit(&net.eager_bytes, memory_order_relaxed);
+    *sends_p = n;
+    *bytes_p = bytes;
+}
+
+/* Add to a lane's counter: only its lock holder writes it, so no read-modify-write. */
+static inline void net_count(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
 }
 
 int tess_net_rank(void) { return net.rank; }
@@ -188,38 +200,15 @@ static int net_ucx_has_component(const char *name)
     return found;
 }
 
-/* net.same_node: which processes of `comm` share this one's node (MPI's shared-memory split). */
-static tess_status_t net_same_node_init(MPI_Comm comm)
+/* net.same_node from the caller's node of every process. */
+static tess_status_t net_same_node_init(const int *node_of)
 {
     net.same_node = tess_calloc((size_t)net.size, 1, "the node map of processes");
     if (!net.same_node)
         return TESS_ERR_NO_MEMORY;
-    MPI_Comm node;
-    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, net.rank, MPI_INFO_NULL, &node) !=
-        MPI_SUCCESS)
-        return tess_error(TESS_ERR_MPI, "tess_net_init: MPI_Comm_split_type failed");
-    int n = 0;
-    MPI_Comm_size(node, &n);
-    int *in  = tess_malloc((size_t)n * sizeof(int), "node ranks");
-    int *out = tess_malloc((size_t)n * sizeof(int), "node ranks");
-    MPI_Group gn, gc;
-    MPI_Comm_group(node, &gn);
-    MPI_Comm_group(comm, &gc);
-    tess_status_t st = in && out ? TESS_OK : TESS_ERR_NO_MEMORY;
-    if (st == TESS_OK) {
-        for (int i = 0; i < n; i++)
-            in[i] = i;
-        MPI_Group_translate_ranks(gn, n, in, gc, out);
-        for (int i = 0; i < n; i++)
-            if (out[i] >= 0 && out[i] < net.size)
-                net.same_node[out[i]] = 1;
-    }
-    MPI_Group_free(&gn);
-    MPI_Group_free(&gc);
-    MPI_Comm_free(&node);
-    free(in);
-    free(out);
-    return st;
+    for (int r = 0; r < net.size; r++)
+        net.same_node[r] = node_of && node_of[r] == node_of[net.rank];
+    return TESS_OK;
 }
 
 static void net_device_get_config(ucp_config_t *config)
@@ -284,7 +273,7 @@ tess_status_t tess_net_init(const tess_net_params_t *params)
     int  *displs = NULL;
     st = net_lanes_connect(params->comm, &all, &displs);
     if (st == TESS_OK)
-        st = net_same_node_init(params->comm);
+        st = net_same_node_init(params->node_of);
     if (st != TESS_OK) {
         free(all);
         free(displs);
@@ -466,8 +455,8 @@ static tess_status_t net_post(net_lane_t *l, int dest, unsigned id, tess_net_hdr
     if (len > 0 && len <= net.eager_node && net.same_node[dest]) {
         rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
         rp.flags = UCP_AM_SEND_FLAG_EAGER;
-        atomic_fetch_add_explicit(&net.eager_sends, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&net.eager_bytes, len, memory_order_relaxed);
+        net_count(&l->eager_sends, 1);
+        net_count(&l->eager_bytes, len);
     }
     ucs_status_ptr_t req = ucp_am_send_nbx(p->ep, id, hdr, hdr_len, data, len, &rp);
     if (UCS_PTR_IS_ERR(req)) {

@@ -48,6 +48,7 @@ typedef struct tess_net_params {
     size_t   eager_node; /* active-message payloads up to this size to a process of the same
                           * node are sent eagerly (UCX's shared-memory copy), larger ones by
                           * UCX's choice (a rendezvous get past its threshold); 0: all by UCX's */
+    const int *node_of;  /* [process]: its physical node (equal ids share one), read at init */
 } tess_net_params_t;
 
 tess_status_t tess_net_init(const tess_net_params_t *params);

@@ -72,6 +72,9 @@ typedef struct net_lane {
      * when it releases it (net_lane_unlock), so that a sender never sleeps on the lock. */
     tess_mpsc_t     sendq;
     _Atomic int     sendq_len;       /* pushed and counted, not yet posted */
+    /* Sends made eager by eager_node and their bytes: written by the lock holder, read by
+     * anyone (tess_net_eager_stats). */
+    _Atomic uint64_t eager_sends, eager_bytes;
 } net_lane_t;
 
 typedef struct net_state {
@@ -90,7 +93,6 @@ typedef struct net_state {
     uint64_t        mem_types;
     size_t          eager_node; /* payloads up to this to a process of this node go eagerly */
     uint8_t        *same_node;  /* [process]: 1 if it runs on this node (its UCX: shared memory) */
-    _Atomic uint64_t eager_sends, eager_bytes; /* sends made eager by eager_node */
 } net_state_t;
 
 extern net_state_t tess_net_state_;
