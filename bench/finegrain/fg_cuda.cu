@@ -134,7 +134,7 @@ extern "C" void fg_cuda_calls(void)
     ck(cudaGetDriverEntryPointByVersion("cuEventQuery", &eq, 7000, cudaEnableDefault, &found),
        "cudaGetDriverEntryPointByVersion");
     query_t cu_stream_query = (query_t)sq, cu_event_query = (query_t)eq;
-    fg_args_t args = {a, b, err, 0, 0, 4, 1024, 0, 0, 8, 0};
+    fg_args_t args = {a, b, err, 0, 0, 4, 1024, 0, 0, 8, 0, 0, NULL};
     const char *names[] = {"launch (1 block, empty)", "launch (step kernel, M 4 x 4 KiB)",
                            "cudaMemcpyAsync D2D 4 KiB", "cudaEventRecord",
                            "cudaStreamWaitEvent", "cudaEventQuery (done)",
