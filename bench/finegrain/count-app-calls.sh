@@ -11,10 +11,12 @@
 # the host backend is one kernel of the CUDA build: the apps' host and CUDA launchers are one
 # to one (examples/*/kernels_{host.c,cuda.cu}).
 #
-# Writes OUTCSV: app,odf,chares,launches,copies,memsets,dev_msgs,msgs,thens,contributes,
+# Writes OUTCSV: app,odf,chares,elements (of the counted problem: LULESH 24^3, MiniMD -s 16,
+# Jacobi2D 256^2),launches,copies,memsets,dev_msgs,msgs,thens,contributes,
 # entries (an upper bound of the entries a chare step runs: a device or host message or a
 # continuation each starts one, and a contribution at most one callback per chare),
-# stream_ops (launches + copies + memsets: host calls into the GPU runtime).
+# stream_ops (launches + copies + memsets: host calls into the GPU runtime), dev_bytes (the
+# device messages' bytes).
 # Environment: COUNT_ODFS (default "1 2 4 8 16 27 64"), COUNT_APPS (lulesh minimd jacobi2d).
 set -uo pipefail
 out=${1:?usage: count-app-calls.sh OUTCSV [BUILDDIR]}
@@ -48,16 +50,19 @@ run() {
     echo "$ch $(echo "$calls" | tr ' ' '\n' | sed -n 's/^[a-z_]*=//p' | tail -n +2 | tr '\n' ' ')"
 }
 
-echo "app,odf,chares,launches,copies,memsets,dev_msgs,msgs,thens,contributes,entries,stream_ops" >"$out"
+declare -A elements=([lulesh]=$((24 * 24 * 24)) [minimd]=$((4 * 16 * 16 * 16)) [jacobi2d]=$((256 * 256)))
+echo "app,odf,chares,elements,launches,copies,memsets,dev_msgs,msgs,thens,contributes,entries,stream_ops,dev_bytes" >"$out"
 for app in $apps; do
     case $app in minimd) n1=20 n2=60 ;; *) n1=10 n2=30 ;; esac
     for odf in $odfs; do
         a=$(run "$app" "$odf" "$n1") && b=$(run "$app" "$odf" "$n2") || continue
-        echo "$a" "$b" | awk -v app="$app" -v odf="$odf" -v d=$((n2 - n1)) '{
-            # fields: chares launches copies memsets dev_msgs msgs thens contributes broadcasts, twice
-            c = $1; for (i = 2; i <= 9; i++) v[i] = ($(i + 9) - $i) / (c * d)
-            printf "%s,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", app, odf, c,
-                v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[5] + v[6] + v[7] + v[8], v[2] + v[3] + v[4] }' >>"$out"
+        echo "$a" "$b" | awk -v app="$app" -v odf="$odf" -v d=$((n2 - n1)) -v el="${elements[$app]}" '{
+            # fields: chares launches copies memsets dev_msgs msgs thens contributes broadcasts
+            # dev_bytes, twice
+            c = $1; for (i = 2; i <= 10; i++) v[i] = ($(i + 10) - $i) / (c * d)
+            printf "%s,%s,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f\n", app, odf, c,
+                el, v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[5] + v[6] + v[7] + v[8],
+                v[2] + v[3] + v[4], v[10] }' >>"$out"
         tail -1 "$out"
     done
 done

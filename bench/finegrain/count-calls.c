@@ -8,7 +8,7 @@
  * runtime's own. At exit each process prints one line to stderr:
  *
  *   CALLS rank=R launches=N copies=N memsets=N dev_msgs=N msgs=N thens=N contributes=N
- *         broadcasts=N
+ *         broadcasts=N dev_bytes=N (the device messages' bytes)
  *
  * Built and used by count-app-calls.sh (host backend); not part of the library or its tests.
  */
@@ -20,7 +20,7 @@
 #include <tessera.h>
 #include <tessera/gpu.h>
 
-enum { C_LAUNCH, C_COPY, C_MEMSET, C_DEVMSG, C_MSG, C_THEN, C_CONTRIB, C_BCAST, C_N };
+enum { C_LAUNCH, C_COPY, C_MEMSET, C_DEVMSG, C_MSG, C_THEN, C_CONTRIB, C_BCAST, C_DEVBYTES, C_N };
 static atomic_long counts[C_N];
 
 /* Whether the caller at `ret` lies outside the object that defines `real` (the library): the
@@ -62,6 +62,11 @@ tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, int n,
                                         tess_stream_t stream, const char *file, int line)
 {
     COUNT(tess_send_device_many_loc, C_DEVMSG, n);
+    long bytes = 0;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < sends[i].nbufs; b++)
+            bytes += (long)sends[i].bufs[b].size;
+    COUNT(tess_send_device_many_loc, C_DEVBYTES, bytes);
     return NEXT(tess_send_device_many_loc)(sends, n, stream, file, line);
 }
 
@@ -72,6 +77,10 @@ tess_status_t tess_send_device_loc(tess_array_h array, tess_index_t index, tess_
                                    int line)
 {
     COUNT(tess_send_device_loc, C_DEVMSG, 1);
+    long bytes = 0;
+    for (int b = 0; b < nbufs; b++)
+        bytes += (long)bufs[b].size;
+    COUNT(tess_send_device_loc, C_DEVBYTES, bytes);
     return NEXT(tess_send_device_loc)(array, index, entry, header, header_len, bufs, nbufs,
                                       stream, done, done_arg, file, line);
 }
@@ -112,9 +121,10 @@ __attribute__((destructor)) static void count_calls_report(void)
         return; /* not an MPI process (mpirun itself) */
     fprintf(stderr,
             "CALLS rank=%s launches=%ld copies=%ld memsets=%ld dev_msgs=%ld msgs=%ld thens=%ld "
-            "contributes=%ld broadcasts=%ld\n",
+            "contributes=%ld broadcasts=%ld dev_bytes=%ld\n",
             r, atomic_load(&counts[C_LAUNCH]), atomic_load(&counts[C_COPY]),
             atomic_load(&counts[C_MEMSET]), atomic_load(&counts[C_DEVMSG]),
             atomic_load(&counts[C_MSG]), atomic_load(&counts[C_THEN]),
-            atomic_load(&counts[C_CONTRIB]), atomic_load(&counts[C_BCAST]));
+            atomic_load(&counts[C_CONTRIB]), atomic_load(&counts[C_BCAST]),
+            atomic_load(&counts[C_DEVBYTES]));
 }
