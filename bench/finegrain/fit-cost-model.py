@@ -239,11 +239,29 @@ def mechanism_table(path):
     return out
 
 
+def calls_table(path):
+    """The single CUDA calls and the chare step as calls and as a graph replay (µs each)."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.endswith("us per call"):
+                name, v = line[:-len("us per call")].rsplit(None, 1)
+                rows.append((name.strip(), v))
+    if not rows:
+        return ["\n(no --calls figures in " + path + ")\n"]
+    out = ["\n### Host µs per CUDA call (bench_finegrain --calls, 8 streams round robin)\n\n"
+           "| call | host µs |\n| --- | --- |\n"]
+    out += [f"| {n} | {v} |\n" for n, v in rows]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sweep", nargs="+", required=True)
     ap.add_argument("--counts", required=True)
     ap.add_argument("--mechanisms")
+    ap.add_argument("--calls", help="bench_finegrain --calls output (calls.txt): the graph replay")
     ap.add_argument("--min-ratio", type=float, default=1.3,
                     help="runs at least this much slower than MPI(1) are host-bound (1.3)")
     ap.add_argument("--table", help="write the generated tables (markdown) here")
@@ -320,6 +338,8 @@ def main():
         project(sweeps, counts, p, app, float(n), gpus, a.odf, a.net_latency_us, a.net_gbs, out)
     if a.mechanisms:
         out += mechanism_table(a.mechanisms)
+    if a.calls:
+        out += calls_table(a.calls)
     text = "".join(out)
     print(text)
     if a.table:

@@ -18,6 +18,9 @@
 # one table on stdout. These are the per-launch and per-message costs that
 # examples/common/cost-model.py fits the apps' sweeps with.
 #
+# With CUDA (not --quick) also bench_finegrain --calls into OUTDIR/calls.txt: the host cost of
+# each CUDA call of a chare step, and of a chare step replayed as a CUDA graph.
+#
 # --quick: M = 2, 6 (mechanisms: M = 4), few steps (host backend / CI). --plot: only draw the
 # PNG from the CSV already there. --mechanisms: only the mechanisms. Environment: BENCH_FINEGRAIN (the
 # binary; default: build-cuda/ of the repo, else the one next to this script), FG_STEPS (1000;
@@ -118,6 +121,15 @@ for m in $mech_ms; do
             { failed=$((failed + 1)); echo "# FAILED: $cmd" | tee -a "$log"; }
     done
 done
+# With CUDA: the host cost of each single CUDA call of a chare step, and of one chare step as
+# calls against as a CUDA graph replay (bench_finegrain --calls) into OUTDIR/calls.txt.
+if [ -z "$quick" ] && nvidia-smi -L >/dev/null 2>&1; then
+    cmd="$MPIRUN -np 1 $bin +ppn 1 -m 4 -s 100 -w 10 -r 1 --no-raw --calls"
+    echo "## $cmd" >>"$log"
+    # shellcheck disable=SC2086
+    timeout -k 10 "$tmo" $cmd >"$out/calls.txt" 2>&1 ||
+        { failed=$((failed + 1)); echo "# FAILED: $cmd" | tee -a "$log"; }
+fi
 plots
 if [ -s "$csv" ]; then
     echo "# bench_finegrain: host us per chare-step and per message (raw: one thread, same calls)"
