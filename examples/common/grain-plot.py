@@ -91,8 +91,12 @@ def summary(res, out_csv):
         xm = crossing([p for p in pts_m if not math.isnan(p[1])])
         x1 = crossing([p for p in pts_1 if not math.isnan(p[1])])
 
-        def say(x):
-            return "none (ODF 1 above)" if x is None else "below the finest ODF" if x == 0 else f"{x:.4g}"
+        def say(x, base):
+            if base is None:
+                return "no baseline run"
+            if x is None:
+                return "none (ODF 1 already above)"
+            return "not within the ODFs run" if x == 0 else f"{x:.4g}"
 
         line = "  ".join(f"ODF {o}: {ms / c['mpi1']:.3f}" if c["mpi1"] else f"ODF {o}: -"
                          for o, _, ms in c["tess"])
@@ -104,10 +108,11 @@ def summary(res, out_csv):
                          if c["mpi1"] and r != 1)
         if line:
             print(f"  {app} {size}: MPI(R) / MPI(1)  {line}")
-        print(f"  {app} {size}: crosses {LIMIT:.2f} at elements per chare: / MPI(1) {say(xm)}, "
-              f"/ ODF 1 {say(x1)}")
+        print(f"  {app} {size}: crosses {LIMIT:.2f} at elements per chare: / MPI(1) {say(xm, c['mpi1'])}, "
+              f"/ ODF 1 {say(x1, c['tess1'])}")
         rows.append([app, size, "crossing", "", "", "", "",
-                     "" if xm is None else f"{xm:.6g}", "" if x1 is None else f"{x1:.6g}"])
+                     "" if xm is None or not c["mpi1"] else f"{xm:.6g}",
+                     "" if x1 is None or not c["tess1"] else f"{x1:.6g}"])
     if out_csv:
         with open(out_csv, "w", newline="") as f:
             w = csv.writer(f)
@@ -158,7 +163,8 @@ def plot(res, png):
             ax.set_xlabel("elements per chare (MPI markers: per rank)")
             ax.set_ylabel("time per step, " + what)
             ax.set_title(f"{app}: {what} (labels: ODF)", fontsize=10)
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
             ax.grid(True, which="both", lw=0.3)
     fig.tight_layout()
     fig.savefig(png, dpi=110)

@@ -21,7 +21,8 @@
 #   lulesh    -s 64 128 256 (edge elements of the whole mesh), ODF 1 2 4 8 16 27 64
 #   minimd    -s 32 64 128 (4 N^3 atoms: 131 k, 1 M, 8.4 M), ODF 1 2 4 8 16 32 64
 #   jacobi2d  4096 8192 16384 (N x N), ODF 1 2 4 8 16 32 64
-# Environment: GRAIN_SIZES, GRAIN_ODFS, GRAIN_RANKS (space-separated) replace the lists;
+# Environment: GRAIN_SIZES, GRAIN_ODFS (ODF 1 is always run), GRAIN_RANKS (space-separated)
+# replace the lists;
 # GRAIN_STEPS fixes the steps of every run (default: by size, see steps_of); GRAIN_ROUNDS
 # (default 2); GRAIN_BUDGET (seconds, default 180); GRAIN_TIMEOUT (seconds a run, default 120);
 # GRAIN_QUICK=1: tiny sizes and few steps, to try the script on the host backend.
@@ -56,6 +57,8 @@ esac
 [ -n "${GRAIN_SIZES:-}" ] && read -ra sizes <<<"$GRAIN_SIZES"
 [ -n "${GRAIN_ODFS:-}" ] && read -ra odfs <<<"$GRAIN_ODFS"
 [ -n "${GRAIN_RANKS:-}" ] && read -ra ranks <<<"$GRAIN_RANKS"
+# Tessera at ODF 1 (the runtime without overdecomposition) is every ratio's second baseline.
+[[ " ${odfs[*]} " == *" 1 "* ]] || odfs=(1 "${odfs[@]}")
 rounds=${GRAIN_ROUNDS:-2}
 budget=${GRAIN_BUDGET:-180}
 tmo=${GRAIN_TIMEOUT:-120}
@@ -73,7 +76,7 @@ steps_of() {
     [ "$quick" = 1 ] && { echo 10; return; }
     case $app in
     lulesh) case $1 in 64) echo 400 ;; 128) echo 150 ;; *) echo 50 ;; esac ;;
-    minimd) case $1 in 32) echo 500 ;; 64) echo 200 ;; *) echo 60 ;; esac ;;
+    minimd) case $1 in 32) echo 300 ;; 64) echo 150 ;; *) echo 50 ;; esac ;;
     jacobi2d) case $1 in 4096) echo 1000 ;; 8192) echo 400 ;; *) echo 100 ;; esac ;;
     esac
 }
