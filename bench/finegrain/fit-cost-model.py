@@ -256,10 +256,50 @@ def calls_table(path):
     return out
 
 
+def self_test(counts_path):
+    """Sweeps made from the model itself with known costs (every app of the counts, three sizes,
+    ODF 1-64): the fit must give the costs back and the crossings the model's own. Returns the
+    exit status."""
+    truth = [2.5, 4.0, 1.5]
+    counts = Counts(counts_path)
+    sweeps = {}
+    for app in sorted(counts.rows):
+        for k, n in enumerate((2e5, 2e6, 2e7)):
+            g = n * 1e-3 * (1 + 0.1 * k)  # µs: 1 ns an element, a little dearer when larger
+            d = {"N": n, "mpi1": g / 1e3, "tess": {}}
+            for odf in (1, 2, 4, 8, 16, 27, 64):
+                d["tess"][odf] = (odf, max(g, host_us(counts, app, odf, truth)) / 1e3)
+            sweeps[(app, k)] = d
+    p, used, rank = fit(sweeps, counts, 1.3)
+    bad = 0
+    if p is None or rank < 3:
+        print(f"self-test: no full-rank fit (rank {rank}, {len(used)} runs)")
+        return 1
+    for name, got, want in zip(("t_op", "t_msg", "t_ent"), p, truth):
+        ok = abs(got - want) <= 0.01 * want
+        bad += not ok
+        print(f"self-test: {name} fitted {got:.4f}, true {want:.4f}: {'ok' if ok else 'WRONG'}")
+    for (app, k), d in sorted(sweeps.items()):
+        c = crossing_pred(counts, app, d["mpi1"] * 1e3, p)
+        c0 = crossing_pred(counts, app, d["mpi1"] * 1e3, truth)
+        if c0 is None:
+            continue
+        # the crossing is where the host's time is 1.10 x the GPU's
+        r0 = host_us(counts, app, c0, truth) / (d["mpi1"] * 1e3)
+        ok = c is not None and abs(c - c0) <= 0.02 * c0 and (c0 == 1.0 or abs(r0 - LIMIT) <= 0.002)
+        bad += not ok
+        print(f"self-test: {app} size {k}: crossing at {c:.4g} chares, the true model's {c0:.4g} "
+              f"(H / G there {r0:.4f}): {'ok' if ok else 'WRONG'}")
+    print(f"self-test: {len(used)} host-bound runs fitted, {'FAILED' if bad else 'passed'}")
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sweep", nargs="+", required=True)
-    ap.add_argument("--counts", required=True)
+    ap.add_argument("--self-test", action="store_true",
+                    help="fit sweeps made by the model with known costs (no other input needed)")
+    ap.add_argument("--sweep", nargs="+")
+    ap.add_argument("--counts")
     ap.add_argument("--mechanisms")
     ap.add_argument("--calls", help="bench_finegrain --calls output (calls.txt): the graph replay")
     ap.add_argument("--min-ratio", type=float, default=1.3,
@@ -276,6 +316,17 @@ def main():
     ap.add_argument("--net-gbs", type=float, default=25.0,
                     help="assumed network bandwidth per GPU, GB/s (25: one 200 Gb/s NIC)")
     a = ap.parse_args()
+    if a.self_test:
+        import os
+        try:
+            import numpy  # noqa: F401
+        except ImportError:
+            print("self-test: skipped (no numpy for /usr/bin/python3)")
+            sys.exit(77)
+        sys.exit(self_test(a.counts or os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                    "app-counts.csv")))
+    if not a.sweep or not a.counts:
+        ap.error("--sweep and --counts are needed (or --self-test)")
 
     sweeps = load_sweeps(a.sweep)
     counts = Counts(a.counts)
