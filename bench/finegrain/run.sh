@@ -147,7 +147,7 @@ if [ -s "$mcsv" ]; then
     echo "# launch, per message beyond the launch (msg_xl), entries in all, posts, the runtime's rest"
     printf "%-36s %4s %10s %8s %8s %9s %8s %9s %10s\n" mechanism M tess_step launch msg_xl entries \
         posts rest raw_step
-    tail -n +2 "$mcsv" | while IFS=, read -r w p q c m b be ts rs tm rm ra tl rl tx rx so ip bs mech sd en po re; do
+    tail -n +2 "$mcsv" | while IFS=, read -r _ _ _ _ m _ _ ts rs _ _ _ tl _ tx _ _ _ _ mech _ en po re; do
         printf "%-36s %4s %10s %8s %8s %9s %8s %9s %10s\n" "$mech" "$m" "$ts" "$tl" "$tx" "$en" "$po" \
             "$re" "$rs"
     done
