@@ -29,13 +29,21 @@
  *
  * Options: -c C, -m M, -b BYTES, -s STEPS (1000), -w WARMUP (100), -r REPS (3),
  * --where local|remote, --no-raw, --csv FILE (a row appended; header when the file is new),
- * --calls (with CUDA: also the host cost of each single CUDA call a chare step makes),
+ * --calls (with CUDA: also the host cost of each single CUDA call a chare step makes, and of
+ * one chare step issued as calls against replayed as a CUDA graph),
  * --delay-us N (each step kernel waits N µs first: sleeps on the host backend, spins on the
  * GPU's global timer with CUDA, so that a copy not ordered after its sender's kernel reads
  * stale data and the check counts it: a test of the ordering),
  * --sender-ordered (the receiving entry also TESS_ENTRY_SENDER_ORDERED, as Jacobi2D's and
  * LULESH's halos register theirs: the ring is a symmetric exchange whose buffers go by step
- * parity, so a step's messages are ready only after every receiver's use of that parity).
+ * parity, so a step's messages are ready only after every receiver's use of that parity),
+ * --in-place (the receiving entry also TESS_ENTRY_IN_PLACE, as Jacobi2D's -halos inplace: within
+ * a process nothing is copied and the step kernel reads each message in its sender's buffer,
+ * which the sender rewrites only in its step after next, after this chare's next message).
+ *
+ * Each run names its mechanism — copy or in-place, sender-ordered or not, and TESS_BATCH_STREAM
+ * (batch-auto when unset) — on its RESULT line and in its CSV row; the row also splits the
+ * chare step's host time into the sends, the entries, the posts and the runtime's rest.
  */
 #include "fg.h"
 
