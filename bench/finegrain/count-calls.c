@@ -3,9 +3,9 @@
  * host time on a GPU: kernel launches (tess_gpu_launch_host: the host backend's launch, one per
  * kernel the apps' launchers start), stream copies and memsets, device messages
  * (tess_send_device_many counts each of its sends), host messages (tess_send), GPU
- * continuations (tess_gpu_then),
- * reduction contributions and broadcasts. Only calls from the program itself count, not the
- * runtime's own. At exit each process prints one line to stderr:
+ * continuations (tess_gpu_then), reduction contributions and broadcasts. Only calls from the
+ * program itself count, not the runtime's own. At exit each MPI process prints one line to
+ * stderr:
  *
  *   CALLS rank=R launches=N copies=N memsets=N dev_msgs=N msgs=N thens=N contributes=N
  *         broadcasts=N dev_bytes=N (the device messages' bytes)
