@@ -29,13 +29,21 @@
  *
  * Options: -c C, -m M, -b BYTES, -s STEPS (1000), -w WARMUP (100), -r REPS (3),
  * --where local|remote, --no-raw, --csv FILE (a row appended; header when the file is new),
- * --calls (with CUDA: also the host cost of each single CUDA call a chare step makes),
+ * --calls (with CUDA: also the host cost of each single CUDA call a chare step makes, and of
+ * one chare step issued as calls against replayed as a CUDA graph),
  * --delay-us N (each step kernel waits N µs first: sleeps on the host backend, spins on the
  * GPU's global timer with CUDA, so that a copy not ordered after its sender's kernel reads
  * stale data and the check counts it: a test of the ordering),
  * --sender-ordered (the receiving entry also TESS_ENTRY_SENDER_ORDERED, as Jacobi2D's and
  * LULESH's halos register theirs: the ring is a symmetric exchange whose buffers go by step
- * parity, so a step's messages are ready only after every receiver's use of that parity).
+ * parity, so a step's messages are ready only after every receiver's use of that parity),
+ * --in-place (the receiving entry also TESS_ENTRY_IN_PLACE, as Jacobi2D's -halos inplace: within
+ * a process nothing is copied and the step kernel reads each message in its sender's buffer,
+ * which the sender rewrites only in its step after next, after this chare's next message).
+ *
+ * Each run names its mechanism — copy or in-place, sender-ordered or not, and TESS_BATCH_STREAM
+ * (batch-auto when unset) — on its RESULT line and in its CSV row; the row also splits the
+ * chare step's host time into the sends, the entries, the posts and the runtime's rest.
  */
 #include "fg.h"
 
@@ -50,8 +58,9 @@
 
 static struct {
     int         c, m, bytes, steps, warmup, reps, remote, raw, calls, delay_us, sender_ordered;
+    int         in_place;
     const char *csv;
-} opt = {8, 4, 4096, 1000, 100, 3, 0, 1, 0, 0, 0, NULL};
+} opt = {8, 4, 4096, 1000, 100, 3, 0, 1, 0, 0, 0, 0, NULL};
 
 static int        rank, nprocs, words, np_chares, nchares;
 static int        use_cuda;
@@ -83,6 +92,11 @@ typedef struct fg_chare {
     int32_t  me, base, ring, shift;
     int      step, target, got[2], started, finished_at;
     int32_t *recv[2], *send[2], *err, *err_host;
+    /* --in-place: per parity, where each slot's message lies (the sender's buffer, or NULL:
+     * in recv) as the posts said, and the table the kernel reads (device, and its pinned
+     * source), uploaded when it changes: at the first steps (a sender's buffers stay put). */
+    const int32_t *at[2][FG_MAX_M], *at_up[2][FG_MAX_M];
+    const int32_t **at_dev[2], **at_pin[2];
     double   t_launch, t_send, t_entry, t_post; /* host seconds in the phase so far */
 } fg_chare_t;
 
@@ -122,6 +136,13 @@ static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
     ck(tess_gpu_malloc((void **)&c->err, sizeof(int32_t)), "device memory");
     ck(tess_gpu_malloc_host((void **)&c->err_host, sizeof(int32_t)), "pinned memory");
     ck(tess_gpu_memset_async(c->err, 0, sizeof(int32_t), tess_ctx_stream(ctx)), "memset");
+    if (opt.in_place)
+        for (int p = 0; p < 2; p++) {
+            size_t n = (size_t)opt.m * sizeof(int32_t *);
+            ck(tess_gpu_malloc((void **)&c->at_dev[p], n), "device memory");
+            ck(tess_gpu_malloc_host((void **)&c->at_pin[p], n), "pinned memory");
+            ck(tess_gpu_memset_async(c->at_dev[p], 0, n, tess_ctx_stream(ctx)), "memset");
+        }
     c->finished_at = -1;
 }
 
@@ -136,6 +157,10 @@ static void chare_dtor(tess_ctx_h ctx, void *e, void *arg)
     }
     tess_gpu_free(c->err);
     tess_gpu_free_host(c->err_host);
+    for (int p = 0; p < 2 && opt.in_place; p++) {
+        tess_gpu_free(c->at_dev[p]);
+        tess_gpu_free_host(c->at_pin[p]);
+    }
 }
 
 /* The messages of step `step` (in send[step % 2]) to every neighbour, after the kernel. */
@@ -155,6 +180,21 @@ static void send_step(fg_chare_t *c, int step)
     ck(tess_send_device_many(s, opt.m, NULL), "tess_send_device_many");
 }
 
+/* --in-place: the kernel's table of where parity p's messages lie, uploaded on the chare's
+ * stream when a post changed it. The pinned source is rewritten only after the stream drained
+ * (never again once every neighbour has sent twice). */
+static const int32_t *const *slot_table(tess_stream_t st, fg_chare_t *c, int p)
+{
+    size_t n = (size_t)opt.m * sizeof(c->at[p][0]);
+    if (memcmp(c->at_up[p], c->at[p], n)) {
+        tess_gpu_stream_sync(st);
+        memcpy(c->at_up[p], c->at[p], n);
+        memcpy(c->at_pin[p], c->at[p], n);
+        ck(tess_gpu_memcpy_async(c->at_dev[p], c->at_pin[p], n, st), "slot table upload");
+    }
+    return (const int32_t *const *)c->at_dev[p];
+}
+
 static void advance(tess_ctx_h ctx, fg_chare_t *c)
 {
     tess_stream_t st = tess_ctx_stream(ctx);
@@ -162,7 +202,9 @@ static void advance(tess_ctx_h ctx, fg_chare_t *c)
         int p       = c->step % 2;
         c->got[p]   = 0;
         fg_args_t a = {c->recv[p], c->send[1 - p], c->err, c->me, c->step, opt.m, words, 1,
-                       c->base, c->ring, c->shift, opt.delay_us};
+                       c->base, c->ring, c->shift, opt.delay_us, NULL};
+        if (opt.in_place)
+            a.slots = slot_table(st, c, p);
         double t0 = tess_wtime();
         launch_step(st, &a);
         double t1 = tess_wtime();
@@ -190,7 +232,15 @@ static void msg_post(tess_ctx_h ctx, void *e, const void *header, size_t header_
     if (header_len != sizeof(*h) || nbufs != 1 ||
         sizes[0] != (size_t)words * sizeof(int32_t) || h->slot < 0 || h->slot >= opt.m)
         die("a malformed message", NULL);
-    dst[0] = c->recv[h->step % 2] + (size_t)h->slot * words;
+    /* --in-place: within the process the runtime offers the sender's buffer; the step kernel
+     * reads it there. The sender writes that parity again in its step after next, which waits
+     * for this chare's next message, sent after the kernel that reads it. */
+    if (opt.in_place && dst[0])
+        c->at[h->step % 2][h->slot] = dst[0];
+    else {
+        dst[0]                      = c->recv[h->step % 2] + (size_t)h->slot * words;
+        c->at[h->step % 2][h->slot] = NULL;
+    }
     c->t_post += tess_wtime() - t0;
 }
 
@@ -214,7 +264,7 @@ static void on_go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         /* Step 0's messages: the kernel without a check writes them. */
         c->started  = 1;
         fg_args_t a = {c->recv[0], c->send[0], c->err, c->me, -1, opt.m, words, 0, c->base,
-                       c->ring, c->shift, opt.delay_us};
+                       c->ring, c->shift, opt.delay_us, NULL};
         launch_step(tess_ctx_stream(ctx), &a);
         send_step(c, 0);
     }
@@ -282,7 +332,8 @@ static void usage(void)
     if (rank == 0)
         fprintf(stderr, "usage: bench_finegrain [-c CHARES_PER_PE] [-m MESSAGES (even)] "
                         "[-b BYTES] [-s STEPS] [-w WARMUP] [-r REPS] [--where local|remote] "
-                        "[--no-raw] [--calls] [--sender-ordered] [--delay-us N] [--csv FILE]\n");
+                        "[--no-raw] [--calls] [--sender-ordered] [--in-place] [--delay-us N] "
+                        "[--csv FILE]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
     exit(2);
 }
@@ -301,6 +352,10 @@ static void parse(int argc, char **argv)
         }
         if (!strcmp(a, "--sender-ordered")) {
             opt.sender_ordered = 1;
+            continue;
+        }
+        if (!strcmp(a, "--in-place")) {
+            opt.in_place = 1;
             continue;
         }
         if (!v)
@@ -337,6 +392,15 @@ static void parse(int argc, char **argv)
     }
 }
 
+/* The mechanism a run measures, for its table row: the receiving entry's flags and the batch
+ * stream setting (TESS_BATCH_STREAM; unset: auto). */
+static void mechanism_name(char *buf, size_t len, const char *batch_stream)
+{
+    snprintf(buf, len, "%s%s%s/batch-%s", opt.in_place ? "in-place" : "copy",
+             opt.sender_ordered ? "+sender-ordered" : "", opt.remote ? "/remote" : "",
+             batch_stream && *batch_stream ? batch_stream : "auto");
+}
+
 static result_t run_phase(int target)
 {
     phase_target = target;
@@ -364,7 +428,8 @@ int main(int argc, char **argv)
     nchares   = np_chares * nprocs;
 
     ck(tess_entry_register("go", on_go, &E_GO), "entry registration");
-    unsigned flags = TESS_ENTRY_BATCH | (opt.sender_ordered ? TESS_ENTRY_SENDER_ORDERED : 0u);
+    unsigned flags = TESS_ENTRY_BATCH | (opt.sender_ordered ? TESS_ENTRY_SENDER_ORDERED : 0u) |
+                     (opt.in_place ? TESS_ENTRY_IN_PLACE : 0u);
     ck(tess_entry_register_device("msg", msg_post, on_msg, flags, &E_MSG), "entry registration");
     ck(tess_entry_register("checked", on_checked, &E_CHECKED), "entry registration");
     ck(tess_entry_register("result", on_result, &E_RESULT), "entry registration");
@@ -429,10 +494,14 @@ int main(int argc, char **argv)
             opt.raw ? median(trl, opt.reps) / ((double)np_chares * opt.steps) : 0;
         double msg_xl = (per_step - launch) / opt.m, raw_msg_xl = (raw_step - raw_launch) / opt.m;
         const char *where = opt.remote ? "remote" : "local";
+        const char *bs    = getenv("TESS_BATCH_STREAM");
+        char        mech[64];
+        mechanism_name(mech, sizeof(mech), bs);
+        double t_send = median(tb[R_SEND], opt.reps), t_entry = median(tb[R_ENTRY], opt.reps);
+        double t_post = median(tb[R_POST], opt.reps);
         printf("bench_finegrain: %d processes x %d PEs, %d chares per PE, M %d, %d B, %s, "
-               "backend %s, %d steps x %d reps%s\n", nprocs, tess_ppn(), opt.c, opt.m, opt.bytes,
-               where, tess_gpu_backend_name(), opt.steps, opt.reps,
-               opt.sender_ordered ? ", sender-ordered" : "");
+               "backend %s, %d steps x %d reps, mechanism %s\n", nprocs, tess_ppn(), opt.c,
+               opt.m, opt.bytes, where, tess_gpu_backend_name(), opt.steps, opt.reps, mech);
         printf("  tessera: %8.3f us per chare-step, %7.3f us per message, %7.3f beyond the "
                "launch (%.3f)\n", per_step * 1e6, per_step * 1e6 / opt.m, msg_xl * 1e6,
                launch * 1e6);
@@ -442,18 +511,17 @@ int main(int argc, char **argv)
                    raw_msg_xl * 1e6, raw_launch * 1e6, per_step / raw_step);
         printf("  tessera's chare-step: kernel launch %.3f us, sends %.3f us, entries in all "
                "%.3f us, posts %.3f us; the rest (runtime: receives, scheduling, polling) "
-               "%.3f us\n", launch * 1e6,
-               median(tb[R_SEND], opt.reps) * 1e6, median(tb[R_ENTRY], opt.reps) * 1e6,
-               median(tb[R_POST], opt.reps) * 1e6,
-               (per_step - median(tb[R_ENTRY], opt.reps) - median(tb[R_POST], opt.reps)) * 1e6);
+               "%.3f us\n", launch * 1e6, t_send * 1e6, t_entry * 1e6, t_post * 1e6,
+               (per_step - t_entry - t_post) * 1e6);
         printf("  process 0's messages: %.0f%% d2d receives batched, %.3f batch copy "
                "operations per chare-step\n", batched * 100, copy_ops);
         printf("  errors: tessera %lld, raw %lld%s\n", (long long)errors, (long long)raw_errors,
                status ? "  FAILED" : "");
-        printf("RESULT where=%s procs=%d ppn=%d c=%d m=%d bytes=%d backend=%s tess_us=%.4f "
-               "raw_us=%.4f ratio=%.4f errors=%lld\n", where, nprocs, tess_ppn(), opt.c, opt.m,
-               opt.bytes, tess_gpu_backend_name(), per_step * 1e6, raw_step * 1e6,
-               opt.raw ? per_step / raw_step : 0.0, (long long)(errors + raw_errors));
+        printf("RESULT where=%s procs=%d ppn=%d c=%d m=%d bytes=%d backend=%s mechanism=%s "
+               "tess_us=%.4f raw_us=%.4f ratio=%.4f errors=%lld\n", where, nprocs, tess_ppn(),
+               opt.c, opt.m, opt.bytes, tess_gpu_backend_name(), mech, per_step * 1e6,
+               raw_step * 1e6, opt.raw ? per_step / raw_step : 0.0,
+               (long long)(errors + raw_errors));
         if (opt.csv) {
             FILE *f = fopen(opt.csv, "a");
             if (!f)
@@ -462,13 +530,16 @@ int main(int argc, char **argv)
                 fprintf(f, "where,procs,ppn,chares_per_pe,m,bytes,backend,tess_us_per_step,"
                            "raw_us_per_step,tess_us_per_msg,raw_us_per_msg,ratio,"
                            "tess_launch_us,raw_launch_us,tess_us_per_msg_xl,raw_us_per_msg_xl,"
-                           "sender_ordered\n");
-            fprintf(f, "%s,%d,%d,%d,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d\n",
+                           "sender_ordered,in_place,batch_stream,mechanism,tess_send_us,"
+                           "tess_entry_us,tess_post_us,tess_rest_us\n");
+            fprintf(f, "%s,%d,%d,%d,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,"
+                       "%d,%s,%s,%.4f,%.4f,%.4f,%.4f\n",
                     where, nprocs, tess_ppn(), opt.c, opt.m, opt.bytes, tess_gpu_backend_name(),
                     per_step * 1e6, raw_step * 1e6, per_step * 1e6 / opt.m,
                     raw_step * 1e6 / opt.m, opt.raw ? per_step / raw_step : 0.0, launch * 1e6,
                     raw_launch * 1e6, msg_xl * 1e6, opt.raw ? raw_msg_xl * 1e6 : 0.0,
-                    opt.sender_ordered);
+                    opt.sender_ordered, opt.in_place, bs && *bs ? bs : "auto", mech, t_send * 1e6,
+                    t_entry * 1e6, t_post * 1e6, (per_step - t_entry - t_post) * 1e6);
             fclose(f);
         }
         fflush(stdout);

@@ -49,6 +49,10 @@ typedef struct fg_args {
     int32_t        me, step, m, words, check;
     int32_t        base, ring, shift; /* the ring the offsets wrap in */
     int32_t        delay_us;          /* wait that long first (a slow kernel) */
+    /* --in-place: device memory holding M pointers, where message k of this step lies when it
+     * was taken in place (the sender's buffer), NULL where it is in slot k of `in`; NULL: every
+     * message is in `in`. */
+    const int32_t *const *slots;
 } fg_args_t;
 
 /* Element e of the step: returns 1 when the received word is wrong. */
@@ -58,7 +62,8 @@ static inline TESS_HD int fg_point(const fg_args_t *a, int64_t e)
     int     bad = 0;
     if (a->check) {
         int32_t from = fg_wrap((int64_t)a->me - fg_offset(k, a->shift), a->base, a->ring);
-        bad          = a->in[e] != fg_word(from, a->step, w);
+        int32_t got  = a->slots && a->slots[k] ? a->slots[k][w] : a->in[e];
+        bad          = got != fg_word(from, a->step, w);
     }
     a->out[e] = fg_word(a->me, a->step + 1, w);
     return bad;

@@ -134,13 +134,29 @@ extern "C" void fg_cuda_calls(void)
     ck(cudaGetDriverEntryPointByVersion("cuEventQuery", &eq, 7000, cudaEnableDefault, &found),
        "cudaGetDriverEntryPointByVersion");
     query_t cu_stream_query = (query_t)sq, cu_event_query = (query_t)eq;
-    fg_args_t args = {a, b, err, 0, 0, 4, 1024, 0, 0, 8, 0};
+    fg_args_t args = {a, b, err, 0, 0, 4, 1024, 0, 0, 8, 0, 0, NULL};
     const char *names[] = {"launch (1 block, empty)", "launch (step kernel, M 4 x 4 KiB)",
                            "cudaMemcpyAsync D2D 4 KiB", "cudaEventRecord",
                            "cudaStreamWaitEvent", "cudaEventQuery (done)",
                            "cudaStreamQuery (idle)", "cuStreamQuery (idle)",
-                           "cuEventQuery (done)", "cuPointerGetAttributes (2)"};
-    for (int what = 0; what < 10; what++) {
+                           "cuEventQuery (done)", "cuPointerGetAttributes (2)",
+                           "chare step as calls (4 copies + step)",
+                           "chare step as a graph replay (same)"};
+    /* One chare step (M 4 copies of 4 KiB and the step kernel) captured once per stream as a
+     * CUDA graph: the host cost of replaying it against issuing its calls one by one. */
+    cudaGraphExec_t ge[NS];
+    for (int i = 0; i < NS; i++) {
+        cudaGraph_t g;
+        ck(cudaStreamBeginCapture(s[i], cudaStreamCaptureModeThreadLocal), "capture");
+        for (int m = 0; m < 4; m++)
+            ck(cudaMemcpyAsync(b + 1024 * m, a + 1024 * m, 4096, cudaMemcpyDeviceToDevice, s[i]),
+               "captured copy");
+        fg_step_cuda(s[i], &args);
+        ck(cudaStreamEndCapture(s[i], &g), "capture");
+        ck(cudaGraphInstantiate(&ge[i], g, 0), "cudaGraphInstantiate");
+        ck(cudaGraphDestroy(g), "cudaGraphDestroy");
+    }
+    for (int what = 0; what < 12; what++) {
         double t = 0;
         for (int done = 0; done < N; done += CHUNK) {
             for (int i = 0; i < NS; i++)
@@ -158,6 +174,13 @@ extern "C" void fg_cuda_calls(void)
                 case 6: cudaStreamQuery(st); break;
                 case 7: cu_stream_query(st); break;
                 case 8: cu_event_query(ev[k % NS]); break;
+                case 10:
+                    for (int m = 0; m < 4; m++)
+                        cudaMemcpyAsync(b + 1024 * m, a + 1024 * m, 4096,
+                                        cudaMemcpyDeviceToDevice, st);
+                    fg_step_cuda(st, &args);
+                    break;
+                case 11: cudaGraphLaunch(ge[k % NS], st); break;
                 default: {
                     unsigned type = 0;
                     int      ord  = 0;
@@ -172,6 +195,7 @@ extern "C" void fg_cuda_calls(void)
     }
     ck(cudaDeviceSynchronize(), "sync");
     for (int i = 0; i < NS; i++) {
+        cudaGraphExecDestroy(ge[i]);
         cudaStreamDestroy(s[i]);
         cudaEventDestroy(ev[i]);
     }

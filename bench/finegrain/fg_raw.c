@@ -106,7 +106,8 @@ double fg_raw_run(const fg_raw_ops_t *ops, int nchares, int m, int words, int wa
         c[i].err = dalloc(sizeof(int32_t));
         hck(tess_gpu_memset_async(c[i].err, 0, sizeof(int32_t), c[i].stream), "memset");
         /* Step 0's messages: the kernel without a check writes them. */
-        fg_args_t a = {c[i].recv[0], c[i].send[0], c[i].err, i, -1, m, words, 0, 0, nchares, 0, 0};
+        fg_args_t a = {c[i].recv[0], c[i].send[0], c[i].err, i, -1, m, words, 0, 0, nchares, 0, 0,
+                       NULL};
         ops->step(c[i].stream, &a);
         ops->event_record(c[i].ev[1], c[i].stream);
     }
@@ -128,7 +129,7 @@ double fg_raw_run(const fg_raw_ops_t *ops, int nchares, int m, int words, int wa
                           bytes, c[i].stream);
             }
             fg_args_t a = {c[i].recv[p], c[i].send[1 - p], c[i].err, i, s, m, words, 1,
-                           0, nchares, 0, 0};
+                           0, nchares, 0, 0, NULL};
             double tl = tess_wtime();
             ops->step(c[i].stream, &a);
             launch += tess_wtime() - tl;
