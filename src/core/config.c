@@ -117,7 +117,8 @@ static const opt_t opts[] = {
      OPT_STR, CFG(gpu_poll), 0, 0, "auto|signal|event", 0},
     {{"collective_timeout", "TESS_COLLECTIVE_TIMEOUT", NULL, "300",
       "seconds a collective call (tess_run, tess_array_create, ...) waits for every process "
-      "to enter it before it aborts the job naming those that did not (0: wait for ever)"},
+      "to enter it before it aborts the job naming those that did not; warnings naming them "
+      "come at 10, 20, 40 ... s (0: wait for ever)"},
      OPT_INT, CFG(collective_timeout), 0, 1 << 30, NULL, 0},
     {{"peer_failure", "TESS_PEER_FAILURE", NULL, "1",
       "UCX reports a peer process that is gone (killed, crashed, its node lost), which ends "
