@@ -199,6 +199,39 @@ void tess_core_peers_check(void)
                        r, peers.pid[r]);
 }
 
+/* ---- MPI_Finalize before tess_finalize ---------------------------------------------------- */
+
+/* MPI deletes the attributes of MPI_COMM_SELF first thing in MPI_Finalize: one set at init and
+ * removed by tess_finalize tells a program that finalizes MPI while Tessera still runs, which
+ * would otherwise end quietly with status 0 (PE threads, segments and endpoints left behind). */
+static int core_self_key = MPI_KEYVAL_INVALID;
+
+static int core_self_delete(MPI_Comm comm, int key, void *value, void *extra)
+{
+    (void)comm, (void)key, (void)value, (void)extra;
+    if (tess_core.initialized && !tess_core.finalizing)
+        tess_fatal("MPI_Finalize was called while Tessera is initialised: call tess_finalize "
+                   "first (every process, after its last tess_run); the job fails");
+    return MPI_SUCCESS;
+}
+
+static void core_self_watch(void)
+{
+    if (core_self_key == MPI_KEYVAL_INVALID &&
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, core_self_delete, &core_self_key, NULL) !=
+            MPI_SUCCESS) {
+        core_self_key = MPI_KEYVAL_INVALID;
+        return;
+    }
+    MPI_Comm_set_attr(MPI_COMM_SELF, core_self_key, NULL);
+}
+
+static void core_self_unwatch(void)
+{
+    if (core_self_key != MPI_KEYVAL_INVALID)
+        MPI_Comm_delete_attr(MPI_COMM_SELF, core_self_key);
+}
+
 tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_params_t *params)
 {
     tess_status_t st;
@@ -301,6 +334,8 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
 
     tess_set_abort_fn(core_abort);
     tess_core.initialized = 1;
+    tess_core.finalizing  = 0;
+    core_self_watch();
     if (tess_cfg.verbose)
         core_print_mapping();
     return TESS_OK;
@@ -345,6 +380,8 @@ tess_status_t tess_core_fini(void)
                           "called tess_init");
     if (atomic_load(&tess_core.phase) != PHASE_IDLE)
         return tess_error(TESS_ERR_STATE, "tess_finalize inside tess_run");
+    tess_core.finalizing = 1;
+    core_self_unwatch();
     /* Everyone is out of its last phase before endpoints close. */
     MPI_Barrier(tess_rt.comm);
     tess_pe_destroy_all();
