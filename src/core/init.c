@@ -23,8 +23,60 @@ int tess_core_on_main_thread(void)
     return tess_core.initialized && pthread_equal(pthread_self(), tess_core.main_thread);
 }
 
+/* A launcher that keeps the job when a process fails (Open MPI's --enable-recovery,
+ * orte_enable_recovery) also ignores how its processes exit: mpirun ends with status 0 after
+ * every process aborted. When this process aborts under such a launcher, it ends the launcher
+ * (its parent: mpirun, or the node's daemon, whose loss ends the job) so that the run fails. */
+static int core_launcher_recovers(void)
+{
+    static const char *const vars[] = {"OMPI_MCA_orte_enable_recovery",
+                                       "OMPI_MCA_prte_enable_recovery",
+                                       "PRTE_MCA_prte_enable_recovery"};
+    for (size_t i = 0; i < TESS_ARRAY_LEN(vars); i++) {
+        const char *v = getenv(vars[i]);
+        int         on;
+        if (v && tess_parse_bool(v, &on) == TESS_OK && on)
+            return 1;
+    }
+    return 0;
+}
+
+static void core_abort_launcher(void)
+{
+    if (!core_launcher_recovers())
+        return;
+    pid_t parent = getppid();
+    char  path[64], comm[64] = "";
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)parent);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(comm, sizeof(comm), f))
+            comm[0] = '\0';
+        fclose(f);
+    }
+    comm[strcspn(comm, "\n")] = '\0';
+    static const char *const launchers[] = {"mpirun", "mpiexec", "orterun", "orted", "prterun",
+                                            "prted"};
+    for (size_t i = 0; i < TESS_ARRAY_LEN(launchers); i++)
+        if (!strncmp(comm, launchers[i], strlen(launchers[i]))) {
+            /* A moment for the launcher to forward what this process wrote (see below). */
+            struct timespec pause = {0, 200 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+            fprintf(stderr, "[tessera] the launcher runs with recovery on (it would exit 0 "
+                    "whatever its processes do): ending it (%s, pid %d) so that the job "
+                    "fails\n", comm, (int)parent);
+            fflush(stderr);
+            kill(parent, SIGTERM);
+            return;
+        }
+    fprintf(stderr, "[tessera] the launcher runs with recovery on: it may exit 0 although this "
+            "process failed\n");
+    fflush(stderr);
+}
+
 static void core_abort(int code)
 {
+    core_abort_launcher();
     if (tess_core.initialized &&
         (tess_core.mpi_thread_level == MPI_THREAD_MULTIPLE ||
          pthread_equal(pthread_self(), tess_core.main_thread))) {
