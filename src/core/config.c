@@ -104,9 +104,10 @@ static const opt_t opts[] = {
     {{"lb", "TESS_LB", "+tess-lb", "greedyrefine",
       "load balancer: greedy, refine, greedyrefine, hybrid, evencount, rotate, none"},
      OPT_STR, CFG(lb), 0, 0, NULL, 0},
-    {{"lb_target", "TESS_LB_TARGET", "+tess-lb-target", "gpu",
-      "what the balancer evens out: pe, process, gpu"},
-     OPT_STR, CFG(lb_target), 0, 0, "pe|process|gpu", 0},
+    {{"lb_target", "TESS_LB_TARGET", "+tess-lb-target", "auto",
+      "what the balancer evens out: pe, process, gpu, auto (gpu where the job has more than "
+      "one GPU, else pe: with one GPU, gpu is one bin and nothing moves)"},
+     OPT_STR, CFG(lb_target), 0, 0, "auto|pe|process|gpu", 0},
     {{"lb_gpu_time", "TESS_LB_GPU_TIME", NULL, "0",
       "measure each element's GPU time with events for load balancing"},
      OPT_BOOL, CFG(lb_gpu_time), 0, 1, NULL, 0},
