@@ -169,8 +169,10 @@ static const opt_t opts[] = {
       "for Perfetto, chrome://tracing and tools/tess-trace; a name ending in .json; empty or "
       "0: off)"},
      OPT_STR, CFG(trace), 0, 0, NULL, 0},
-    {{"trace_events", "TESS_TRACE_EVENTS", NULL, "131072",
-      "trace: events buffered per thread (80 bytes each); later ones are dropped and counted"},
+    {{"trace_events", "TESS_TRACE_EVENTS", NULL, "2097152",
+      "trace: most events kept per thread (80 bytes each; the buffer grows as needed in chunks "
+      "of 16384); later ones are dropped and counted, and tess-trace summary then says the "
+      "trace is partial"},
      OPT_INT, CFG(trace_events), 1024, 1 << 26, NULL, 0},
     {{"trace_copies", "TESS_TRACE_COPIES", NULL, "0",
       "trace: time device-message copies on the device too (two more events per copy on the "
