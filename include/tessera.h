@@ -210,7 +210,12 @@ typedef struct tess_array_params {
     tess_map_t     map;        /**< initial placement */
     tess_map_fn_t  map_fn;     /**< with TESS_MAP_USER */
     void          *map_arg;
-    tess_pup_fn_t  pup;        /**< needed to migrate elements (load balancing) */
+    /** How elements migrate (tess_migrate, load balancing): without it an element moves as its
+     *  elem_size state bytes alone, which is right for state that owns no memory (the runtime
+     *  warns once per array at its first migration: pointers in the state would be copied as
+     *  they are); with it the function also moves what the state points to (see tess_pup_*).
+     *  A function that moves nothing states that the bytes are enough. */
+    tess_pup_fn_t  pup;
     tess_entry_t   resume;     /**< entry run on every element after a load-balancing step */
     /** How reductions of this array whose callback is a broadcast cross processes (the same
      *  on every process): 0 = as TESS_REDUCE says (auto: one allreduce per round when the
@@ -421,7 +426,8 @@ tess_status_t tess_result(void *buf, size_t size, size_t *size_p);
 
 /**
  * PUP: the runtime moves the element's elem_size state bytes itself; the array's PUP function
- * (tess_array_params_t.pup) moves what the state points to. The same function runs to size, to
+ * (tess_array_params_t.pup) moves what the state points to. An array without one migrates the
+ * state bytes alone (with a warning, once per array). The same function runs to size, to
  * pack (on the source, after which the source element is gone — free host memory it owns when
  * packing) and to unpack (on the destination, where the state bytes are already in place:
  * allocate, then pup into the new memory). The destructor does not run on migration.
