@@ -69,8 +69,10 @@ typedef enum tess_status {
 /** Short text of a status ("invalid argument"). Any thread. Never NULL. */
 const char *tess_status_string(tess_status_t status);
 
-/** Full text of the last error found on the calling thread ("" if none). Any thread. The string
- *  stays valid until the next failing call on this thread. */
+/** Full text of the error of the last Tessera call on the calling thread: every error status a
+ *  call returns comes with one; after a call that succeeded it is "". Any thread. The string
+ *  stays valid until the next Tessera call on this thread. (The tess_gpu_* calls of
+ *  tessera/gpu.h set it when they fail but do not clear it when they succeed.) */
 const char *tess_error_detail(void);
 
 /* ------------------------------------------------------------------------------------------ */

@@ -551,6 +551,7 @@ tess_status_t tess_reduce_init(void)
 
 tess_status_t tess_tree_get_stats(tess_tree_stats_t *stats_p)
 {
+    tess_error_clear();
     if (!stats_p)
         return tess_error(TESS_ERR_INVALID, "tess_tree_get_stats(NULL)");
     *stats_p = (tess_tree_stats_t){.arity = tess_cfg.tree_arity, .parent = rd.parent,

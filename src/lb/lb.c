@@ -581,6 +581,7 @@ static void lb_check_done(tess_array_t *a)
 
 tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line)
 {
+    tess_error_clear();
     tess_obj_check_init("tess_at_sync", file, line);
     obj_pe_t *op = tess_obj_pe();
     if (tess_unlikely(!ctx || !op || !tess_core_in_phase() || op->current != ctx))
@@ -604,10 +605,12 @@ tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line)
 
 tess_status_t tess_lb_get_stats(tess_array_h a, tess_lb_stats_t *stats_p)
 {
+    tess_error_clear();
     if (!stats_p)
         return tess_error(TESS_ERR_INVALID, "tess_lb_get_stats: stats_p is NULL");
     if (!a || !a->lb || !((lb_array_t *)a->lb)->have_stats)
-        return TESS_ERR_NOT_FOUND;
+        return tess_error_quiet(TESS_ERR_NOT_FOUND, "tess_lb_get_stats: %s has had no "
+                                "load-balancing step", a ? "the array" : "a NULL array");
     *stats_p = ((lb_array_t *)a->lb)->stats;
     return TESS_OK;
 }

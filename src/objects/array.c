@@ -431,6 +431,7 @@ const char *tess_array_name(tess_array_h a) { return a ? a->name : "?"; }
 
 tess_status_t tess_array_location(tess_array_h a, tess_index_t index, int *pe_p)
 {
+    tess_error_clear();
     if (!a || a->destroyed)
         return tess_error(TESS_ERR_INVALID, "tess_array_location: %s array",
                           a ? "a destroyed" : "a NULL");

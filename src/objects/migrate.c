@@ -289,6 +289,7 @@ tess_status_t tess_migrate_loc(tess_ctx_h ctx, int dest_pe, const char *file, in
 
 tess_status_t tess_set_load(tess_ctx_h ctx, double load)
 {
+    tess_error_clear();
     if (!ctx)
         return tess_error(TESS_ERR_INVALID, "tess_set_load: NULL ctx");
     ctx->user_load     = load;
