@@ -178,7 +178,8 @@ typedef void (*tess_entry_fn_t)(tess_ctx_h ctx, void *elem, const void *msg, siz
 typedef void (*tess_elem_fn_t)(tess_ctx_h ctx, void *elem, void *arg);
 
 /** A user mapping: the global PE (0 ≤ pe < num_pes) of element `index`. Must give the same answer
- *  on every rank. */
+ *  on every rank: tess_array_create compares the placements of all processes and fails with
+ *  TESS_ERR_MISMATCH, naming the first element placed differently, if they differ. */
 typedef int (*tess_map_fn_t)(tess_index_t index, const int32_t extents[3], int num_pes, void *arg);
 
 typedef enum tess_map {
@@ -201,7 +202,9 @@ enum tess_array_field {
 };
 
 typedef struct tess_array_params {
-    uint64_t       field_mask; /**< TESS_ARRAY_FIELD_* of the optional fields set */
+    /** TESS_ARRAY_FIELD_* of the optional fields set. An optional field that is not zero
+     *  without its bit is refused (TESS_ERR_INVALID), never ignored. */
+    uint64_t       field_mask;
     const char    *name;       /**< for messages (default "array<N>") */
     int            ndims;      /**< 1, 2 or 3 (required) */
     int32_t        extents[3]; /**< elements per dimension, each >= 1 (required) */
@@ -240,6 +243,9 @@ const char *tess_entry_name(tess_entry_t entry);
  * Create a chare array (main; collective). Every rank computes the same placement, so the
  * location table is identical everywhere; each rank constructs its own elements. The element
  * state lives in runtime memory of elem_size bytes, aligned to 64.
+ * Errors: TESS_ERR_INVALID (bad parameters, an optional field set without its field_mask bit),
+ * TESS_ERR_MISMATCH (the processes create different arrays, or a TESS_MAP_USER map places the
+ * elements differently on different processes), TESS_ERR_STATE, TESS_ERR_NO_MEMORY.
  */
 tess_status_t tess_array_create(const tess_array_params_t *params, tess_array_h *array_p);
 
