@@ -69,8 +69,10 @@ typedef enum tess_status {
 /** Short text of a status ("invalid argument"). Any thread. Never NULL. */
 const char *tess_status_string(tess_status_t status);
 
-/** Full text of the last error found on the calling thread ("" if none). Any thread. The string
- *  stays valid until the next failing call on this thread. */
+/** Full text of the error of the last Tessera call on the calling thread: every error status a
+ *  call returns comes with one; after a call that succeeded it is "". Any thread. The string
+ *  stays valid until the next Tessera call on this thread. (The tess_gpu_* calls of
+ *  tessera/gpu.h set it when they fail but do not clear it when they succeed.) */
 const char *tess_error_detail(void);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -176,7 +178,8 @@ typedef void (*tess_entry_fn_t)(tess_ctx_h ctx, void *elem, const void *msg, siz
 typedef void (*tess_elem_fn_t)(tess_ctx_h ctx, void *elem, void *arg);
 
 /** A user mapping: the global PE (0 ≤ pe < num_pes) of element `index`. Must give the same answer
- *  on every rank. */
+ *  on every rank: tess_array_create compares the placements of all processes and fails with
+ *  TESS_ERR_MISMATCH, naming the first element placed differently, if they differ. */
 typedef int (*tess_map_fn_t)(tess_index_t index, const int32_t extents[3], int num_pes, void *arg);
 
 typedef enum tess_map {
@@ -199,7 +202,9 @@ enum tess_array_field {
 };
 
 typedef struct tess_array_params {
-    uint64_t       field_mask; /**< TESS_ARRAY_FIELD_* of the optional fields set */
+    /** TESS_ARRAY_FIELD_* of the optional fields set. An optional field that is not zero
+     *  without its bit is refused (TESS_ERR_INVALID), never ignored. */
+    uint64_t       field_mask;
     const char    *name;       /**< for messages (default "array<N>") */
     int            ndims;      /**< 1, 2 or 3 (required) */
     int32_t        extents[3]; /**< elements per dimension, each >= 1 (required) */
@@ -210,7 +215,12 @@ typedef struct tess_array_params {
     tess_map_t     map;        /**< initial placement */
     tess_map_fn_t  map_fn;     /**< with TESS_MAP_USER */
     void          *map_arg;
-    tess_pup_fn_t  pup;        /**< needed to migrate elements (load balancing) */
+    /** How elements migrate (tess_migrate, load balancing): without it an element moves as its
+     *  elem_size state bytes alone, which is right for state that owns no memory (the runtime
+     *  warns once per array at its first migration: pointers in the state would be copied as
+     *  they are); with it the function also moves what the state points to (see tess_pup_*).
+     *  A function that moves nothing states that the bytes are enough. */
+    tess_pup_fn_t  pup;
     tess_entry_t   resume;     /**< entry run on every element after a load-balancing step */
     /** How reductions of this array whose callback is a broadcast cross processes (the same
      *  on every process): 0 = as TESS_REDUCE says (auto: one allreduce per round when the
@@ -233,6 +243,9 @@ const char *tess_entry_name(tess_entry_t entry);
  * Create a chare array (main; collective). Every rank computes the same placement, so the
  * location table is identical everywhere; each rank constructs its own elements. The element
  * state lives in runtime memory of elem_size bytes, aligned to 64.
+ * Errors: TESS_ERR_INVALID (bad parameters, an optional field set without its field_mask bit),
+ * TESS_ERR_MISMATCH (the processes create different arrays, or a TESS_MAP_USER map places the
+ * elements differently on different processes), TESS_ERR_STATE, TESS_ERR_NO_MEMORY.
  */
 tess_status_t tess_array_create(const tess_array_params_t *params, tess_array_h *array_p);
 
@@ -421,7 +434,8 @@ tess_status_t tess_result(void *buf, size_t size, size_t *size_p);
 
 /**
  * PUP: the runtime moves the element's elem_size state bytes itself; the array's PUP function
- * (tess_array_params_t.pup) moves what the state points to. The same function runs to size, to
+ * (tess_array_params_t.pup) moves what the state points to. An array without one migrates the
+ * state bytes alone (with a warning, once per array). The same function runs to size, to
  * pack (on the source, after which the source element is gone — free host memory it owns when
  * packing) and to unpack (on the destination, where the state bytes are already in place:
  * allocate, then pup into the new memory). The destructor does not run on migration.

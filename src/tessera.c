@@ -7,6 +7,7 @@
 
 tess_status_t tess_init(int *argc, char ***argv, MPI_Comm comm, const tess_params_t *params)
 {
+    tess_error_clear();
     tess_status_t st = tess_core_init(argc, argv, comm, params);
     if (st != TESS_OK)
         return st;
@@ -33,6 +34,7 @@ err_core_fini:
 
 tess_status_t tess_finalize(void)
 {
+    tess_error_clear();
     tess_status_t st = tess_obj_check_main("tess_finalize");
     if (st != TESS_OK)
         return st;
@@ -48,12 +50,14 @@ int tess_initialized(void) { return tess_core_initialized(); }
 
 tess_status_t tess_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg)
 {
+    tess_error_clear();
     tess_dc_streams_dirty(); /* the caller may have enqueued work on element streams */
     return tess_core_run(mode, start, arg);
 }
 
 tess_status_t tess_exit_loc(const void *data, size_t size, const char *file, int line)
 {
+    tess_error_clear();
     tess_obj_check_init("tess_exit", file, line);
     if (tess_unlikely(!tess_core_pe_self() || !tess_core_in_phase()))
         tess_obj_misuse(file, line, "tess_exit outside a phase");
@@ -64,6 +68,7 @@ tess_status_t tess_exit_loc(const void *data, size_t size, const char *file, int
 
 tess_status_t tess_result(void *buf, size_t size, size_t *size_p)
 {
+    tess_error_clear();
     if (!buf && size)
         return tess_error(TESS_ERR_INVALID, "tess_result: buf is NULL but size is %zu", size);
     return tess_core_result(buf, size, size_p);

@@ -2,7 +2,10 @@
  *
  *   tessera-info             version, MPI, backends built, the UCX in use and its transports
  *   tessera-info --options   every option as a Markdown table (README.md carries the same)
- *   tessera-info --help      usage; any other argument is an error */
+ *   tessera-info --version   the version alone
+ *   tessera-info --help      usage; any other argument is an error
+ * Without an argument it also checks the TESS_* variables of the environment: an invalid value
+ * or a name that is not an option is reported, and the exit status is then 1. */
 #include "core/core.h"
 #include "ucx_info.h"
 
@@ -13,17 +16,21 @@ extern const char tess_version_string[];
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tessera-info [--options | --help]\n"
-               "  (no argument)  the version, the MPI and the device backends of this build\n"
+    fprintf(f, "usage: tessera-info [--options | --version | --help]\n"
+               "  (no argument)  the version, the MPI and the device backends of this build, "
+               "and a check of the\n"
+               "                 TESS_* variables set in the environment (exit status 1 when "
+               "one is invalid)\n"
                "  --options      every runtime option (TESS_* variable, +flag, default, "
                "meaning) as a Markdown table\n"
+               "  --version      the version\n"
                "  --help         this text\n");
 }
 
 int main(int argc, char **argv)
 {
     if (argc > 2 || (argc == 2 && strcmp(argv[1], "--options") && strcmp(argv[1], "--help") &&
-                     strcmp(argv[1], "-h"))) {
+                     strcmp(argv[1], "-h") && strcmp(argv[1], "--version"))) {
         fprintf(stderr, "tessera-info: unknown argument '%s'\n", argv[argc > 2 && !strcmp(
                 argv[1], "--options") ? 2 : 1]);
         usage(stderr);
@@ -31,6 +38,10 @@ int main(int argc, char **argv)
     }
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         usage(stdout);
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        printf("%s\n", tess_version_string);
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "--options")) {
@@ -62,5 +73,13 @@ int main(int argc, char **argv)
 #ifdef TESS_SANITIZER
     printf("sanitizer: %s\n", TESS_SANITIZER);
 #endif
+    fflush(stdout);
+    int bad = tess_config_check_values();
+    if (bad) {
+        printf("environment: %d TESS_* setting%s invalid or unknown (reported above); tess_init "
+               "would refuse an invalid one\n", bad, bad == 1 ? " is" : "s are");
+        return 1;
+    }
+    printf("environment: the TESS_* settings are valid\n");
     return 0;
 }

@@ -178,6 +178,35 @@ _Noreturn static void coll_timeout(tess_coll_t kind, double waited_s)
                why);
 }
 
+/* A warning while the processes have not all come: who is missing, as far as this process
+ * knows (process 0 hears from everyone; the others only from process 0), and when the job ends. */
+static void coll_warn(tess_coll_t kind, uint64_t waited)
+{
+    char who[320], end[96];
+    if (tess_rt.rank == 0) {
+        char list[256];
+        int  n = coll_missing(list, sizeof(list));
+        if (n > 0)
+            snprintf(who, sizeof(who), "process%s %s (of %d)", n > 1 ? "es" : "", list,
+                     tess_rt.size);
+        else
+            snprintf(who, sizeof(who), "the others (every process has entered it)");
+    } else if (coll.entered[0] < coll.seq) {
+        snprintf(who, sizeof(who), "process 0 (of %d), and maybe others", tess_rt.size);
+    } else {
+        snprintf(who, sizeof(who), "some process (process 0, which keeps the count, names it)");
+    }
+    if (tess_cfg.collective_timeout)
+        snprintf(end, sizeof(end), "the job ends at TESS_COLLECTIVE_TIMEOUT=%d s",
+                 tess_cfg.collective_timeout);
+    else
+        snprintf(end, sizeof(end), "TESS_COLLECTIVE_TIMEOUT=0: it waits for ever");
+    tess_warn("%s: this process has waited %.0f s for %s to enter it (every process must make "
+              "the same collective Tessera calls in the same order; one that skipped it, or is "
+              "still in its own code, keeps the others here); %s", coll_names[kind],
+              (double)waited * 1e-9, who, end);
+}
+
 void tess_core_collective_enter(tess_coll_t kind)
 {
     /* The processes' next collective calls meet in one MPI_Iallreduce on a communicator of
@@ -197,8 +226,10 @@ void tess_core_collective_enter(tess_coll_t kind)
     MPI_Request req;
     TESS_MPI_CHECK(MPI_Iallreduce(mine, all, 2, MPI_INT64_T, MPI_MAX, tess_core.coll_comm,
                                   &req));
-    uint64_t t0 = tess_time_ns(), warn_at = COLL_WARN_NS;
     uint64_t timeout = (uint64_t)tess_cfg.collective_timeout * 1000000000ull;
+    /* Warnings at 10, 20, 40 ... s; a timeout under 40 s starts them at a quarter of it. */
+    uint64_t t0 = tess_time_ns(), warn_at = timeout ? TESS_MIN(COLL_WARN_NS, timeout / 4)
+                                                    : COLL_WARN_NS;
     for (;;) {
         int flag = 0;
         TESS_MPI_CHECK(MPI_Test(&req, &flag, MPI_STATUS_IGNORE));
@@ -213,11 +244,8 @@ void tess_core_collective_enter(tess_coll_t kind)
             if (!wait_for_0)
                 coll_timeout(kind, (double)waited * 1e-9);
         }
-        if (waited >= warn_at && (!timeout || warn_at < timeout)) {
-            tess_warn("%s: this process has waited %.0f s for the others to enter it (every "
-                      "process must make the same collective Tessera calls in the same order; "
-                      "one that skipped it, or is still in its own code, keeps the others here)",
-                      coll_names[kind], (double)waited * 1e-9);
+        if (waited >= warn_at && warn_at && (!timeout || warn_at < timeout)) {
+            coll_warn(kind, waited);
             warn_at *= 2;
         }
         tess_core_peers_check();

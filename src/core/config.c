@@ -52,7 +52,7 @@ static const opt_t opts[] = {
      OPT_INT, CFG(streams), 1, 65536, NULL, 0},
     {{"host_threads", "TESS_HOST_THREADS", NULL, "1",
       "host backend: executor threads per process"},
-     OPT_INT, CFG(host_threads), 1, 256, NULL, 0},
+     OPT_INT, CFG(host_threads), 1, 64, NULL, 0}, /* the backend's TESS_GPU_HOST_MAX_THREADS */
     {{"host_arena", "TESS_HOST_ARENA", NULL, "256m",
       "host backend: bytes per shared-memory arena segment (at least 1m)"},
      OPT_SIZE, CFG(host_arena), 1 << 20, 0, NULL, 0},
@@ -104,9 +104,10 @@ static const opt_t opts[] = {
     {{"lb", "TESS_LB", "+tess-lb", "greedyrefine",
       "load balancer: greedy, refine, greedyrefine, hybrid, evencount, rotate, none"},
      OPT_STR, CFG(lb), 0, 0, NULL, 0},
-    {{"lb_target", "TESS_LB_TARGET", "+tess-lb-target", "gpu",
-      "what the balancer evens out: pe, process, gpu"},
-     OPT_STR, CFG(lb_target), 0, 0, "pe|process|gpu", 0},
+    {{"lb_target", "TESS_LB_TARGET", "+tess-lb-target", "auto",
+      "what the balancer evens out: pe, process, gpu, auto (gpu where the job has more than "
+      "one GPU, else pe: with one GPU, gpu is one bin and nothing moves)"},
+     OPT_STR, CFG(lb_target), 0, 0, "auto|pe|process|gpu", 0},
     {{"lb_gpu_time", "TESS_LB_GPU_TIME", NULL, "0",
       "measure each element's GPU time with events for load balancing"},
      OPT_BOOL, CFG(lb_gpu_time), 0, 1, NULL, 0},
@@ -117,7 +118,8 @@ static const opt_t opts[] = {
      OPT_STR, CFG(gpu_poll), 0, 0, "auto|signal|event", 0},
     {{"collective_timeout", "TESS_COLLECTIVE_TIMEOUT", NULL, "300",
       "seconds a collective call (tess_run, tess_array_create, ...) waits for every process "
-      "to enter it before it aborts the job naming those that did not (0: wait for ever)"},
+      "to enter it before it aborts the job naming those that did not; warnings naming them "
+      "come at 10, 20, 40 ... s (0: wait for ever)"},
      OPT_INT, CFG(collective_timeout), 0, 1 << 30, NULL, 0},
     {{"peer_failure", "TESS_PEER_FAILURE", NULL, "1",
       "UCX reports a peer process that is gone (killed, crashed, its node lost), which ends "
@@ -164,10 +166,13 @@ static const opt_t opts[] = {
      OPT_BOOL, CFG(coalesce_burst), 0, 1, NULL, 0},
     {{"trace", "TESS_TRACE", "+tess-trace", "",
       "write a timeline trace of the job to this file at finalize (Chrome trace-event JSON, "
-      "for Perfetto, chrome://tracing and tools/tess-trace; empty: off)"},
+      "for Perfetto, chrome://tracing and tools/tess-trace; a name ending in .json; empty or "
+      "0: off)"},
      OPT_STR, CFG(trace), 0, 0, NULL, 0},
-    {{"trace_events", "TESS_TRACE_EVENTS", NULL, "131072",
-      "trace: events buffered per thread (80 bytes each); later ones are dropped and counted"},
+    {{"trace_events", "TESS_TRACE_EVENTS", NULL, "2097152",
+      "trace: most events kept per thread (80 bytes each; the buffer grows as needed in chunks "
+      "of 16384); later ones are dropped and counted, and tess-trace summary then says the "
+      "trace is partial"},
      OPT_INT, CFG(trace_events), 1024, 1 << 26, NULL, 0},
     {{"trace_copies", "TESS_TRACE_COPIES", NULL, "0",
       "trace: time device-message copies on the device too (two more events per copy on the "
@@ -329,6 +334,24 @@ static tess_status_t config_argv(int *argc, char ***argv)
     return TESS_OK;
 }
 
+/* TESS_TRACE names the file to write: "0", "off", "no" or "false" turn tracing off like an
+ * empty value; anything else must end in .json (TESS_TRACE=1 or a typo would otherwise write
+ * the trace to a file named "1"). */
+static tess_status_t config_check_trace(void)
+{
+    static const char *const off[] = {"0", "off", "no", "false"};
+    char  *t = tess_cfg.trace;
+    size_t n = strlen(t);
+    for (size_t i = 0; i < TESS_ARRAY_LEN(off); i++)
+        if (!strcasecmp(t, off[i]))
+            t[0] = '\0';
+    if (!t[0] || (n > 5 && !strcmp(t + n - 5, ".json")))
+        return TESS_OK;
+    return tess_error(TESS_ERR_INVALID, "TESS_TRACE / +tess-trace: invalid value '%s' for trace "
+                      "(the file to write the trace to, a name ending in .json; empty or 0: off)",
+                      t);
+}
+
 tess_status_t tess_config_load(int *argc, char ***argv, const tess_params_t *params)
 {
     memset(&tess_cfg, 0, sizeof(tess_cfg));
@@ -383,10 +406,29 @@ tess_status_t tess_config_load(int *argc, char ***argv, const tess_params_t *par
         }
     }
     tess_status_t st = config_argv(argc, argv);
+    if (st == TESS_OK)
+        st = config_check_trace();
     if (st != TESS_OK)
         return st;
     tess_log_level = tess_cfg.log_level;
     return TESS_OK;
+}
+
+int tess_config_check_values(void)
+{
+    int bad = 0;
+    memset(&tess_cfg, 0, sizeof(tess_cfg));
+    for (size_t i = 0; i < TESS_ARRAY_LEN(opts); i++)
+        if (opt_set(&opts[i], opts[i].info.deflt, "default") != TESS_OK)
+            bad++;
+    for (size_t i = 0; i < TESS_ARRAY_LEN(opts); i++) {
+        const char *v = getenv(opts[i].info.env);
+        if (v && *v && opt_set(&opts[i], v, opts[i].info.env) != TESS_OK)
+            bad++;
+    }
+    if (config_check_trace() != TESS_OK)
+        bad++;
+    return bad + tess_config_check_env();
 }
 
 /* TESS_* variables that are not runtime options: the test harness's and the scripts'. */
@@ -399,12 +441,13 @@ static int env_not_an_option(const char *name, size_t len)
     return !strncmp(name, "TESS_TEST_", 10);
 }
 
-void tess_config_check_env(void)
+int tess_config_check_env(void)
 {
     extern char **environ;
     static int    warned; /* once per process, not at every tess_init */
+    int           unknown = 0;
     if (warned || !environ)
-        return;
+        return 0;
     for (char **e = environ; *e; e++) {
         if (strncmp(*e, "TESS_", 5))
             continue;
@@ -433,8 +476,10 @@ void tess_config_check_env(void)
             continue;
         tess_warn("%s is set but is not a Tessera option (the closest is %s; `tessera-info "
                   "--options` lists them all)", name, best);
+        unknown++;
     }
     warned = 1;
+    return unknown;
 }
 
 void tess_config_print(void *file)

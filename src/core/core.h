@@ -86,8 +86,11 @@ typedef struct tess_option_info {
 } tess_option_info_t;
 const tess_option_info_t *tess_config_options(size_t *count_p);
 /** Warn (once per process) about TESS_* environment variables that are not options, naming
- *  the closest option. */
-void tess_config_check_env(void);
+ *  the closest option; returns how many there are. */
+int tess_config_check_env(void);
+/** Check every TESS_* variable of the environment (tessera-info): each invalid value is logged
+ *  as an error and each variable that is not an option as a warning; returns their number. */
+int tess_config_check_values(void);
 /** Print the effective configuration (one line per option) to `f`. */
 void tess_config_print(void *file);
 

@@ -129,6 +129,7 @@ enum { PHASE_IDLE = 0, PHASE_RUNNING = 1, PHASE_STOPPING = 2, PHASE_SHUTDOWN = 3
 
 typedef struct tess_runtime {
     int       initialized;
+    int       finalizing; /* tess_finalize has begun (MPI_COMM_SELF's watch is off) */
     pthread_t main_thread;
     int       mpi_thread_level;
 

@@ -23,8 +23,60 @@ int tess_core_on_main_thread(void)
     return tess_core.initialized && pthread_equal(pthread_self(), tess_core.main_thread);
 }
 
+/* A launcher that keeps the job when a process fails (Open MPI's --enable-recovery,
+ * orte_enable_recovery) also ignores how its processes exit: mpirun ends with status 0 after
+ * every process aborted. When this process aborts under such a launcher, it ends the launcher
+ * (its parent: mpirun, or the node's daemon, whose loss ends the job) so that the run fails. */
+static int core_launcher_recovers(void)
+{
+    static const char *const vars[] = {"OMPI_MCA_orte_enable_recovery",
+                                       "OMPI_MCA_prte_enable_recovery",
+                                       "PRTE_MCA_prte_enable_recovery"};
+    for (size_t i = 0; i < TESS_ARRAY_LEN(vars); i++) {
+        const char *v = getenv(vars[i]);
+        int         on;
+        if (v && tess_parse_bool(v, &on) == TESS_OK && on)
+            return 1;
+    }
+    return 0;
+}
+
+static void core_abort_launcher(void)
+{
+    if (!core_launcher_recovers())
+        return;
+    pid_t parent = getppid();
+    char  path[64], comm[64] = "";
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)parent);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(comm, sizeof(comm), f))
+            comm[0] = '\0';
+        fclose(f);
+    }
+    comm[strcspn(comm, "\n")] = '\0';
+    static const char *const launchers[] = {"mpirun", "mpiexec", "orterun", "orted", "prterun",
+                                            "prted"};
+    for (size_t i = 0; i < TESS_ARRAY_LEN(launchers); i++)
+        if (!strncmp(comm, launchers[i], strlen(launchers[i]))) {
+            /* A moment for the launcher to forward what this process wrote (see below). */
+            struct timespec pause = {0, 200 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+            fprintf(stderr, "[tessera] the launcher runs with recovery on (it would exit 0 "
+                    "whatever its processes do): ending it (%s, pid %d) so that the job "
+                    "fails\n", comm, (int)parent);
+            fflush(stderr);
+            kill(parent, SIGTERM);
+            return;
+        }
+    fprintf(stderr, "[tessera] the launcher runs with recovery on: it may exit 0 although this "
+            "process failed\n");
+    fflush(stderr);
+}
+
 static void core_abort(int code)
 {
+    core_abort_launcher();
     if (tess_core.initialized &&
         (tess_core.mpi_thread_level == MPI_THREAD_MULTIPLE ||
          pthread_equal(pthread_self(), tess_core.main_thread))) {
@@ -199,6 +251,39 @@ void tess_core_peers_check(void)
                        r, peers.pid[r]);
 }
 
+/* ---- MPI_Finalize before tess_finalize ---------------------------------------------------- */
+
+/* MPI deletes the attributes of MPI_COMM_SELF first thing in MPI_Finalize: one set at init and
+ * removed by tess_finalize tells a program that finalizes MPI while Tessera still runs, which
+ * would otherwise end quietly with status 0 (PE threads, segments and endpoints left behind). */
+static int core_self_key = MPI_KEYVAL_INVALID;
+
+static int core_self_delete(MPI_Comm comm, int key, void *value, void *extra)
+{
+    (void)comm, (void)key, (void)value, (void)extra;
+    if (tess_core.initialized && !tess_core.finalizing)
+        tess_fatal("MPI_Finalize was called while Tessera is initialised: call tess_finalize "
+                   "first (every process, after its last tess_run); the job fails");
+    return MPI_SUCCESS;
+}
+
+static void core_self_watch(void)
+{
+    if (core_self_key == MPI_KEYVAL_INVALID &&
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, core_self_delete, &core_self_key, NULL) !=
+            MPI_SUCCESS) {
+        core_self_key = MPI_KEYVAL_INVALID;
+        return;
+    }
+    MPI_Comm_set_attr(MPI_COMM_SELF, core_self_key, NULL);
+}
+
+static void core_self_unwatch(void)
+{
+    if (core_self_key != MPI_KEYVAL_INVALID)
+        MPI_Comm_delete_attr(MPI_COMM_SELF, core_self_key);
+}
+
 tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_params_t *params)
 {
     tess_status_t st;
@@ -301,6 +386,8 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
 
     tess_set_abort_fn(core_abort);
     tess_core.initialized = 1;
+    tess_core.finalizing  = 0;
+    core_self_watch();
     if (tess_cfg.verbose)
         core_print_mapping();
     return TESS_OK;
@@ -345,6 +432,8 @@ tess_status_t tess_core_fini(void)
                           "called tess_init");
     if (atomic_load(&tess_core.phase) != PHASE_IDLE)
         return tess_error(TESS_ERR_STATE, "tess_finalize inside tess_run");
+    tess_core.finalizing = 1;
+    core_self_unwatch();
     /* Everyone is out of its last phase before endpoints close. */
     MPI_Barrier(tess_rt.comm);
     tess_pe_destroy_all();

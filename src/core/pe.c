@@ -182,6 +182,8 @@ out_gpu:
  * to end otherwise), so by default only where the node's PEs are at least its cores, or a
  * process's PEs more than the cores it may run on. */
 static uint64_t pe_yield_ns = UINT64_MAX;
+/* PEs a core beyond which init warns (the tests run 4 processes x 2 PEs on 2 cores). */
+#define PE_PER_CORE_MAX 4
 /* More PEs on the node than cores (or on this process than the cores it may use). */
 static int      pe_oversubscribed;
 
@@ -198,6 +200,18 @@ static void pe_yield_setup(void)
     long      cores = sysconf(_SC_NPROCESSORS_ONLN);
     long      pes   = (long)tess_rt.node_size * tess_cfg.ppn;
     pe_oversubscribed = mine <= 0 || cores <= 0 || pes > cores || tess_cfg.ppn > mine;
+    /* Far more PEs than cores: every PE waits for a core most of the time (1024 PEs on 2 cores
+     * ran a phase 70 times slower than 2 PEs). Said once per node. */
+    if (tess_rt.node_rank == 0 && cores > 0 && pes > PE_PER_CORE_MAX * cores)
+        tess_warn("%ld PEs on this node (%d process%s x %d) share %ld cores, more than %d a core: "
+                  "each PE waits for a core most of the time and the run is many times slower "
+                  "than with a PE a core or two; lower +ppn / TESS_PPN", pes, tess_rt.node_size,
+                  tess_rt.node_size == 1 ? "" : "es", tess_cfg.ppn, cores, PE_PER_CORE_MAX);
+    else if (mine > 0 && tess_cfg.ppn > PE_PER_CORE_MAX * mine)
+        tess_warn("%d PEs on this process share the %d cores it may run on, more than %d a "
+                  "core: each PE waits for a core most of the time and the run is many times "
+                  "slower; lower +ppn / TESS_PPN, or give the process more cores", tess_cfg.ppn,
+                  mine, PE_PER_CORE_MAX);
     if (us < 0) {
         int shared = mine <= 0 || cores <= 0 || pes >= cores || tess_cfg.ppn > mine;
         us = shared ? 2 : -1;

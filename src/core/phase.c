@@ -91,7 +91,7 @@ tess_status_t tess_core_exit(const void *data, size_t size)
 {
     tess_pe_t *self = tess_core_pe_self();
     if (!self || !tess_core_in_phase())
-        return TESS_ERR_STATE;
+        return tess_error(TESS_ERR_STATE, "tess_exit outside a phase");
     uint32_t seq = atomic_fetch_add(&exit_count, 1);
     for (int p = 0; p < tess_rt.size; p++) {
         tess_msg_t *m = tess_core_msg_alloc(sizeof(exit_payload_t) + (data ? size : 0));
@@ -116,12 +116,17 @@ tess_status_t tess_core_result(void *buf, size_t size, size_t *size_p)
     if (!ph.have_result) {
         if (size_p)
             *size_p = 0;
-        return TESS_ERR_NOT_FOUND;
+        return tess_error_quiet(TESS_ERR_NOT_FOUND, "tess_result: the last phase ended without "
+                                "a value (no tess_exit_with, no TESS_CB_RETURN reduction)");
     }
     if (size_p)
         *size_p = ph.result_size;
     memcpy(buf, ph.result, TESS_MIN(size, ph.result_size));
-    return size < ph.result_size ? TESS_ERR_TRUNCATED : TESS_OK;
+    if (size < ph.result_size)
+        return tess_error_quiet(TESS_ERR_TRUNCATED, "tess_result: the value is %zu bytes, the "
+                                "buffer %zu (its first %zu bytes were copied)", ph.result_size,
+                                size, size);
+    return TESS_OK;
 }
 
 /* ---- waves ------------------------------------------------------------------------------- */

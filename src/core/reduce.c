@@ -45,6 +45,7 @@ typedef struct red_slot {
     void            *data;
     uint64_t         t0;     /* when this process first saw the tag (tree slots) */
     int              fanin;  /* messages from children combined here */
+    int              from;   /* the process whose partial opened the slot (for messages) */
     uint8_t         *heard;  /* tree slots: [0] self, [1 + i] child i */
 } red_slot_t;
 
@@ -140,6 +141,34 @@ static const char *red_params_text(const red_params_t *p, char *buf, size_t len)
     return buf;
 }
 
+/* Contributions whose parameters differ: name both sides, each with the process its partial
+ * came from (a partial from a child carries that child's subtree) and how many elements it
+ * stands for, the newcomer first. Never "process N contributed X, others Y": the slot may have
+ * been opened by the odd process itself. */
+_Noreturn static void red_mismatch(uint32_t key, uint64_t tag, const red_slot_t *s,
+                                   const red_params_t *p, int64_t ncontrib, int64_t expected,
+                                   int from)
+{
+    char a[96], b[96], k[80];
+    int  arity = tess_cfg.tree_arity;
+#define RED_BELOW(r) ((r) != tess_rt.rank && (int64_t)(r) * arity + 1 < tess_rt.size \
+                          ? " and the processes below it in the tree" : "")
+    if (s->global_expected != expected && !red_params_differ(&s->p, p))
+        tess_fatal("reduction tag %llu of %s: process %d%s counts %lld elements in the array, "
+                   "process %d%s %lld (internal: the processes disagree about the array)",
+                   (unsigned long long)tag, red_key_text(key, k, sizeof(k)), from,
+                   RED_BELOW(from), (long long)expected, s->from, RED_BELOW(s->from),
+                   (long long)s->global_expected);
+    tess_fatal("reduction tag %llu of %s: the contributions differ: %s from process %d%s (%lld "
+               "element%s), %s from process %d%s (%lld element%s); every element must "
+               "contribute the same count, type, op and callback",
+               (unsigned long long)tag, red_key_text(key, k, sizeof(k)),
+               red_params_text(p, a, sizeof(a)), from, RED_BELOW(from), (long long)ncontrib,
+               ncontrib == 1 ? "" : "s", red_params_text(&s->p, b, sizeof(b)), s->from,
+               RED_BELOW(s->from), (long long)s->ncontrib, s->ncontrib == 1 ? "" : "s");
+#undef RED_BELOW
+}
+
 /* ---- the root: process 0 ------------------------------------------------------------------ */
 
 static void red_root_combine(uint32_t key, uint64_t tag, int64_t ncontrib, int64_t global_expected,
@@ -151,14 +180,11 @@ static void red_root_combine(uint32_t key, uint64_t tag, int64_t ncontrib, int64
         s = red_slot_new(key, tag, global_expected, p, data);
         if (!s)
             tess_fatal("out of memory combining reduction %u:%llu", key, (unsigned long long)tag);
-        *pp = s;
+        s->from = from;
+        *pp     = s;
     } else {
-        char a[96], b[96], k[80];
         if (red_params_differ(&s->p, p) || s->global_expected != global_expected)
-            tess_fatal("reduction tag %llu of %s: process %d contributed %s, others %s "
-                       "(every element must contribute the same count, type, op and callback)",
-                       (unsigned long long)tag, red_key_text(key, k, sizeof(k)), from,
-                       red_params_text(p, a, sizeof(a)), red_params_text(&s->p, b, sizeof(b)));
+            red_mismatch(key, tag, s, p, ncontrib, global_expected, from);
         tess_reduce_apply(p->op, p->type, s->data, data, p->count);
     }
     s->ncontrib += ncontrib;
@@ -287,17 +313,14 @@ static void red_arrive(uint32_t key, uint64_t tag, int64_t ncontrib, int64_t glo
         }
         if (!s)
             tess_fatal("out of memory combining reduction %u:%llu", key, (unsigned long long)tag);
-        s->t0 = tess_time_ns();
-        *pp   = s;
+        s->t0   = tess_time_ns();
+        s->from = from;
+        *pp     = s;
         rd.waiting++;
         tess_count_sent(tess_core.pes[0], 1); /* processed when it is forwarded */
     } else {
-        char a[96], b[96], kt[80];
         if (red_params_differ(&s->p, p) || s->global_expected != global_expected)
-            tess_fatal("reduction tag %llu of %s: process %d contributed %s, others %s "
-                       "(every element must contribute the same count, type, op and callback)",
-                       (unsigned long long)tag, red_key_text(key, kt, sizeof(kt)), from,
-                       red_params_text(p, a, sizeof(a)), red_params_text(&s->p, b, sizeof(b)));
+            red_mismatch(key, tag, s, p, ncontrib, global_expected, from);
         tess_reduce_apply(p->op, p->type, s->data, data, p->count);
     }
     s->ncontrib += ncontrib;
@@ -528,6 +551,7 @@ tess_status_t tess_reduce_init(void)
 
 tess_status_t tess_tree_get_stats(tess_tree_stats_t *stats_p)
 {
+    tess_error_clear();
     if (!stats_p)
         return tess_error(TESS_ERR_INVALID, "tess_tree_get_stats(NULL)");
     *stats_p = (tess_tree_stats_t){.arity = tess_cfg.tree_arity, .parent = rd.parent,

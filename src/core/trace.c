@@ -234,8 +234,8 @@ static uint64_t dev_time(dev_state_t *d, tess_gpu_event_h e)
 {
     float ms = 0;
     if (tess_gpu->event_sync(e) != TESS_OK ||
-        tess_gpu->event_elapsed_ms(d->anchor, e, &ms) != TESS_OK)
-        return 0;
+        tess_gpu->event_elapsed_ms(d->anchor, e, &ms) != TESS_OK || !(ms >= 0))
+        return 0; /* (an event before the anchor, or NaN, has no place on the host's clock) */
     return d->anchor_ns + (uint64_t)((double)ms * 1e6);
 }
 

@@ -581,6 +581,7 @@ static void lb_check_done(tess_array_t *a)
 
 tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line)
 {
+    tess_error_clear();
     tess_obj_check_init("tess_at_sync", file, line);
     obj_pe_t *op = tess_obj_pe();
     if (tess_unlikely(!ctx || !op || !tess_core_in_phase() || op->current != ctx))
@@ -604,10 +605,12 @@ tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line)
 
 tess_status_t tess_lb_get_stats(tess_array_h a, tess_lb_stats_t *stats_p)
 {
+    tess_error_clear();
     if (!stats_p)
         return tess_error(TESS_ERR_INVALID, "tess_lb_get_stats: stats_p is NULL");
     if (!a || !a->lb || !((lb_array_t *)a->lb)->have_stats)
-        return TESS_ERR_NOT_FOUND;
+        return tess_error_quiet(TESS_ERR_NOT_FOUND, "tess_lb_get_stats: %s has had no "
+                                "load-balancing step", a ? "the array" : "a NULL array");
     *stats_p = ((lb_array_t *)a->lb)->stats;
     return TESS_OK;
 }
@@ -697,6 +700,31 @@ static tess_status_t lb_map_gpus(void)
     return TESS_OK;
 }
 
+/* TESS_LB_TARGET: auto is gpu where there is more than one GPU, else pe (every process on one
+ * GPU, as on the host backend's one device per node, makes one bin: nothing could move). A
+ * target asked for that has one bin while there are several PEs is said once, at init. */
+static void lb_choose_target(void)
+{
+    const char *t = tess_cfg.lb_target;
+    int         npes = tess_core_num_pes();
+    if (!strcasecmp(t, "auto")) {
+        lb.target = lb.ngpus > 1 ? 2 : 0;
+        tess_debug("TESS_LB_TARGET=auto: balancing over %s (%d GPU%s, %d PEs)",
+                   lb.target ? "GPUs" : "PEs", lb.ngpus, lb.ngpus == 1 ? "" : "s", npes);
+        return;
+    }
+    lb.target = !strcasecmp(t, "pe") ? 0 : !strcasecmp(t, "process") ? 1 : 2;
+    if (tess_rt.rank != 0 || npes < 2 || lb_nbins() > 1)
+        return;
+    if (lb.target == 2)
+        tess_warn("TESS_LB_TARGET=gpu: the %d process%s share one GPU, so the load balancer has "
+                  "one bin and moves nothing; TESS_LB_TARGET=pe or auto balances the %d PEs",
+                  tess_rt.size, tess_rt.size == 1 ? "" : "es", npes);
+    else if (lb.target == 1)
+        tess_warn("TESS_LB_TARGET=process with one process: the load balancer has one bin and "
+                  "moves nothing; TESS_LB_TARGET=pe or auto balances its %d PEs", npes);
+}
+
 tess_status_t tess_lb_init(void)
 {
     memset(&lb, 0, sizeof(lb));
@@ -714,11 +742,10 @@ tess_status_t tess_lb_init(void)
     if (!lb.strategy)
         tess_info("TESS_LB / +tess-lb '%s' is not a built-in strategy: it must be registered "
                   "with tess_lb_register before the first load-balancing step", tess_cfg.lb);
-    lb.target = !strcasecmp(tess_cfg.lb_target, "pe") ? 0
-              : !strcasecmp(tess_cfg.lb_target, "process") ? 1 : 2;
     tess_status_t st = lb_map_gpus();
     if (st != TESS_OK)
         return st;
+    lb_choose_target();
     if ((st = tess_core_handler_register("lb-notice", lb_notice_handler, &lb.h_notice)) != TESS_OK ||
         (st = tess_core_handler_register("lb-report", lb_report_handler, &lb.h_report)) != TESS_OK ||
         (st = tess_core_handler_register("lb-migrate", lb_migrate_handler, &lb.h_migrate)) != TESS_OK)

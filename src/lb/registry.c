@@ -50,6 +50,7 @@ static lb_named_t *lb_registered_find(const char *name)
 
 tess_status_t tess_lb_register(const char *name, tess_lb_strategy_fn_t fn, void *arg)
 {
+    tess_error_clear();
     if (!name || !name[0])
         return tess_error(TESS_ERR_INVALID, "tess_lb_register: the name is %s",
                           name ? "empty" : "NULL");

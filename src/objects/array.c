@@ -167,6 +167,78 @@ static tess_status_t array_check_params(const tess_array_params_t *p, int64_t *s
     return TESS_OK;
 }
 
+/* An optional field set without its field_mask bit would be ignored without a word: refuse it.
+ * (A zero field is the same as an unset one; resume 0 is a valid entry, so it is not checked.) */
+static tess_status_t array_check_field_mask(const tess_array_params_t *p)
+{
+    static const struct {
+        uint64_t    bit;
+        const char *bit_name, *fields;
+    } opt[] = {
+        {TESS_ARRAY_FIELD_NAME, "TESS_ARRAY_FIELD_NAME", "name"},
+        {TESS_ARRAY_FIELD_DTOR, "TESS_ARRAY_FIELD_DTOR", "dtor"},
+        {TESS_ARRAY_FIELD_MAP, "TESS_ARRAY_FIELD_MAP", "map, map_fn or map_arg"},
+        {TESS_ARRAY_FIELD_PUP, "TESS_ARRAY_FIELD_PUP", "pup"},
+        {TESS_ARRAY_FIELD_RESUME, "TESS_ARRAY_FIELD_RESUME", "resume"},
+        {TESS_ARRAY_FIELD_REDUCE, "TESS_ARRAY_FIELD_REDUCE", "reduce_tree"},
+    };
+    int set[] = {p->name != NULL, p->dtor != NULL,
+                 p->map != TESS_MAP_BLOCK || p->map_fn != NULL || p->map_arg != NULL,
+                 p->pup != NULL, p->resume != 0, p->reduce_tree != 0};
+    for (size_t i = 0; i < TESS_ARRAY_LEN(opt); i++)
+        if (set[i] && !(p->field_mask & opt[i].bit))
+            return tess_error(TESS_ERR_INVALID, "tess_array_create%s%s%s: tess_array_params_t.%s "
+                              "is set but field_mask lacks %s, so it would be ignored (add the "
+                              "bit, or leave the field zero)", p->name ? " '" : "",
+                              p->name ? p->name : "", p->name ? "'" : "", opt[i].fields,
+                              opt[i].bit_name);
+    return TESS_OK;
+}
+
+/* Every process computes the placement itself: a user map that answers differently on different
+ * processes gives location tables that disagree (elements made twice or never, messages sent to
+ * the wrong process). Compare a hash of the table over all processes. Collective. */
+static tess_status_t array_check_placement(const tess_array_t *a)
+{
+    uint64_t h = 14695981039346656037ull; /* FNV-1a over (element, PE) */
+    for (int64_t i = 0; i < a->size; i++) {
+        uint64_t pe = (uint64_t)atomic_load_explicit(&a->loc[i], memory_order_relaxed);
+        h = (h ^ pe) * 1099511628211ull;
+    }
+    uint64_t lo = h, hi = h;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, tess_rt.comm);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, tess_rt.comm);
+    if (lo == hi)
+        return TESS_OK;
+    /* Name the first element placed differently (chunks of the table, MIN and MAX over all:
+     * the error path only). */
+    enum { CHUNK = 4096 };
+    int lo_pe[CHUNK], hi_pe[CHUNK];
+    for (int64_t base = 0; base < a->size; base += CHUNK) {
+        int n = (int)TESS_MIN((int64_t)CHUNK, a->size - base);
+        for (int k = 0; k < n; k++)
+            lo_pe[k] = hi_pe[k] = atomic_load_explicit(&a->loc[base + k], memory_order_relaxed);
+        MPI_Allreduce(MPI_IN_PLACE, lo_pe, n, MPI_INT, MPI_MIN, tess_rt.comm);
+        MPI_Allreduce(MPI_IN_PLACE, hi_pe, n, MPI_INT, MPI_MAX, tess_rt.comm);
+        for (int k = 0; k < n; k++) {
+            if (lo_pe[k] == hi_pe[k])
+                continue;
+            char idx[64];
+            return tess_error(TESS_ERR_MISMATCH, "tess_array_create '%s': the map places the "
+                              "elements differently on different processes (element %s: PE %d "
+                              "on this process, process %d; PEs %d to %d over all): a "
+                              "TESS_MAP_USER map_fn must give the same answer on every process",
+                              a->name, tess_obj_index_text(a, tess_obj_delinearize(a, base + k),
+                                                           idx, sizeof(idx)),
+                              atomic_load_explicit(&a->loc[base + k], memory_order_relaxed),
+                              tess_rt.rank, lo_pe[k], hi_pe[k]);
+        }
+    }
+    return tess_error(TESS_ERR_MISMATCH, "tess_array_create '%s': the map places the elements "
+                      "differently on different processes: a TESS_MAP_USER map_fn must give the "
+                      "same answer on every process", a->name);
+}
+
 /* Every rank must create the same array: compare a digest of the parameters. */
 static tess_status_t array_check_collective(const tess_array_params_t *p, int64_t size)
 {
@@ -191,6 +263,8 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
     if (!array_p)
         return tess_error(TESS_ERR_INVALID, "tess_array_create: array_p is NULL");
     st = array_check_params(p, &size);
+    if (st == TESS_OK)
+        st = array_check_field_mask(p);
     if (st != TESS_OK)
         return st;
     tess_core_collective_enter(TESS_COLL_ARRAY_CREATE);
@@ -239,6 +313,9 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
         }
         atomic_store_explicit(&a->loc[i], pe, memory_order_relaxed);
     }
+    st = array_check_placement(a);
+    if (st != TESS_OK)
+        goto err_free_array;
     /* Which processes start with elements: the reduction tree waits for those only. */
     {
         uint8_t *has = tess_calloc((size_t)tess_rt.size, 1, "an array's processes");
@@ -354,6 +431,7 @@ const char *tess_array_name(tess_array_h a) { return a ? a->name : "?"; }
 
 tess_status_t tess_array_location(tess_array_h a, tess_index_t index, int *pe_p)
 {
+    tess_error_clear();
     if (!a || a->destroyed)
         return tess_error(TESS_ERR_INVALID, "tess_array_location: %s array",
                           a ? "a destroyed" : "a NULL");

@@ -174,11 +174,29 @@ static void migrate_sources_sent(void *arg)
     free(s);
 }
 
+/* An array without a PUP function migrates its elements as their state bytes alone: right
+ * for state that owns no memory, wrong for state with pointers to memory it owns (they would
+ * point into the source process). Said once per array and process, at its first migration; a
+ * PUP function (even one that moves nothing) is the statement that the bytes are enough. */
+static void mig_say_no_pup(const tess_array_t *a)
+{
+    static _Atomic uint8_t said[TESS_OBJ_MAX_ARRAYS];
+    if (a->pup || a->elem_size == 0 || a->id >= TESS_OBJ_MAX_ARRAYS ||
+        atomic_exchange_explicit(&said[a->id], 1, memory_order_relaxed))
+        return;
+    tess_warn("array '%s' has no PUP function: its elements migrate as their %zu state bytes "
+              "alone (pointers in the state are copied as they are, and memory they point to "
+              "stays behind); give the array a PUP function (TESS_ARRAY_FIELD_PUP) if its "
+              "elements own memory, or one that moves nothing to say that the bytes are enough",
+              a->name, a->elem_size);
+}
+
 void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
 {
     tess_array_t *a = e->array;
     if (dest == e->pe)
         return;
+    mig_say_no_pup(a);
     uint64_t tr_t0        = TESS_TRACE_NOW();
     int64_t  tr_linear    = e->linear;
     int same_process = tess_core_pe_process(dest) == tess_rt.rank;
@@ -271,6 +289,7 @@ tess_status_t tess_migrate_loc(tess_ctx_h ctx, int dest_pe, const char *file, in
 
 tess_status_t tess_set_load(tess_ctx_h ctx, double load)
 {
+    tess_error_clear();
     if (!ctx)
         return tess_error(TESS_ERR_INVALID, "tess_set_load: NULL ctx");
     ctx->user_load     = load;

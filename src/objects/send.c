@@ -44,6 +44,7 @@ _Noreturn void tess_obj_misuse(const char *file, int line, const char *fmt, ...)
 
 tess_status_t tess_obj_check_main(const char *what)
 {
+    tess_error_clear(); /* the first check of a public call: its detail starts empty */
     if (!tess_core_initialized())
         return tess_error(TESS_ERR_STATE, "%s: Tessera is not initialised", what);
     if (tess_core_pe_self())
@@ -62,6 +63,7 @@ tess_status_t tess_obj_check_main(const char *what)
 
 void tess_obj_check_init(const char *what, const char *file, int line)
 {
+    tess_error_clear(); /* the first check of a public call: its detail starts empty */
     if (tess_unlikely(!tess_core_initialized()))
         tess_obj_misuse(file, line, "%s: Tessera is not initialised (call tess_init first)",
                         what);

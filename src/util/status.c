@@ -36,16 +36,35 @@ const char *tess_error_detail(void)
     return tess_detail;
 }
 
+void tess_error_clear(void)
+{
+    tess_detail[0] = '\0';
+}
+
+static void detail_vset(tess_status_t status, const char *fmt, va_list ap)
+{
+    int n = vsnprintf(tess_detail, sizeof(tess_detail), fmt, ap);
+    if (n >= 0 && (size_t)n < sizeof(tess_detail) - 4)
+        snprintf(tess_detail + n, sizeof(tess_detail) - (size_t)n, " (%s)",
+                 tess_status_string(status));
+}
+
 tess_status_t tess_error_at(tess_status_t status, const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tess_detail, sizeof(tess_detail), fmt, ap);
+    detail_vset(status, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof(tess_detail) - 4)
-        snprintf(tess_detail + n, sizeof(tess_detail) - (size_t)n, " (%s)",
-                 tess_status_string(status));
     tess_log_at(TESS_LOG_ERROR, file, line, "%s", tess_detail);
+    return status;
+}
+
+tess_status_t tess_error_quiet(tess_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    detail_vset(status, fmt, ap);
+    va_end(ap);
     return status;
 }
 

@@ -11,16 +11,27 @@
 
 int tess_trace_on;
 
+/* A thread's events, in chunks of TRACE_CHUNK (the last one partly filled): a buffer grows as
+ * the run goes, up to trace_cap events, so that a long run is recorded whole without every
+ * thread holding the largest buffer from its first event. */
+#define TRACE_CHUNK 16384
+
+typedef struct trace_chunk {
+    struct trace_chunk *next;
+    size_t              n;
+    tess_trace_ev_t     ev[TRACE_CHUNK];
+} trace_chunk_t;
+
 typedef struct trace_buf {
     struct trace_buf *next;
-    tess_trace_ev_t  *ev;
-    size_t            n, cap;
+    trace_chunk_t    *first, *last;
+    size_t            n, cap; /* events in all chunks; at most cap */
     uint64_t          dropped;
 } trace_buf_t;
 
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static trace_buf_t    *trace_bufs;   /* guarded by trace_lock */
-static size_t          trace_cap = 1 << 17;
+static size_t          trace_cap = 1 << 21;
 static _Atomic unsigned trace_gen = 1; /* bumped by reset: stale thread pointers are dropped */
 
 static _Thread_local trace_buf_t *trace_self;
@@ -36,13 +47,28 @@ void tess_trace_setup(int on, size_t events_per_thread)
 void     tess_trace_thread_track(uint32_t track) { trace_track = track; }
 uint32_t tess_trace_self_track(void) { return trace_track; }
 
+/* One more chunk for b (its thread only); NULL when out of memory. */
+static trace_chunk_t *trace_chunk_add(trace_buf_t *b)
+{
+    trace_chunk_t *c = malloc(sizeof(*c));
+    if (!c)
+        return NULL;
+    c->next = NULL;
+    c->n    = 0;
+    if (b->last)
+        b->last->next = c;
+    else
+        b->first = c;
+    b->last = c;
+    return c;
+}
+
 static trace_buf_t *trace_buf_new(void)
 {
     trace_buf_t *b = calloc(1, sizeof(*b));
     if (!b)
         return NULL;
-    b->ev = malloc(trace_cap * sizeof(*b->ev));
-    if (!b->ev) {
+    if (!trace_chunk_add(b)) {
         free(b);
         return NULL;
     }
@@ -73,12 +99,16 @@ void tess_trace_record(uint32_t track, tess_trace_kind_t kind, const char *cat, 
         if (!trace_self)
             return;
     }
-    trace_buf_t *buf = trace_self;
-    if (tess_unlikely(buf->n == buf->cap)) {
-        buf->dropped++;
-        return;
+    trace_buf_t   *buf = trace_self;
+    trace_chunk_t *c   = buf->last;
+    if (tess_unlikely(buf->n == buf->cap || c->n == TRACE_CHUNK)) {
+        if (buf->n == buf->cap || !(c = trace_chunk_add(buf))) {
+            buf->dropped++;
+            return;
+        }
     }
-    tess_trace_ev_t *e = &buf->ev[buf->n++];
+    buf->n++;
+    tess_trace_ev_t *e = &c->ev[c->n++];
     e->ts    = ts;
     e->dur   = dur;
     e->a     = a;
@@ -112,7 +142,10 @@ void tess_trace_reset(void)
     pthread_mutex_unlock(&trace_lock);
     while (b) {
         trace_buf_t *next = b->next;
-        free(b->ev);
+        for (trace_chunk_t *c = b->first, *cn; c; c = cn) {
+            cn = c->next;
+            free(c);
+        }
         free(b);
         b = next;
     }
@@ -287,8 +320,9 @@ tess_status_t tess_trace_serialize(int pid, const tess_trace_clock_t *clock, cha
     ser_t w = {.s = &s, .pid = pid, .c = clock, .first = 1};
     pthread_mutex_lock(&trace_lock);
     for (trace_buf_t *b = trace_bufs; b; b = b->next)
-        for (size_t i = 0; i < b->n; i++)
-            ser_event(&w, &b->ev[i]);
+        for (trace_chunk_t *c = b->first; c; c = c->next)
+            for (size_t i = 0; i < c->n; i++)
+                ser_event(&w, &c->ev[i]);
     pthread_mutex_unlock(&trace_lock);
     if (s.failed) {
         free(s.p);

@@ -8,7 +8,8 @@
  * Threads: tess_trace_on is written once by tess_trace_setup(), before any other thread of the
  * runtime starts, and only read afterwards. Every recording function may be called from any
  * thread; each thread appends to its own buffer (created on its first event, registered under a
- * mutex once per thread), so recording takes no lock. A full buffer counts what it drops.
+ * mutex once per thread), so recording takes no lock. A buffer grows in chunks up to the
+ * events per thread given to tess_trace_setup; past that it counts what it drops.
  * tess_trace_serialize() and tess_trace_reset() run alone, after every recording thread stopped.
  */
 #ifndef TESS_UTIL_TRACE_H
@@ -61,7 +62,8 @@ typedef struct tess_trace_ev {
     char     sub[24];
 } tess_trace_ev_t;
 
-/** Turn tracing on (events per thread buffer, at least 1024) or off; before threads start. */
+/** Turn tracing on (at most this many events per thread, at least 1024) or off; before threads
+ *  start. */
 void tess_trace_setup(int on, size_t events_per_thread);
 /** Track of the calling thread's events (a PE sets its local index when it starts). */
 void tess_trace_thread_track(uint32_t track);

@@ -45,6 +45,12 @@
 tess_status_t tess_error_at(tess_status_t status, const char *file, int line, const char *fmt, ...)
     TESS_PRINTF(4, 5);
 #define tess_error(status, ...) tess_error_at((status), __FILE__, __LINE__, __VA_ARGS__)
+/** Record `status` with a message for tess_error_detail() without logging it: an answer the
+ *  caller asked for (tess_result finds no value), not a fault. Returns status. */
+tess_status_t tess_error_quiet(tess_status_t status, const char *fmt, ...) TESS_PRINTF(2, 3);
+/** Empty tess_error_detail() of the calling thread: every public call does this first, so the
+ *  text always belongs to the last call, and is empty after one that succeeded. */
+void tess_error_clear(void);
 
 /** Abort the job: print the message (prefixed by rank and PE) and end every process.
  *  Used for misuse that cannot be returned and for broken invariants. */

@@ -31,6 +31,15 @@
  *              MPI_Barrier of its own instead (run with a short TESS_COLLECTIVE_TIMEOUT)
  *   missrun    process 0 stays in its own code (sleeps) instead of entering the second
  *              tess_run (likewise)
+ *   usermap    a TESS_MAP_USER map_fn that places elements differently on each process
+ *   nomask     tess_array_params_t.map set without TESS_ARRAY_FIELD_MAP in field_mask
+ *   redproc    every element contributes to one reduction, those of process 1 another type and
+ *              op (run on 4 processes x 1 PE: the processes' partials meet in the tree)
+ *   nofinalize MPI_Finalize after a phase, without tess_finalize
+ *   nopup      not a misuse: element 1 of an array without a PUP function migrates; the
+ *              program ends normally (the runtime says once how such elements move)
+ *   detail     not a misuse: tess_error_detail() after tess_result fails (it names the
+ *              failure) and after tess_run succeeds (empty); exits 0 when both hold
  *   spin       not a misuse: prints "test_misuse spin: pid N" on every process, then passes a
  *              message around the elements for ever (test/misuse/check-kill9 kills it)
  *
@@ -52,7 +61,8 @@ static const char *const modes[] = {
     "index", "entry", "destroyed", "outside", "twice", "notmsg", "devmany", "arraynull",
     "paramsnull", "sendmax", "bcastover", "devnull", "devhdr", "count0", "contribnull",
     "lowertag", "mismatch", "beforeinit", "finalizein", "index3d", "noexit", "noreduce", "noreducebc", "spin",
-    "skiprun", "skipdestroy", "missdestroy", "missrun"};
+    "skiprun", "skipdestroy", "missdestroy", "missrun", "usermap", "nomask", "redproc",
+    "nofinalize", "nopup", "detail"};
 
 static void misuse_index(void);
 static void misuse_entry(void);
@@ -74,6 +84,10 @@ static void misuse_mismatch(tess_ctx_h ctx);
 static void misuse_beforeinit(void);
 static void misuse_finalizein(void);
 static void misuse_index3d(void);
+static void misuse_usermap(void);
+static void misuse_nomask(void);
+static void misuse_redproc(tess_ctx_h ctx);
+static void misuse_nofinalize(void);
 
 static void dev_post(tess_ctx_h ctx, void *e, const void *header, size_t header_len, int nbufs,
                      const size_t *sizes, void **dst, tess_stream_t *stream_p)
@@ -105,6 +119,10 @@ static void kick(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     }
     if (!strcmp(mode, "mismatch") && tess_ctx_linear(ctx) <= 1)
         misuse_mismatch(ctx);
+    if (!strcmp(mode, "redproc"))
+        misuse_redproc(ctx);
+    if (!strcmp(mode, "nopup") && tess_ctx_linear(ctx) == 1)
+        CHECK_OK(tess_migrate(ctx, (tess_pe() + 1) % tess_num_pes()));
     if (!strncmp(mode, "noreduce", 8) && tess_ctx_linear(ctx) != 1) {
         int32_t         v  = 1;
         tess_callback_t cb = strcmp(mode, "noreducebc") ? tess_cb_return()
@@ -150,6 +168,8 @@ static void start(void *arg)
     (void)arg;
     if (tess_process() == 0 && !strcmp(mode, "spin"))
         CHECK_OK(tess_send(arr, tess_idx1(0), E_KICK, NULL, 0));
+    else if (tess_process() == 0 && !strcmp(mode, "nopup"))
+        CHECK_OK(tess_send(arr, tess_idx1(1), E_KICK, NULL, 0)); /* it migrates once */
     else if (tess_process() == 0)
         CHECK_OK(tess_broadcast(arr, E_KICK, NULL, 0));
 }
@@ -181,6 +201,10 @@ int main(int argc, char **argv)
         misuse_arraynull();
     if (!strcmp(mode, "paramsnull"))
         misuse_paramsnull();
+    if (!strcmp(mode, "usermap"))
+        misuse_usermap();
+    if (!strcmp(mode, "nomask"))
+        misuse_nomask();
     CHECK_OK(tess_array_create(&p, &arr));
     p.name       = "victim";
     p.extents[0] = 3;
@@ -195,6 +219,22 @@ int main(int argc, char **argv)
     CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, NULL, NULL));
     if (!strcmp(mode, "outside"))
         misuse_outside();
+    if (!strcmp(mode, "nofinalize"))
+        misuse_nofinalize();
+    if (!strcmp(mode, "detail")) {
+        /* The first phase ended at quiescence without a value: tess_result fails, and says so. */
+        char   value[8];
+        size_t size;
+        CHECK_ST(tess_result(value, sizeof(value), &size), TESS_ERR_NOT_FOUND);
+        CHECK_MSG(strstr(tess_error_detail(), "tess_result") != NULL,
+                  "after tess_result failed, tess_error_detail() is '%s'", tess_error_detail());
+        CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, NULL, NULL));
+        CHECK_MSG(!strcmp(tess_error_detail(), ""), "after tess_run succeeded, "
+                  "tess_error_detail() is '%s'", tess_error_detail());
+        printf("test_misuse detail: ok\n");
+        test_fini();
+        return 0;
+    }
     if (!strcmp(mode, "destroyed"))
         CHECK_OK(tess_array_destroy(victim));
     if (!strcmp(mode, "skipdestroy") && tess_process() == 0)
@@ -219,7 +259,17 @@ int main(int argc, char **argv)
     }
     int until_exit = !strcmp(mode, "noexit") || !strncmp(mode, "noreduce", 8) ||
                      !strcmp(mode, "spin");
+    int was;
+    CHECK_OK(tess_array_location(arr, tess_idx1(1), &was));
     CHECK_OK(tess_run(until_exit ? TESS_RUN_UNTIL_EXIT : TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
+    if (!strcmp(mode, "nopup")) {
+        int pe;
+        CHECK_OK(tess_array_location(arr, tess_idx1(1), &pe));
+        CHECK_MSG(pe == (was + 1) % tess_num_pes(), "element 1 is on PE %d, not %d", pe,
+                  (was + 1) % tess_num_pes());
+        test_fini();
+        return 0;
+    }
     /* Only reached if the misuse was not caught. */
     fprintf(stderr, "test_misuse %s: the misuse was not reported\n", mode);
     test_fini();
@@ -330,3 +380,49 @@ static void misuse_finalizein(void) { CHECK_OK(tess_finalize()); }
 
 #line 10601
 static void misuse_index3d(void) { tess_send(plane, tess_idx3(1, 1, 3), E_NOOP, NULL, 0); }
+
+/* Element i on PE (i + process) mod PEs: each process places them differently. */
+static int map_by_process(tess_index_t i, const int32_t ext[3], int npes, void *arg)
+{
+    (void)ext, (void)arg;
+    return (i.x + tess_process()) % npes;
+}
+
+#line 11001
+static void misuse_usermap(void)
+{
+    tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_MAP,
+                             .name = "umap", .ndims = 1, .extents = {4}, .elem_size = 8,
+                             .map = TESS_MAP_USER, .map_fn = map_by_process};
+    tess_array_h a;
+#line 11007
+    CHECK_OK(tess_array_create(&p, &a));
+}
+
+#line 11051
+static void misuse_nomask(void)
+{
+    tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME, .name = "nomask", .ndims = 1,
+                             .extents = {4}, .elem_size = 8, .map = TESS_MAP_ROUND_ROBIN};
+    tess_array_h a;
+#line 11056
+    CHECK_OK(tess_array_create(&p, &a));
+}
+
+#line 11101
+static void misuse_redproc(tess_ctx_h ctx)
+{
+    int          odd = tess_process() == 1;
+    const void  *v   = odd ? (const void *)&onef : (const void *)&one;
+    tess_dtype_t t   = odd ? TESS_DOUBLE : TESS_INT32;
+    tess_op_t    o   = odd ? TESS_MAX : TESS_SUM;
+#line 11111
+    tess_contribute(ctx, 3, v, 1, t, o, tess_cb_return());
+}
+
+#line 11151
+static void misuse_nofinalize(void)
+{
+    MPI_Finalize();
+    exit(0);
+}

@@ -8,6 +8,8 @@
  * contributes to one sum reduction whose callback is "sum" on element 0; element 1 migrates to
  * the next PE from its "dev" (device buffers move too: device messages of their own). Phase 2: one load-balancing step ("go", tess_at_sync, "resume").
  * At the end rank 0 prints the counts the trace must hold, as "EXPECT key=value" lines.
+ * TEST_CHAIN=K: element 0 also sends itself K messages in a chain ("again", one after the other,
+ * all on one PE), so that one thread records more events than a small fixed buffer holds.
  */
 #include "tess_test.h"
 
@@ -22,8 +24,18 @@ typedef struct elem {
 } elem_t;
 
 static tess_array_h arr;
-static tess_entry_t E_PING, E_FILLED, E_HALO, E_DEV, E_SUM, E_GO, E_RESUME;
-static int64_t      n;
+static tess_entry_t E_PING, E_FILLED, E_HALO, E_DEV, E_SUM, E_GO, E_RESUME, E_AGAIN;
+static int64_t      n, chain;
+
+static void again(tess_ctx_h ctx, void *p, const void *msg, size_t size)
+{
+    (void)p;
+    int64_t left;
+    CHECK(size == sizeof(left));
+    memcpy(&left, msg, sizeof(left));
+    if (--left > 0)
+        CHECK_OK(tess_send(arr, tess_ctx_index(ctx), E_AGAIN, &left, sizeof(left)));
+}
 
 static void ctor(tess_ctx_h ctx, void *p, void *arg)
 {
@@ -60,6 +72,8 @@ static void ping(tess_ctx_h ctx, void *p, const void *msg, size_t size)
     CHECK_OK(tess_trace_end(ctx, "fill"));
     CHECK(tess_trace_end(ctx, "fill") == TESS_ERR_INVALID); /* nothing open any more */
     CHECK_OK(tess_gpu_then(ctx, E_FILLED, NULL, 0));
+    if (e->id == 0 && chain > 0)
+        CHECK_OK(tess_send(arr, tess_ctx_index(ctx), E_AGAIN, &chain, sizeof(chain)));
 }
 
 static void filled(tess_ctx_h ctx, void *p, const void *msg, size_t size)
@@ -167,6 +181,8 @@ int main(int argc, char **argv)
     CHECK_OK(tess_entry_register("sum", sum, &E_SUM));
     CHECK_OK(tess_entry_register("go", go, &E_GO));
     CHECK_OK(tess_entry_register("resume", resume, &E_RESUME));
+    CHECK_OK(tess_entry_register("again", again, &E_AGAIN));
+    chain = getenv("TEST_CHAIN") ? atoll(getenv("TEST_CHAIN")) : 0;
     tess_array_params_t p = {
         .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP |
                       TESS_ARRAY_FIELD_RESUME,
@@ -190,9 +206,11 @@ int main(int argc, char **argv)
                "entry.sum=1 entry.go=%lld entry.resume=%lld\n", (long long)n, (long long)n,
                (long long)n, (long long)n, (long long)n, (long long)n);
         printf("EXPECT entries=%lld user.fill=%lld devmsg>=%lld migrations=%lld lb_steps=%d "
-               "reductions=1 msg.entry>=%lld gpu_waits>=%lld\n", (long long)(6 * n + 1),
+               "reductions=1 msg.entry>=%lld gpu_waits>=%lld\n", (long long)(6 * n + 1 + chain),
                (long long)n, (long long)n, (long long)migrations, tess_num_processes(),
                (long long)(2 * n + 1), (long long)n);
+        if (chain > 0)
+            printf("EXPECT entry.again=%lld\n", (long long)chain);
         fflush(stdout);
     }
     test_fini();
