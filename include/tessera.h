@@ -25,12 +25,14 @@
  * start of each: when they entered different ones (one skipped a tess_run), the job aborts naming
  * both calls; while some process has not come, the others warn every 10, 20, 40 ... s.
  *
- * Errors. Functions return tess_status_t: TESS_OK (0), TESS_INPROGRESS (> 0) or a negative error.
- * The error is logged once where it was found; tess_error_detail() returns that text for the
- * calling thread.
+ * Errors. Functions return tess_status_t (<tessera/status.h>): TESS_OK (0), TESS_INPROGRESS (> 0)
+ * or a negative error. The error is logged once where it was found; tess_error_detail() returns
+ * that text for the calling thread.
  */
 #ifndef TESSERA_H
 #define TESSERA_H
+
+#include <tessera/status.h>
 
 #include <mpi.h>
 #include <stddef.h>
@@ -45,47 +47,8 @@ extern "C" {
 #define TESS_VERSION_PATCH 0
 
 /* ------------------------------------------------------------------------------------------ */
-/* Status                                                                                     */
-/* ------------------------------------------------------------------------------------------ */
-
-typedef enum tess_status {
-    TESS_OK               = 0,
-    TESS_INPROGRESS       = 1,   /**< operation started, completes later */
-    TESS_ERR_INVALID      = -1,  /**< an argument is invalid */
-    TESS_ERR_NO_MEMORY    = -2,  /**< host or device memory exhausted */
-    TESS_ERR_MPI          = -3,  /**< an MPI call failed, or MPI is not usable */
-    TESS_ERR_UCX          = -4,  /**< a UCX call failed */
-    TESS_ERR_GPU          = -5,  /**< a device runtime (CUDA, HIP, host backend) call failed */
-    TESS_ERR_STATE        = -6,  /**< the call is not valid now (not initialised, inside a phase…) */
-    TESS_ERR_UNSUPPORTED  = -7,  /**< not supported by this build or backend */
-    TESS_ERR_MISMATCH     = -8,  /**< ranks disagree about a collective call */
-    TESS_ERR_NOT_FOUND    = -9,  /**< no such object */
-    TESS_ERR_SYSTEM       = -10, /**< an operating-system call failed */
-    TESS_ERR_TRUNCATED    = -11, /**< a buffer is too small for the data */
-    TESS_ERR_CORRUPT      = -12, /**< a message failed validation */
-    TESS_ERR_BUSY         = -13  /**< a resource is temporarily exhausted */
-} tess_status_t;
-
-/** Short text of a status ("invalid argument"). Any thread. Never NULL. */
-const char *tess_status_string(tess_status_t status);
-
-/** Full text of the error of the last Tessera call on the calling thread: every error status a
- *  call returns comes with one; after a call that succeeded it is "". Any thread. The string
- *  stays valid until the next Tessera call on this thread. (The tess_gpu_* calls of
- *  tessera/gpu.h set it when they fail but do not clear it when they succeed.) */
-const char *tess_error_detail(void);
-
-/* ------------------------------------------------------------------------------------------ */
 /* Initialisation                                                                             */
 /* ------------------------------------------------------------------------------------------ */
-
-typedef enum tess_log_level {
-    TESS_LOG_ERROR = 0,
-    TESS_LOG_WARN  = 1,
-    TESS_LOG_INFO  = 2,
-    TESS_LOG_DEBUG = 3,
-    TESS_LOG_TRACE = 4
-} tess_log_level_t;
 
 /** Fields of tess_params_t; set the bit of every field you fill in. */
 enum tess_params_field {
@@ -123,28 +86,29 @@ typedef struct tess_params {
  * TESS_ERR_STATE (already initialised), TESS_ERR_INVALID (a bad option value), TESS_ERR_UCX,
  * TESS_ERR_GPU.
  */
-tess_status_t tess_init(int *argc, char ***argv, MPI_Comm comm, const tess_params_t *params);
+TESS_API tess_status_t tess_init(int *argc, char ***argv, MPI_Comm comm,
+                                 const tess_params_t *params);
 
 /** Destroy every array, stop the PEs and release all resources (main; collective). MPI stays
  *  initialised: the caller finalizes it. */
-tess_status_t tess_finalize(void);
+TESS_API tess_status_t tess_finalize(void);
 
 /** Nonzero between tess_init() and tess_finalize(). Any thread. */
-int tess_initialized(void);
+TESS_API int tess_initialized(void);
 
 /** This process's rank in the communicator given to tess_init(), and their number. Any thread. */
-int tess_process(void);
-int tess_num_processes(void);
+TESS_API int tess_process(void);
+TESS_API int tess_num_processes(void);
 /** PEs per process, the global number of PEs, and the global PE id of the calling thread
  *  (-1 when the thread is not a PE, e.g. outside tess_run()). Global PE ids number the PEs of
  *  process 0 first, then process 1, … Any thread. */
-int tess_ppn(void);
-int tess_num_pes(void);
-int tess_pe(void);
+TESS_API int tess_ppn(void);
+TESS_API int tess_num_pes(void);
+TESS_API int tess_pe(void);
 /** Process owning global PE `pe`. Any thread. */
-int tess_pe_process(int pe);
+TESS_API int tess_pe_process(int pe);
 /** Seconds since an arbitrary point, monotonic. Any thread. */
-double tess_wtime(void);
+TESS_API double tess_wtime(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Chare arrays and entry methods                                                             */
@@ -234,10 +198,11 @@ typedef struct tess_array_params {
  * Register an entry method (main; collective: every rank registers the same entries in the same
  * order, checked here — a mismatch is TESS_ERR_MISMATCH naming the entry). `name` is copied.
  */
-tess_status_t tess_entry_register(const char *name, tess_entry_fn_t fn, tess_entry_t *entry_p);
+TESS_API tess_status_t tess_entry_register(const char *name, tess_entry_fn_t fn,
+                                           tess_entry_t *entry_p);
 
 /** Name of a registered entry ("?" if unknown). Any thread. */
-const char *tess_entry_name(tess_entry_t entry);
+TESS_API const char *tess_entry_name(tess_entry_t entry);
 
 /**
  * Create a chare array (main; collective). Every rank computes the same placement, so the
@@ -247,35 +212,35 @@ const char *tess_entry_name(tess_entry_t entry);
  * TESS_ERR_MISMATCH (the processes create different arrays, or a TESS_MAP_USER map places the
  * elements differently on different processes), TESS_ERR_STATE, TESS_ERR_NO_MEMORY.
  */
-tess_status_t tess_array_create(const tess_array_params_t *params, tess_array_h *array_p);
+TESS_API tess_status_t tess_array_create(const tess_array_params_t *params, tess_array_h *array_p);
 
 /** Run the destructors of the local elements and free the array (main; collective). */
-tess_status_t tess_array_destroy(tess_array_h array);
+TESS_API tess_status_t tess_array_destroy(tess_array_h array);
 
 /** Total elements, dimensions and extents. Any thread. */
-int64_t tess_array_size(tess_array_h array);
-int     tess_array_ndims(tess_array_h array);
-const char *tess_array_name(tess_array_h array);
+TESS_API int64_t tess_array_size(tess_array_h array);
+TESS_API int     tess_array_ndims(tess_array_h array);
+TESS_API const char *tess_array_name(tess_array_h array);
 
 /** Global PE that owns `index` now. Any thread (exact outside phases; may lag a migration in
  *  flight inside one). Errors: TESS_ERR_INVALID for an index out of range. */
-tess_status_t tess_array_location(tess_array_h array, tess_index_t index, int *pe_p);
+TESS_API tess_status_t tess_array_location(tess_array_h array, tess_index_t index, int *pe_p);
 
 /** State of local element `index`, or NULL if it is not on this process (main). */
-void *tess_array_local(tess_array_h array, tess_index_t index);
+TESS_API void *tess_array_local(tess_array_h array, tess_index_t index);
 
 /** Number of elements on this process (main). */
-int64_t tess_array_num_local(tess_array_h array);
+TESS_API int64_t tess_array_num_local(tess_array_h array);
 
 /** Call fn on every local element, in no particular order, on the calling thread (main). */
 typedef void (*tess_foreach_fn_t)(tess_ctx_h ctx, void *elem, void *arg);
-tess_status_t tess_array_foreach(tess_array_h array, tess_foreach_fn_t fn, void *arg);
+TESS_API tess_status_t tess_array_foreach(tess_array_h array, tess_foreach_fn_t fn, void *arg);
 
 /** About the element an entry runs on. Any thread that holds ctx. */
-tess_index_t tess_ctx_index(tess_ctx_h ctx);
-tess_array_h tess_ctx_array(tess_ctx_h ctx);
-void        *tess_ctx_elem(tess_ctx_h ctx);
-int64_t      tess_ctx_linear(tess_ctx_h ctx);
+TESS_API tess_index_t tess_ctx_index(tess_ctx_h ctx);
+TESS_API tess_array_h tess_ctx_array(tess_ctx_h ctx);
+TESS_API void        *tess_ctx_elem(tess_ctx_h ctx);
+TESS_API int64_t      tess_ctx_linear(tess_ctx_h ctx);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Messages                                                                                   */
@@ -307,15 +272,15 @@ int64_t      tess_ctx_linear(tess_ctx_h ctx);
 /** A message buffer of `size` payload bytes for tess_send_msg() (entry; NULL if memory is
  *  exhausted or size is more than 2^46, which no buffer can be). Free an unsent one with
  *  tess_msg_free(). */
-void *tess_msg_alloc(size_t size);
-void  tess_msg_free(void *msg);
+TESS_API void *tess_msg_alloc(size_t size);
+TESS_API void  tess_msg_free(void *msg);
 
-tess_status_t tess_send_loc(tess_array_h array, tess_index_t index, tess_entry_t entry,
-                            const void *data, size_t size, const char *file, int line);
-tess_status_t tess_send_msg_loc(tess_array_h array, tess_index_t index, tess_entry_t entry,
-                                void *msg, const char *file, int line);
-tess_status_t tess_broadcast_loc(tess_array_h array, tess_entry_t entry, const void *data,
-                                 size_t size, const char *file, int line);
+TESS_API tess_status_t tess_send_loc(tess_array_h array, tess_index_t index, tess_entry_t entry,
+                                     const void *data, size_t size, const char *file, int line);
+TESS_API tess_status_t tess_send_msg_loc(tess_array_h array, tess_index_t index, tess_entry_t entry,
+                                         void *msg, const char *file, int line);
+TESS_API tess_status_t tess_broadcast_loc(tess_array_h array, tess_entry_t entry, const void *data,
+                                          size_t size, const char *file, int line);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Reductions                                                                                 */
@@ -383,9 +348,9 @@ static inline tess_callback_t tess_cb_return(void)
  */
 #define tess_contribute(ctx, tag, data, count, type, op, cb) \
     tess_contribute_loc((ctx), (tag), (data), (count), (type), (op), (cb), __FILE__, __LINE__)
-tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data, int count,
-                                  tess_dtype_t type, tess_op_t op, tess_callback_t cb,
-                                  const char *file, int line);
+TESS_API tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data,
+                                           int count, tess_dtype_t type, tess_op_t op,
+                                           tess_callback_t cb, const char *file, int line);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Phases                                                                                     */
@@ -412,21 +377,21 @@ typedef void (*tess_start_fn_t)(void *arg);
  * open (tag, array, contributions arrived and missing, some of the elements that have not
  * contributed).
  */
-tess_status_t tess_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg);
+TESS_API tess_status_t tess_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg);
 
 /** End the current phase (entry). Messages already sent are still delivered before tess_run()
  *  returns. */
 #define tess_exit() tess_exit_loc(NULL, 0, __FILE__, __LINE__)
 /** End the phase and hand `size` bytes to tess_result() on every rank (entry). */
 #define tess_exit_with(data, size) tess_exit_loc((data), (size), __FILE__, __LINE__)
-tess_status_t tess_exit_loc(const void *data, size_t size, const char *file, int line);
+TESS_API tess_status_t tess_exit_loc(const void *data, size_t size, const char *file, int line);
 
 /**
  * The value the last phase ended with (tess_exit_with() or a TESS_CB_RETURN reduction), copied
  * into buf (main). *size_p (may be NULL) gets its size. TESS_ERR_NOT_FOUND if the last phase
  * ended without a value; TESS_ERR_TRUNCATED if buf is smaller (the first `size` bytes are copied).
  */
-tess_status_t tess_result(void *buf, size_t size, size_t *size_p);
+TESS_API tess_status_t tess_result(void *buf, size_t size, size_t *size_p);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Migration and load balancing                                                               */
@@ -440,15 +405,15 @@ tess_status_t tess_result(void *buf, size_t size, size_t *size_p);
  * packing) and to unpack (on the destination, where the state bytes are already in place:
  * allocate, then pup into the new memory). The destructor does not run on migration.
  */
-int  tess_pup_is_sizing(tess_pup_h pup);
-int  tess_pup_is_packing(tess_pup_h pup);
-int  tess_pup_is_unpacking(tess_pup_h pup);
+TESS_API int  tess_pup_is_sizing(tess_pup_h pup);
+TESS_API int  tess_pup_is_packing(tess_pup_h pup);
+TESS_API int  tess_pup_is_unpacking(tess_pup_h pup);
 /** Host bytes at ptr (state of the element or memory it owns). */
-void tess_pup_bytes(tess_pup_h pup, void *ptr, size_t size);
+TESS_API void tess_pup_bytes(tess_pup_h pup, void *ptr, size_t size);
 /** A device buffer owned by the element: its data moves over the device-message paths; when
  *  unpacking, *dptr_p is set to new device memory of `size` bytes at the destination, and the
  *  source buffer is freed by the runtime after the move. */
-void tess_pup_device(tess_pup_h pup, void **dptr_p, size_t size);
+TESS_API void tess_pup_device(tess_pup_h pup, void **dptr_p, size_t size);
 
 /** Move this element to global PE `dest_pe` once the current entry returns (entry). Messages sent
  *  to it meanwhile are forwarded, never lost. The state bytes move before the PUP function runs
@@ -457,11 +422,11 @@ void tess_pup_device(tess_pup_h pup, void **dptr_p, size_t size);
  *  e.g. a host-backend kernel writing a counter there; synchronise the stream first if it does.
  *  The same holds for tess_at_sync. */
 #define tess_migrate(ctx, dest_pe) tess_migrate_loc((ctx), (dest_pe), __FILE__, __LINE__)
-tess_status_t tess_migrate_loc(tess_ctx_h ctx, int dest_pe, const char *file, int line);
+TESS_API tess_status_t tess_migrate_loc(tess_ctx_h ctx, int dest_pe, const char *file, int line);
 
 /** Set the element's load for the next load-balancing step, replacing the measured time
  *  (entry). */
-tess_status_t tess_set_load(tess_ctx_h ctx, double load);
+TESS_API tess_status_t tess_set_load(tess_ctx_h ctx, double load);
 
 /**
  * Enter a load-balancing step (entry). When every element of the array has called it, loads are
@@ -473,7 +438,7 @@ tess_status_t tess_set_load(tess_ctx_h ctx, double load);
  * elements that resumed before its own resume entry runs.
  */
 #define tess_at_sync(ctx) tess_at_sync_loc((ctx), __FILE__, __LINE__)
-tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line);
+TESS_API tess_status_t tess_at_sync_loc(tess_ctx_h ctx, const char *file, int line);
 
 /** What the last load-balancing step of an array did (main, after tess_run; the same on every
  *  rank). Imbalance is max / average load over the bins (1.0 = balanced) before the step and as
@@ -484,7 +449,7 @@ typedef struct tess_lb_stats {
     double   imbalance_before, imbalance_after;
     double   max_load, avg_load; /**< of the bins, before the step (seconds or user units) */
 } tess_lb_stats_t;
-tess_status_t tess_lb_get_stats(tess_array_h array, tess_lb_stats_t *stats_p);
+TESS_API tess_status_t tess_lb_get_stats(tess_array_h array, tess_lb_stats_t *stats_p);
 
 /** Statistics of this process in the spanning tree of processes that carries reduction partials
  *  and broadcasts (k = TESS_TREE_ARITY children per process, rooted at process 0). max_fanin
@@ -499,7 +464,7 @@ typedef struct tess_tree_stats {
     int64_t max_fanin; /**< most partials from children in one reduction */
     int64_t late;      /**< partials forwarded alone */
 } tess_tree_stats_t;
-tess_status_t tess_tree_get_stats(tess_tree_stats_t *stats_p);
+TESS_API tess_status_t tess_tree_get_stats(tess_tree_stats_t *stats_p);
 
 /* ---- timeline trace ---------------------------------------------------------------------- */
 
@@ -521,10 +486,10 @@ tess_status_t tess_tree_get_stats(tess_tree_stats_t *stats_p);
  * and cost one branch. Errors: TESS_ERR_INVALID (ctx or name NULL, outside an entry, or an end
  * that matches no open span; the trace is unchanged).
  */
-tess_status_t tess_trace_begin(tess_ctx_h ctx, const char *name);
-tess_status_t tess_trace_end(tess_ctx_h ctx, const char *name);
+TESS_API tess_status_t tess_trace_begin(tess_ctx_h ctx, const char *name);
+TESS_API tess_status_t tess_trace_end(tess_ctx_h ctx, const char *name);
 /** Nonzero when this job writes a timeline trace (any thread, after tess_init). */
-int           tess_trace_enabled(void);
+TESS_API int           tess_trace_enabled(void);
 
 /* ---- pluggable strategies ---- */
 
@@ -555,7 +520,7 @@ typedef void (*tess_lb_strategy_fn_t)(const tess_lb_input_t *in, int *new_bin, v
  *  that keeps objects in their bins can. evencount balances the load while every bin keeps an
  *  even share of the objects (within one), for objects of about one size (README.md,
  *  "Load-balancing steps"). */
-tess_status_t tess_lb_register(const char *name, tess_lb_strategy_fn_t fn, void *arg);
+TESS_API tess_status_t tess_lb_register(const char *name, tess_lb_strategy_fn_t fn, void *arg);
 
 #ifdef __cplusplus
 }

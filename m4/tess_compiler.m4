@@ -1,6 +1,7 @@
 # TESS_COMPILER_OPTIONS: --enable-debug, --enable-asan, --enable-tsan, --enable-werror.
 # Results go into TESS_CFLAGS / TESS_LDFLAGS, which every Makefile.am uses, and
-# TESS_LIB_LDFLAGS, libtessera's own; the global CFLAGS the user gave are left alone.
+# TESS_LIB_CFLAGS / TESS_LIB_LDFLAGS, those of the library's own sources; the global CFLAGS the
+# user gave are left alone.
 AC_DEFUN([TESS_COMPILER_OPTIONS], [
 AC_ARG_ENABLE([debug],
   [AS_HELP_STRING([--enable-debug], [build with -O0 -g and internal assertions])],
@@ -52,6 +53,21 @@ AC_LINK_IFELSE([AC_LANG_PROGRAM([[]], [[]])],
   [AC_MSG_RESULT([no])])
 LDFLAGS=$tess_save_LDFLAGS
 AC_SUBST([TESS_LIB_LDFLAGS])
+
+# The library exports its API and nothing else: its sources are compiled with hidden
+# visibility, and the installed headers mark each public function TESS_API (default
+# visibility). tools/check-exports holds the shared library to it in make check.
+TESS_LIB_CFLAGS=""
+tess_save_CFLAGS=$CFLAGS
+CFLAGS="$CFLAGS -fvisibility=hidden -Werror"
+AC_MSG_CHECKING([whether $CC builds with hidden visibility (-fvisibility=hidden)])
+AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[__attribute__((visibility("default"))) int tess_f(void);
+int tess_f(void) { return 0; }]], [[]])],
+  [TESS_LIB_CFLAGS="-fvisibility=hidden"
+   AC_MSG_RESULT([yes])],
+  [AC_MSG_RESULT([no])])
+CFLAGS=$tess_save_CFLAGS
+AC_SUBST([TESS_LIB_CFLAGS])
 ])
 
 # AX_PTHREAD_SIMPLE: POSIX threads through -pthread (gcc and clang both take it).

@@ -81,8 +81,4 @@ int tess_num_pes(void) { return tess_core_initialized() ? tess_core_num_pes() : 
 int tess_pe_process(int pe) { return tess_core_initialized() ? tess_core_pe_process(pe) : -1; }
 double tess_wtime(void) { return (double)tess_time_ns() * 1e-9; }
 
-int tess_pe(void)
-{
-    tess_pe_t *pe = tess_core_pe_self();
-    return pe ? tess_core_pe_global(pe) : -1;
-}
+int tess_pe(void) { return tess_core_pe_id(); }

@@ -34,33 +34,35 @@ typedef enum tess_gpu_backend {
 typedef void *tess_stream_t;
 
 /** Backend in use and its name ("host", "cuda", "hip"). */
-tess_gpu_backend_t tess_gpu_backend(void);
-const char        *tess_gpu_backend_name(void);
+TESS_API tess_gpu_backend_t tess_gpu_backend(void);
+TESS_API const char        *tess_gpu_backend_name(void);
 /** Device index this process uses (processes of a node are spread over its devices in blocks:
  *  local rank × devices / local processes), and the number of devices of the node. */
-int tess_gpu_device(void);
-int tess_gpu_num_devices(void);
+TESS_API int tess_gpu_device(void);
+TESS_API int tess_gpu_num_devices(void);
 
 /** The element's stream (entry, or main for local elements outside a phase). */
-tess_stream_t tess_ctx_stream(tess_ctx_h ctx);
+TESS_API tess_stream_t tess_ctx_stream(tess_ctx_h ctx);
 
 /** Device memory (exportable to other processes of the node) and pinned host memory. */
-tess_status_t tess_gpu_malloc(void **ptr_p, size_t size);
-tess_status_t tess_gpu_free(void *ptr);
-tess_status_t tess_gpu_malloc_host(void **ptr_p, size_t size);
-tess_status_t tess_gpu_free_host(void *ptr);
+TESS_API tess_status_t tess_gpu_malloc(void **ptr_p, size_t size);
+TESS_API tess_status_t tess_gpu_free(void *ptr);
+TESS_API tess_status_t tess_gpu_malloc_host(void **ptr_p, size_t size);
+TESS_API tess_status_t tess_gpu_free_host(void *ptr);
 
 /** Asynchronous copy and set, ordered on `stream` (any direction: the backend infers it). */
-tess_status_t tess_gpu_memcpy_async(void *dst, const void *src, size_t size, tess_stream_t stream);
-tess_status_t tess_gpu_memset_async(void *dst, int value, size_t size, tess_stream_t stream);
+TESS_API tess_status_t tess_gpu_memcpy_async(void *dst, const void *src, size_t size,
+                                             tess_stream_t stream);
+TESS_API tess_status_t tess_gpu_memset_async(void *dst, int value, size_t size,
+                                             tess_stream_t stream);
 /** Block until all work on the stream has completed. */
-tess_status_t tess_gpu_stream_sync(tess_stream_t stream);
+TESS_API tess_status_t tess_gpu_stream_sync(tess_stream_t stream);
 
 /** A host function run in stream order with a copy of args (at most 256 bytes). On the host
  *  backend this is how kernels are launched; on CUDA/HIP it is cudaLaunchHostFunc. */
 typedef void (*tess_host_kernel_fn_t)(void *args);
-tess_status_t tess_gpu_launch_host(tess_stream_t stream, tess_host_kernel_fn_t fn,
-                                   const void *args, size_t args_size);
+TESS_API tess_status_t tess_gpu_launch_host(tess_stream_t stream, tess_host_kernel_fn_t fn,
+                                            const void *args, size_t args_size);
 
 /**
  * Continuation (entry): when all work enqueued on the element's stream so far has completed,
@@ -70,8 +72,8 @@ tess_status_t tess_gpu_launch_host(tess_stream_t stream, tess_host_kernel_fn_t f
  */
 #define tess_gpu_then(ctx, entry, data, size) \
     tess_gpu_then_loc((ctx), (entry), (data), (size), __FILE__, __LINE__)
-tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, const void *data,
-                                size_t size, const char *file, int line);
+TESS_API tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, const void *data,
+                                         size_t size, const char *file, int line);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Device messages                                                                            */
@@ -151,9 +153,9 @@ enum tess_entry_flags {
 };
 
 /** Register an entry that receives device messages (main; collective, as tess_entry_register). */
-tess_status_t tess_entry_register_device(const char *name, tess_dev_post_fn_t post,
-                                         tess_entry_fn_t fn, unsigned flags,
-                                         tess_entry_t *entry_p);
+TESS_API tess_status_t tess_entry_register_device(const char *name, tess_dev_post_fn_t post,
+                                                  tess_entry_fn_t fn, unsigned flags,
+                                                  tess_entry_t *entry_p);
 
 /** Runs on the sender's PE once the source buffers may be reused. */
 typedef void (*tess_dev_done_fn_t)(void *arg);
@@ -179,11 +181,12 @@ typedef void (*tess_dev_done_fn_t)(void *arg);
 #define tess_send_device(array, index, entry, header, header_len, bufs, nbufs, stream, done, arg) \
     tess_send_device_loc((array), (index), (entry), (header), (header_len), (bufs), (nbufs),      \
                          (stream), (done), (arg), __FILE__, __LINE__)
-tess_status_t tess_send_device_loc(tess_array_h array, tess_index_t index, tess_entry_t entry,
-                                   const void *header, size_t header_len,
-                                   const tess_dev_buf_t *bufs, int nbufs, tess_stream_t stream,
-                                   tess_dev_done_fn_t done, void *done_arg, const char *file,
-                                   int line);
+TESS_API tess_status_t tess_send_device_loc(tess_array_h array, tess_index_t index,
+                                            tess_entry_t entry, const void *header,
+                                            size_t header_len, const tess_dev_buf_t *bufs,
+                                            int nbufs, tess_stream_t stream,
+                                            tess_dev_done_fn_t done, void *done_arg,
+                                            const char *file, int line);
 
 /** One send of tess_send_device_many: the arguments of tess_send_device but the stream. */
 typedef struct tess_dev_send {
@@ -206,8 +209,8 @@ typedef struct tess_dev_send {
  */
 #define tess_send_device_many(sends, n, stream) \
     tess_send_device_many_loc((sends), (n), (stream), __FILE__, __LINE__)
-tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, int n,
-                                        tess_stream_t stream, const char *file, int line);
+TESS_API tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, int n,
+                                                 tess_stream_t stream, const char *file, int line);
 
 #ifdef __cplusplus
 }

@@ -177,6 +177,13 @@ extern _Thread_local tess_pe_t *tess_pe_self_ TESS_TLS_FAST;
 static inline tess_pe_t *tess_core_pe_self(void) { return tess_pe_self_; }
 
 int  tess_core_pe_global(const tess_pe_t *pe);
+/** Global id of the calling thread's PE, -1 when the thread is not a PE (what tess_pe() of the
+ *  API returns; the layers above core call this one). Any thread. */
+static inline int tess_core_pe_id(void)
+{
+    tess_pe_t *pe = tess_core_pe_self();
+    return pe ? tess_core_pe_global(pe) : -1;
+}
 int  tess_core_pe_local(const tess_pe_t *pe);
 /** The PE's private slot for the layers above (objects uses it for its element tables). */
 void **tess_core_pe_slot(tess_pe_t *pe, int layer);

@@ -406,7 +406,7 @@ static void direct_get_done(void *arg, tess_status_t status)
                    tess_error_detail());
     if (atomic_fetch_sub(&rr->gets, 1) != 1)
         return;
-    if (tess_pe() != rr->pe) {
+    if (tess_core_pe_id() != rr->pe) {
         dc_got_post(rr->pe, 0, rr);
         return;
     }
@@ -539,7 +539,7 @@ static void recv_direct(tess_msg_t *m)
     if (!rr)
         tess_fatal("out of memory receiving an RDMA message");
     rr->kind        = DC_K_RDMA;
-    rr->pe          = tess_pe();
+    rr->pe          = tess_core_pe_id();
     rr->src         = tess_core_pe_process(m->hdr.src_pe);
     rr->ack_pe      = m->hdr.src_pe;
     rr->ack.kind    = DC_K_RDMA;

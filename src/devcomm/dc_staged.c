@@ -171,7 +171,7 @@ void dc_staged_recv_header(tess_msg_t *m)
     if (!rr)
         tess_fatal("out of memory receiving a staged RDMA message");
     rr->kind    = DC_K_RSTAGED;
-    rr->pe      = tess_pe();
+    rr->pe      = tess_core_pe_id();
     rr->src     = tess_core_pe_process(m->hdr.src_pe);
     uint64_t id = c->msg_id;
     rr->nchunks = count_chunks((const size_t *)c->sizes, (int)c->nbufs);

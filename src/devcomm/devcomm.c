@@ -192,7 +192,7 @@ uint64_t dc_sent_add(tess_dev_done_fn_t done, void *done_arg, struct dc_reg **re
         tess_fatal("out of memory recording a device message");
     rec->done     = done;
     rec->done_arg = done_arg;
-    rec->pe       = tess_pe();
+    rec->pe       = tess_core_pe_id();
     if (regs)
         memcpy(rec->regs, regs, sizeof(rec->regs));
     pthread_mutex_lock(&dc.lock);
@@ -219,13 +219,13 @@ static void dc_complete(uint64_t id, const char *from)
     pthread_mutex_lock(&dc.lock);
     dc_sent_t *rec = id ? tess_hmap_get(&dc.sent, id) : NULL;
     int        pe  = rec ? rec->pe : -1;
-    if (rec && pe == tess_pe())
+    if (rec && pe == tess_core_pe_id())
         tess_hmap_remove(&dc.sent, id);
     pthread_mutex_unlock(&dc.lock);
     if (!rec)
         tess_fatal("devcomm: %s names send %llu, which is not outstanding", from,
                    (unsigned long long)id);
-    if (pe != tess_pe()) {
+    if (pe != tess_core_pe_id()) {
         dc_send_done(pe, id);
         return;
     }

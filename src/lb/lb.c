@@ -489,7 +489,7 @@ static bool lb_migrate_handler(tess_msg_t *m)
     tess_ctx_h e  = tess_hmap_get(&op->elems, tess_obj_key(a->id, lin));
     if (!e)
         tess_fatal("load balancing: element %lld of array '%s' is not on PE %d", (long long)lin,
-                   a->name, tess_pe());
+                   a->name, tess_core_pe_id());
     if (e->gpu_pending)
         tess_fatal("element %lld of array '%s' entered a load-balancing step with %d GPU "
                    "continuations or device messages pending", (long long)lin, a->name,

@@ -399,7 +399,7 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
         tess_obj_misuse(file, line, "tess_contribute outside a phase");
     /* The element whose entry runs here is one of this PE's: no lookup for it. */
     if (tess_unlikely(!ctx || (ctx != opp->current &&
-                               (ctx->pe != tess_pe() ||
+                               (ctx->pe != tess_core_pe_id() ||
                                 tess_hmap_get(&opp->elems, tess_obj_key(ctx->array->id,
                                                                         ctx->linear)) != ctx))))
         tess_obj_misuse(file, line, "tess_contribute with a ctx that is not an element of this "

@@ -35,7 +35,7 @@ _Noreturn void tess_obj_misuse(const char *file, int line, const char *fmt, ...)
                  tess_entry_name(op->current_entry),
                  tess_obj_index_text(e->array, e->index, idx, sizeof(idx)), e->array->name);
     } else if (tess_core_pe_self()) {
-        snprintf(where, sizeof(where), "on PE %d outside any entry method", tess_pe());
+        snprintf(where, sizeof(where), "on PE %d outside any entry method", tess_core_pe_id());
     } else {
         snprintf(where, sizeof(where), "outside tess_run");
     }
@@ -50,7 +50,7 @@ tess_status_t tess_obj_check_main(const char *what)
     if (tess_core_pe_self())
         return tess_error(TESS_ERR_STATE, "%s is called inside tess_run (from an entry method, "
                           "continuation or start function on PE %d); call it from the main "
-                          "thread before or after tess_run", what, tess_pe());
+                          "thread before or after tess_run", what, tess_core_pe_id());
     if (tess_core_in_phase())
         return tess_error(TESS_ERR_STATE, "%s is called while a phase runs, from a thread that "
                           "is not a PE; call it from the main thread before or after tess_run",
@@ -207,7 +207,7 @@ static bool obj_route_missing(obj_pe_t *op, tess_msg_t *m, uint32_t aid, int64_t
         tess_fatal("a message for element %lld of array %u, which does not exist",
                    (long long)lin, aid);
     int where = atomic_load_explicit(&a->loc[lin], memory_order_relaxed);
-    if (where != tess_pe()) {
+    if (where != tess_core_pe_id()) {
         m->hdr.dst_pe = where;
         tess_core_send(m);
         return true;

@@ -14,7 +14,7 @@
 #include "config.h"
 #endif
 
-#include <tessera.h>
+#include <tessera/status.h>
 
 #include <stdarg.h>
 #include <stdatomic.h>
