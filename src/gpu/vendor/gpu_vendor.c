@@ -67,8 +67,8 @@ static tess_status_t vnd_set_device(int device)
     if (e != VND(Success))
         return vnd_error(e, VND_STR(SetDevice));
     VND_FN(device_selected)(device);
-    tess_vnd.device     = device;
-    VND_FN(bound_gen)   = atomic_fetch_add_explicit(&tess_vnd.gen, 1, memory_order_acq_rel) + 1;
+    tess_vnd.device   = device;
+    VND_FN(bound_gen) = atomic_fetch_add_explicit(&tess_vnd.gen, 1, memory_order_acq_rel) + 1;
     return TESS_OK;
 }
 
