@@ -179,10 +179,10 @@ extern const tess_gpu_ops_t tess_gpu_hip_ops;
 extern const tess_gpu_ops_t *tess_gpu;
 
 /* ---- plain shared segments (host memory shared by the processes of a node) ----------------
- * Made, named and cleaned up as the host backend's own segments are (host/arena.c: the name
+ * Made, named and cleaned up as the host backend's own segments are (host/shm.c: the name
  * /tessera-u<uid>-j<job>-p<pid>-s<n>, mode 0600, unlinked as soon as it is mapped, the reaper
  * and the next run's reclaim for a process that was killed), and opened by peers through the
- * creator's descriptor (host/ipc.c), so the creator must outlive the peers' opens. They are
+ * creator's descriptor (host/shm.c), so the creator must outlive the peers' opens. They are
  * plain host memory, so every backend has them: under CUDA or HIP the host backend's segment
  * service (names, reaper, cleanups) starts with the first one. TESS_ERR_UNSUPPORTED before
  * tess_gpu_init. Any thread; a handle from another process is checked as untrusted input. */

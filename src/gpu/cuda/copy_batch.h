@@ -1,6 +1,6 @@
 /*
  * copy_batch.h — the argument of the CUDA backend's batch copy kernel (copy_kernel.cu), shared
- * by the kernel and its launcher (gpu_cuda.c): passed by value, so the launch carries the whole
+ * by the kernel and its launcher (kcopy_cuda.c): passed by value, so the launch carries the whole
  * list and needs no memory of its own.
  */
 #ifndef TESS_CUDA_COPY_BATCH_H

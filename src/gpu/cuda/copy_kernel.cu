@@ -1,18 +1,18 @@
 /*
  * copy_kernel.cu — the CUDA backend's one kernel: a device-to-device copy. Enqueuing a kernel
  * costs the host about a microsecond and a half less than cudaMemcpyAsync on the H200
- * (4.4 against 5.9 µs), which is most of a small device message, so gpu_cuda.c copies buffers
- * up to 1 MiB between device allocations with it (see cuda_memcpy_async).
+ * (4.4 against 5.9 µs), which is most of a small device message, so kcopy_cuda.c copies buffers
+ * up to 1 MiB between device allocations with it.
  *
  * Each thread moves elements of `width` bytes (16, 8, 4 or 1: the largest that divides both
  * addresses and the size), striding over the grid.
  *
  * With `word` (a stream signal word: mapped host memory, launched as one block only), the
  * block writes `value` there once its copy is done, after a system-wide fence: the copy and
- * the signal that says it completed are then one launch (cuda_memcpy_signal_async).
+ * the signal that says it completed are then one launch (tess_cuda_memcpy_signal_async).
  *
  * The batch kernel moves up to TESS_CUDA_COPY_BATCH_MAX copies in one launch: copy y of the
- * list by the blocks of grid row y (cuda_memcpy_batch_async), each copy at its own width.
+ * list by the blocks of grid row y (tess_cuda_memcpy_batch_async), each copy at its own width.
  */
 #include <stddef.h>
 #include <stdint.h>

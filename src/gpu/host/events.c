@@ -1,8 +1,8 @@
 /*
- * events.c — the host backend's events: slots in shared-memory event segments (so that other
- * processes can open them), handed out from a free list once every record of the slot has
- * run; the checks, queries and timing that need no executor. Recording, waiting and
- * synchronising are stream operations (exec.c).
+ * events.c — the host backend's own events: slots in shared-memory event segments (shm.c, so
+ * that other processes can open them: ipc.c), handed out from a free list once every record of
+ * the slot has run; the checks, queries and timing that need no executor. Recording, waiting
+ * and synchronising are stream operations (exec.c).
  *
  * Threads: every function may be called from any thread (evs.lock guards the free list and the
  * segments; a slot's counters are atomics).
@@ -144,7 +144,8 @@ tess_status_t tess_gpu_host_event_destroy(tess_gpu_event_h e)
     if (st != TESS_OK)
         return st;
     if (e->flags & TESS_GPU_HOST_EVENT_OPENED)
-        return tess_gpu_host_ipc_event_close(e); /* cudaEventDestroy closes opened events */
+        return tess_error(TESS_ERR_INVALID, "event_destroy: %p was opened through IPC (close it "
+                          "with ipc_event_close)", (void *)e);
     pthread_mutex_lock(&evs.lock);
     e->magic = 0;
     e->next  = NULL;

@@ -498,23 +498,6 @@ out_unlock:
 
 /* ---- enqueueing -------------------------------------------------------------------------------- */
 
-/* Enqueue-time checks that CUDA makes too: a device range must lie inside one live allocation. */
-static tess_status_t exec_check_range(const char *fn, const char *which, const void *p, size_t n)
-{
-    tess_gpu_host_alloc_t a;
-    int r = tess_gpu_host_arena_find(p, n, &a);
-    if (r == TESS_GPU_HOST_FIND_NONE)
-        r = tess_gpu_host_ipc_find(p, n, &a);
-    if (tess_likely(r != TESS_GPU_HOST_FIND_BAD))
-        return TESS_OK;
-    if (a.base)
-        return tess_error(TESS_ERR_INVALID,
-                          "%s: %s [%p, +%zu) runs past the end of its allocation %p (%zu bytes)",
-                          fn, which, p, n, a.base, a.size);
-    return tess_error(TESS_ERR_INVALID, "%s: %s %p is device memory that is not allocated",
-                      fn, which, p);
-}
-
 /* Lock held on return of TESS_OK. */
 static tess_status_t exec_begin(tess_gpu_stream_h *s, const char *fn, exec_op_t **op_p)
 {
@@ -530,21 +513,15 @@ static tess_status_t exec_begin(tess_gpu_stream_h *s, const char *fn, exec_op_t 
     return st;
 }
 
-tess_status_t tess_gpu_host_memcpy_async(void *dst, const void *src, size_t size,
-                                         tess_gpu_stream_h s)
+/* Copies and sets: their arguments are checked against device memory by the caller (ops.c). */
+tess_status_t tess_gpu_host_stream_copy(void *dst, const void *src, size_t size,
+                                        tess_gpu_stream_h s)
 {
     exec_op_t    *op;
-    tess_status_t st;
-    if (size == 0)
-        return TESS_OK;
-    if (!dst || !src)
-        return tess_error(TESS_ERR_INVALID, "memcpy_async: NULL %s for %zu bytes",
-                          dst ? "source" : "destination", size);
-    if ((st = exec_check_range("memcpy_async", "destination", dst, size)) != TESS_OK ||
-        (st = exec_check_range("memcpy_async", "source", src, size)) != TESS_OK ||
-        (st = exec_begin(&s, "memcpy_async", &op)) != TESS_OK)
+    tess_status_t st = exec_begin(&s, "memcpy_async", &op);
+    if (st != TESS_OK)
         return st;
-    op->kind   = OP_COPY;
+    op->kind        = OP_COPY;
     op->u.copy.dst  = dst;
     op->u.copy.src  = src;
     op->u.copy.size = size;
@@ -553,16 +530,11 @@ tess_status_t tess_gpu_host_memcpy_async(void *dst, const void *src, size_t size
     return TESS_OK;
 }
 
-tess_status_t tess_gpu_host_memset_async(void *dst, int value, size_t size, tess_gpu_stream_h s)
+tess_status_t tess_gpu_host_stream_set(void *dst, int value, size_t size, tess_gpu_stream_h s)
 {
     exec_op_t    *op;
-    tess_status_t st;
-    if (size == 0)
-        return TESS_OK;
-    if (!dst)
-        return tess_error(TESS_ERR_INVALID, "memset_async: NULL destination for %zu bytes", size);
-    if ((st = exec_check_range("memset_async", "destination", dst, size)) != TESS_OK ||
-        (st = exec_begin(&s, "memset_async", &op)) != TESS_OK)
+    tess_status_t st = exec_begin(&s, "memset_async", &op);
+    if (st != TESS_OK)
         return st;
     op->kind        = OP_SET;
     op->u.set.dst   = dst;

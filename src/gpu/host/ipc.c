@@ -1,25 +1,21 @@
 /*
- * ipc.c — IPC for the host backend: exporting own allocations and events as (segment name,
- * owner's descriptor, offset) handles, and opening other processes' handles. A segment's name
- * is unlinked as soon as it is made (arena.c): it is opened through /proc/<owner>/fd/<fd>.
- * Opened segments are mapped once per name and reference counted, so opening many allocations
- * of one segment maps it once. As with
- * CUDA, an allocation opened while an overlapping one is still open (the exporter freed the
- * first and made the second where it was) gets an address of its own: the segment is mapped
- * once more, a second view, and the two never alias in the open table.
+ * ipc.c — IPC for the host backend: exporting own allocations (arena.c) and events (events.c)
+ * as handles naming (segment, owner's descriptor, offset: shm.c), and opening other processes'
+ * handles. Opened segments are mapped once per name and reference counted, so opening many
+ * allocations of one segment maps it once. As with CUDA, an allocation opened while an
+ * overlapping one is still open (the exporter freed the first and made the second where it
+ * was) gets an address of its own: the segment is mapped once more, a second view, and the two
+ * never alias in the open table.
  *
  * A handle comes from another process and is checked as untrusted input: magic, version, a
- * name of our form, the opened descriptor's link naming that segment, and offset + size inside
- * the segment as fstat reports it, before any byte of the mapping is read.
+ * name of our form, the opened descriptor's link naming that segment (shm.c), and offset + size
+ * inside the segment as fstat reports it, before any byte of the mapping is read.
  *
- * Also the plain shared segments that the layers above share between processes of a node
- * (tess_gpu_shm_*, gpu.h): made by the same helper as the arena's, opened the same way, but
- * mapped per call, outside the open table (they are not device memory).
+ * Threads: any thread (ipc.lock); closing waits for the device without it.
  */
 #include "host.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,90 +49,7 @@ static struct {
     tess_gpu_event_h events; /* opened events */
 } ipc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* ---- handles ------------------------------------------------------------------------------- */
-
-static void ipc_handle_fill(tess_gpu_ipc_handle_t *h_p, uint32_t magic,
-                            const tess_gpu_host_shm_t *shm, uint64_t offset, uint64_t size,
-                            uint64_t id)
-{
-    const char *name = shm->name;
-    tess_gpu_host_ipc_handle_t h;
-    memset(&h, 0, sizeof(h)); /* no stray bytes go over the wire */
-    h.magic     = magic;
-    h.version   = TESS_GPU_HOST_IPC_VERSION;
-    h.name_len  = (uint16_t)strlen(name);
-    h.owner_pid = (int32_t)tess_gpu_host.pid;
-    h.device    = tess_gpu_host.device;
-    h.fd        = shm->fd;
-    h.offset    = offset;
-    h.size      = size;
-    h.id        = id;
-    memcpy(h.name, name, h.name_len + 1u);
-    memset(h_p, 0, sizeof(*h_p));
-    memcpy(h_p->bytes, &h, sizeof(h));
-}
-
-static tess_status_t ipc_handle_parse(const tess_gpu_ipc_handle_t *h_in, uint32_t magic,
-                                      const char *fn, tess_gpu_host_ipc_handle_t *h)
-{
-    if (!h_in)
-        return tess_error(TESS_ERR_INVALID, "%s: the handle is NULL", fn);
-    memcpy(h, h_in->bytes, sizeof(*h));
-    if (h->magic != magic)
-        return tess_error(TESS_ERR_CORRUPT, "%s: not a host-backend %s handle (magic %#" PRIx32
-                          ")", fn, magic == TESS_GPU_HOST_IPC_MEM ? "memory" :
-                          magic == TESS_GPU_HOST_IPC_EVENT ? "event" : "segment",
-                          h->magic);
-    if (h->version != TESS_GPU_HOST_IPC_VERSION)
-        return tess_error(TESS_ERR_CORRUPT, "%s: handle version %u, expected %u", fn,
-                          (unsigned)h->version, TESS_GPU_HOST_IPC_VERSION);
-    static const char prefix[] = "/tessera-u";
-    if (h->name_len < sizeof(prefix) || h->name_len >= TESS_GPU_HOST_NAME_MAX ||
-        memchr(h->name, '\0', h->name_len) || h->name[h->name_len] != '\0' ||
-        memcmp(h->name, prefix, sizeof(prefix) - 1) || strchr(h->name + 1, '/'))
-        return tess_error(TESS_ERR_CORRUPT, "%s: the handle does not name a Tessera segment", fn);
-    if (h->owner_pid <= 0 || h->fd < 0)
-        return tess_error(TESS_ERR_CORRUPT, "%s: the handle names process %" PRId32 ", "
-                          "descriptor %" PRId32, fn, h->owner_pid, h->fd);
-    if (h->offset > SIZE_MAX || h->size > SIZE_MAX - h->offset)
-        return tess_error(TESS_ERR_CORRUPT, "%s: offset %" PRIu64 " + size %" PRIu64
-                          " overflows", fn, h->offset, h->size);
-    return TESS_OK;
-}
-
 /* ---- mappings (ipc.lock held) --------------------------------------------------------------- */
-
-/* Open the segment of handle h through its owner's descriptor (the name is gone: arena.c), and
- * check that what opened is that segment: the descriptor's link names it. */
-static int ipc_segment_open(const tess_gpu_host_ipc_handle_t *h, const char *fn,
-                            tess_status_t *st_p)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%" PRId32 "/fd/%" PRId32, h->owner_pid, h->fd);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        *st_p = tess_error(e == ENOENT ? TESS_ERR_NOT_FOUND : TESS_ERR_SYSTEM,
-                           "%s: cannot open shared memory %s as %s: %s%s", fn, h->name, path,
-                           strerror(e), e == ENOENT ? " (its process ended or freed it)" :
-                           " (processes of a node must see each other's /proc/<pid>/fd)");
-        return -1;
-    }
-    char self[64], link[160], want[TESS_GPU_HOST_NAME_MAX + 32];
-    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(self, link, sizeof(link) - 1);
-    link[n > 0 ? n : 0] = '\0';
-    int len = snprintf(want, sizeof(want), "/dev/shm%s", h->name);
-    if (n < len || memcmp(link, want, (size_t)len) ||
-        (link[len] != '\0' && strcmp(link + len, " (deleted)"))) {
-        close(fd);
-        *st_p = tess_error(TESS_ERR_NOT_FOUND, "%s: shared memory %s is gone (%s is %s: its "
-                           "process ended or freed it)", fn, h->name, path,
-                           n > 0 ? link : "not there");
-        return -1;
-    }
-    return fd;
-}
 
 /* Map the segment of handle h once more (a new view), with one reference. */
 static tess_status_t ipc_map_new(const tess_gpu_host_ipc_handle_t *h, const char *fn,
@@ -147,7 +60,7 @@ static tess_status_t ipc_map_new(const tess_gpu_host_ipc_handle_t *h, const char
     ipc_map_t *m = tess_calloc(1, sizeof(*m), "an IPC mapping");
     if (!m)
         return TESS_ERR_NO_MEMORY;
-    int fd = ipc_segment_open(h, fn, &st);
+    int fd = tess_gpu_host_shm_open_fd(h, fn, &st);
     if (fd < 0)
         goto err_free;
     struct stat sb;
@@ -233,7 +146,7 @@ tess_status_t tess_gpu_host_ipc_mem_export(void *ptr, tess_gpu_ipc_handle_t *h_p
     if (tess_gpu_host_arena_find(ptr, 0, &a) != TESS_GPU_HOST_FIND_INSIDE || a.base != ptr)
         return tess_error(TESS_ERR_INVALID, "ipc_mem_export: %p is not the start of a device "
                           "allocation of this process", ptr);
-    ipc_handle_fill(h_p, TESS_GPU_HOST_IPC_MEM, a.shm, a.offset, a.size, a.alloc_id);
+    tess_gpu_host_handle_fill(h_p, TESS_GPU_HOST_IPC_MEM, a.shm, a.offset, a.size, a.alloc_id);
     return TESS_OK;
 }
 
@@ -250,7 +163,7 @@ tess_status_t tess_gpu_host_ipc_mem_open(const tess_gpu_ipc_handle_t *h_in, void
 {
     tess_gpu_host_ipc_handle_t h;
     ipc_map_t    *map;
-    tess_status_t st = ipc_handle_parse(h_in, TESS_GPU_HOST_IPC_MEM, "ipc_mem_open", &h);
+    tess_status_t st = tess_gpu_host_handle_parse(h_in, TESS_GPU_HOST_IPC_MEM, "ipc_mem_open", &h);
     if (st != TESS_OK)
         return st;
     if (!ptr_p)
@@ -383,7 +296,7 @@ tess_status_t tess_gpu_host_ipc_event_export(tess_gpu_event_h e, tess_gpu_ipc_ha
         return tess_error(TESS_ERR_INVALID, "ipc_event_export: the event was not created by "
                           "this process with TESS_GPU_EVENT_IPC");
     size_t off = (size_t)((char *)e->slot - (char *)e->shm->base);
-    ipc_handle_fill(h_p, TESS_GPU_HOST_IPC_EVENT, e->shm, off, sizeof(*e->slot),
+    tess_gpu_host_handle_fill(h_p, TESS_GPU_HOST_IPC_EVENT, e->shm, off, sizeof(*e->slot),
                     atomic_load_explicit(&e->slot->gen, memory_order_relaxed));
     return TESS_OK;
 }
@@ -394,7 +307,7 @@ tess_status_t tess_gpu_host_ipc_event_open(const tess_gpu_ipc_handle_t *h_in,
     tess_gpu_host_ipc_handle_t h;
     ipc_map_t    *map;
     const size_t  hdr_size = sizeof(tess_gpu_host_evseg_hdr_t);
-    tess_status_t st = ipc_handle_parse(h_in, TESS_GPU_HOST_IPC_EVENT, "ipc_event_open", &h);
+    tess_status_t st = tess_gpu_host_handle_parse(h_in, TESS_GPU_HOST_IPC_EVENT, "ipc_event_open", &h);
     if (st != TESS_OK)
         return st;
     if (!e_p)
@@ -493,126 +406,4 @@ void tess_gpu_host_ipc_fini(void)
     if (nmem || nev)
         tess_warn("host backend fini: %zu opened allocations and %zu opened events were not "
                   "closed", nmem, nev);
-}
-
-/* ---- plain shared segments (gpu.h) --------------------------------------------------------- */
-
-/* Under another backend (CUDA, HIP) the segments are still plain host memory made here: the
- * host backend's segment service starts with the first of them and stops at tess_gpu_fini. */
-static struct {
-    pthread_mutex_t        lock;
-    int                    setup, started;
-    tess_gpu_init_params_t params;
-} shm_svc = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-void tess_gpu_shm_setup(const tess_gpu_init_params_t *params)
-{
-    pthread_mutex_lock(&shm_svc.lock);
-    shm_svc.params = *params;
-    shm_svc.setup  = 1;
-    pthread_mutex_unlock(&shm_svc.lock);
-}
-
-void tess_gpu_shm_fini(void)
-{
-    pthread_mutex_lock(&shm_svc.lock);
-    if (shm_svc.started && !tess_gpu_host.initialised)
-        tess_gpu_host_shm_stop();
-    shm_svc.started = shm_svc.setup = 0;
-    pthread_mutex_unlock(&shm_svc.lock);
-}
-
-int tess_gpu_shm_available(void)
-{
-    pthread_mutex_lock(&shm_svc.lock);
-    int up = tess_gpu_host.initialised || shm_svc.setup;
-    pthread_mutex_unlock(&shm_svc.lock);
-    return up;
-}
-
-static tess_status_t shm_usable(const char *fn)
-{
-    tess_status_t st = TESS_OK;
-    pthread_mutex_lock(&shm_svc.lock);
-    if (!tess_gpu_host.initialised && !shm_svc.setup)
-        st = tess_error(TESS_ERR_UNSUPPORTED, "%s: no GPU backend is initialised", fn);
-    else if (!tess_gpu_host.initialised && !shm_svc.started &&
-             (st = tess_gpu_host_shm_start(&shm_svc.params)) == TESS_OK)
-        shm_svc.started = 1;
-    pthread_mutex_unlock(&shm_svc.lock);
-    return st;
-}
-
-tess_status_t tess_gpu_shm_create(size_t size, tess_gpu_shm_h *shm_p, void **base_p,
-                                  tess_gpu_ipc_handle_t *h_p)
-{
-    tess_status_t st = shm_usable("tess_gpu_shm_create");
-    if (st != TESS_OK)
-        return st;
-    if (!shm_p || !base_p || !h_p || size == 0)
-        return tess_error(TESS_ERR_INVALID, "tess_gpu_shm_create: %zu bytes, shm_p %p, base_p "
-                          "%p, h_p %p", size, (void *)shm_p, (void *)base_p, (void *)h_p);
-    tess_gpu_host_shm_t *shm;
-    if ((st = tess_gpu_host_shm_create('s', size, &shm)) != TESS_OK)
-        return st;
-    ipc_handle_fill(h_p, TESS_GPU_HOST_IPC_SHM, shm, 0, size, 0);
-    *shm_p  = shm;
-    *base_p = shm->base;
-    return TESS_OK;
-}
-
-void tess_gpu_shm_destroy(tess_gpu_shm_h shm)
-{
-    if (shm)
-        tess_gpu_host_shm_destroy(shm);
-}
-
-tess_status_t tess_gpu_shm_open(const tess_gpu_ipc_handle_t *h_in, void **base_p,
-                                size_t *size_p)
-{
-    static const char fn[] = "tess_gpu_shm_open";
-    tess_gpu_host_ipc_handle_t h;
-    tess_status_t st = shm_usable(fn);
-    if (st != TESS_OK)
-        return st;
-    if (!base_p || !size_p)
-        return tess_error(TESS_ERR_INVALID, "%s: base_p or size_p is NULL", fn);
-    if ((st = ipc_handle_parse(h_in, TESS_GPU_HOST_IPC_SHM, fn, &h)) != TESS_OK)
-        return st;
-    if (h.offset != 0 || h.size == 0)
-        return tess_error(TESS_ERR_CORRUPT, "%s: the handle names %" PRIu64 " bytes at %" PRIu64
-                          " of %s, not a whole segment", fn, h.size, h.offset, h.name);
-    int fd = ipc_segment_open(&h, fn, &st);
-    if (fd < 0)
-        return st;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = tess_error(TESS_ERR_SYSTEM, "%s: fstat of %s: %s", fn, h.name, strerror(errno));
-        goto err_close;
-    }
-    if ((uint64_t)sb.st_size != h.size) {
-        st = tess_error(TESS_ERR_CORRUPT, "%s: shared memory %s has %lld bytes, the handle says "
-                        "%" PRIu64, fn, h.name, (long long)sb.st_size, h.size);
-        goto err_close;
-    }
-    void *base = mmap(NULL, (size_t)h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-        st = tess_error(TESS_ERR_NO_MEMORY, "%s: cannot map %" PRIu64 " bytes of %s: %s", fn,
-                        h.size, h.name, strerror(errno));
-        goto err_close;
-    }
-    close(fd);
-    *base_p = base;
-    *size_p = (size_t)h.size;
-    return TESS_OK;
-
-err_close:
-    close(fd);
-    return st;
-}
-
-void tess_gpu_shm_close(void *base, size_t size)
-{
-    if (base)
-        munmap(base, size);
 }

@@ -1,6 +1,8 @@
 /*
- * ops.c — the host backend's ops table, init and fini (with the exit and abort cleanups that
- * keep /dev/shm clean), device properties, pinned host memory and pointer queries.
+ * ops.c — the host backend's ops table: init and fini of the parts in order, device properties,
+ * pinned host memory, and what needs more than one part — a pointer's place in device memory
+ * (own arena or opened through IPC) for pointer queries and the enqueue-time checks of copies,
+ * closing an opened event through event_destroy, and a copy that signals.
  */
 #include "host.h"
 
@@ -9,59 +11,6 @@
 #include <unistd.h>
 
 tess_gpu_host_state_t tess_gpu_host;
-
-static _Atomic int fault_kernels, faulted;
-
-int tess_gpu_host_fault_skip(int is_kernel, int is_record)
-{
-    int n = tess_gpu_host.params.host_fault_kernel;
-    if (tess_likely(n == 0))
-        return 0;
-    if (!atomic_load_explicit(&faulted, memory_order_acquire) && is_kernel &&
-        atomic_fetch_add_explicit(&fault_kernels, 1, memory_order_relaxed) + 1 == n) {
-        tess_debug("host backend: kernel %d faults (TESS_HOST_FAULT_KERNEL)", n);
-        atomic_store_explicit(&faulted, 1, memory_order_release);
-    }
-    return atomic_load_explicit(&faulted, memory_order_acquire) && !is_record;
-}
-
-tess_status_t tess_gpu_host_fault_check(const char *fn)
-{
-    if (tess_likely(!atomic_load_explicit(&faulted, memory_order_acquire)))
-        return TESS_OK;
-    return tess_error(TESS_ERR_GPU, "%s: the device failed: host kernel %d faulted "
-                      "(TESS_HOST_FAULT_KERNEL)", fn, tess_gpu_host.params.host_fault_kernel);
-}
-
-static void host_exit_cleanup(void)
-{
-    /* Only names: executors may still be running while the process exits. */
-    tess_gpu_host_shm_unlink_all();
-}
-
-tess_status_t tess_gpu_host_shm_start(const tess_gpu_init_params_t *params)
-{
-    static _Atomic int atexit_done;
-    tess_gpu_host.uid           = getuid();
-    tess_gpu_host.pid           = getpid();
-    tess_gpu_host.params.job_id = params->job_id;
-    /* Before creating anything: what crashed processes left must not pile up. */
-    tess_gpu_host_shm_reclaim();
-    if (!atomic_exchange(&atexit_done, 1) && atexit(host_exit_cleanup) != 0)
-        tess_warn("host backend: cannot register an exit handler; shared memory may be left "
-                  "behind by an exit without fini");
-    tess_add_abort_cleanup(tess_gpu_host_shm_unlink_all);
-    tess_gpu_host_reaper_start();
-    return TESS_OK;
-}
-
-void tess_gpu_host_shm_stop(void)
-{
-    tess_remove_abort_cleanup(tess_gpu_host_shm_unlink_all);
-    tess_gpu_host_shm_unlink_all();
-    tess_gpu_host_shm_fini();
-    tess_gpu_host_reaper_stop();
-}
 
 static tess_status_t host_init(const tess_gpu_init_params_t *params)
 {
@@ -78,8 +27,7 @@ static tess_status_t host_init(const tess_gpu_init_params_t *params)
                           params->host_devices);
 
     memset(&tess_gpu_host, 0, sizeof(tess_gpu_host));
-    atomic_store(&fault_kernels, 0);
-    atomic_store(&faulted, 0);
+    tess_gpu_host_fault_reset();
     tess_gpu_host.params = *params;
     tess_gpu_init_params_t *p = &tess_gpu_host.params;
     if (p->host_arena_size == 0)
@@ -167,6 +115,13 @@ static tess_status_t host_host_free(void *ptr)
     return TESS_OK;
 }
 
+/* Where [ptr, ptr+len) lies in device memory, own or opened (len 0: the byte at ptr). */
+static int host_mem_find(const void *ptr, size_t len, tess_gpu_host_alloc_t *a_p)
+{
+    int r = tess_gpu_host_arena_find(ptr, len, a_p);
+    return r != TESS_GPU_HOST_FIND_NONE ? r : tess_gpu_host_ipc_find(ptr, len, a_p);
+}
+
 static tess_status_t host_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p)
 {
     tess_gpu_host_alloc_t a;
@@ -174,8 +129,7 @@ static tess_status_t host_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p
         return tess_error(TESS_ERR_INVALID, "ptr_query: info_p is NULL");
     memset(info_p, 0, sizeof(*info_p));
     info_p->device = -1;
-    if (tess_gpu_host_arena_find(ptr, 0, &a) == TESS_GPU_HOST_FIND_INSIDE ||
-        tess_gpu_host_ipc_find(ptr, 0, &a) == TESS_GPU_HOST_FIND_INSIDE) {
+    if (host_mem_find(ptr, 0, &a) == TESS_GPU_HOST_FIND_INSIDE) {
         info_p->is_device = 1;
         info_p->device    = a.device;
         info_p->base      = a.base;
@@ -183,6 +137,57 @@ static tess_status_t host_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p
         info_p->alloc_id  = a.alloc_id;
     }
     return TESS_OK;
+}
+
+/* Enqueue-time checks that CUDA makes too: a device range must lie inside one live allocation. */
+static tess_status_t host_check_range(const char *fn, const char *which, const void *p, size_t n)
+{
+    tess_gpu_host_alloc_t a;
+    if (tess_likely(host_mem_find(p, n, &a) != TESS_GPU_HOST_FIND_BAD))
+        return TESS_OK;
+    if (a.base)
+        return tess_error(TESS_ERR_INVALID,
+                          "%s: %s [%p, +%zu) runs past the end of its allocation %p (%zu bytes)",
+                          fn, which, p, n, a.base, a.size);
+    return tess_error(TESS_ERR_INVALID, "%s: %s %p is device memory that is not allocated",
+                      fn, which, p);
+}
+
+static tess_status_t host_memcpy_async(void *dst, const void *src, size_t size,
+                                       tess_gpu_stream_h s)
+{
+    tess_status_t st;
+    if (size == 0)
+        return TESS_OK;
+    if (!dst || !src)
+        return tess_error(TESS_ERR_INVALID, "memcpy_async: NULL %s for %zu bytes",
+                          dst ? "source" : "destination", size);
+    if ((st = host_check_range("memcpy_async", "destination", dst, size)) != TESS_OK ||
+        (st = host_check_range("memcpy_async", "source", src, size)) != TESS_OK)
+        return st;
+    return tess_gpu_host_stream_copy(dst, src, size, s);
+}
+
+static tess_status_t host_memset_async(void *dst, int value, size_t size, tess_gpu_stream_h s)
+{
+    tess_status_t st;
+    if (size == 0)
+        return TESS_OK;
+    if (!dst)
+        return tess_error(TESS_ERR_INVALID, "memset_async: NULL destination for %zu bytes", size);
+    if ((st = host_check_range("memset_async", "destination", dst, size)) != TESS_OK)
+        return st;
+    return tess_gpu_host_stream_set(dst, value, size, s);
+}
+
+static tess_status_t host_event_destroy(tess_gpu_event_h e)
+{
+    tess_status_t st = tess_gpu_host_event_check(e, "event_destroy");
+    if (st != TESS_OK)
+        return st;
+    if (e->flags & TESS_GPU_HOST_EVENT_OPENED)
+        return tess_gpu_host_ipc_event_close(e); /* cudaEventDestroy closes opened events */
+    return tess_gpu_host_event_destroy(e);
 }
 
 /* Signal words: plain host memory, which the executors write (exec.c's stream_signal). */
@@ -202,7 +207,7 @@ static tess_status_t host_memcpy_signal_async(void *dst, const void *src, size_t
                                               tess_gpu_stream_h s, _Atomic uint32_t *word,
                                               uint32_t value)
 {
-    tess_status_t st = tess_gpu_host_memcpy_async(dst, src, size, s);
+    tess_status_t st = host_memcpy_async(dst, src, size, s);
     return st == TESS_OK ? tess_gpu_host_stream_signal(s, word, value) : st;
 }
 
@@ -224,8 +229,8 @@ const tess_gpu_ops_t tess_gpu_host_ops = {
     .mem_free          = tess_gpu_host_mem_free,
     .host_alloc        = host_host_alloc,
     .host_free         = host_host_free,
-    .memcpy_async      = tess_gpu_host_memcpy_async,
-    .memset_async      = tess_gpu_host_memset_async,
+    .memcpy_async      = host_memcpy_async,
+    .memset_async      = host_memset_async,
     .launch_host       = tess_gpu_host_launch_host,
     .stream_create     = tess_gpu_host_stream_create,
     .stream_destroy    = tess_gpu_host_stream_destroy,
@@ -233,7 +238,7 @@ const tess_gpu_ops_t tess_gpu_host_ops = {
     .stream_query      = tess_gpu_host_stream_query,
     .stream_wait_event = tess_gpu_host_stream_wait_event,
     .event_create      = tess_gpu_host_event_create,
-    .event_destroy     = tess_gpu_host_event_destroy,
+    .event_destroy     = host_event_destroy,
     .event_record      = tess_gpu_host_event_record,
     .event_query       = tess_gpu_host_event_query,
     .event_sync        = tess_gpu_host_event_sync,

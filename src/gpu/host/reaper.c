@@ -1,6 +1,6 @@
 /*
  * reaper.c — the host backend's shared-memory segments must not outlive their process, however
- * it ends. Their names are unlinked as soon as they are made (arena.c), and exit, fini and
+ * it ends. Their names are unlinked as soon as they are made (shm.c), and exit, fini and
  * tess_fatal unlink any left; a process killed by a signal (kill -9, SIGTERM or SIGINT from a
  * launcher tearing a job down, a test harness's timeout) in the moment between a segment's
  * creation and its unlink runs none of that. So each process starts a reaper at init: a shell
@@ -35,7 +35,7 @@ void tess_gpu_host_reaper_start(void)
 {
     if (reaper.pid > 0 && reaper.owner == getpid())
         return;
-    /* Tests that nothing is left without it (the names go at creation: arena.c). */
+    /* Tests that nothing is left without it (the names go at creation: shm.c). */
     const char *off = getenv("TESS_TEST_NO_REAPER");
     if (off && !strcmp(off, "1"))
         return;
@@ -45,7 +45,7 @@ void tess_gpu_host_reaper_start(void)
                   "signal leaves its segments until the next run reclaims them", strerror(errno));
         return;
     }
-    /* The names are /tessera-u<uid>-j<job>-p<pid>-<kind><n> (arena.c): digits and hex only. */
+    /* The names are /tessera-u<uid>-j<job>-p<pid>-<kind><n> (shm.c): digits and hex only. */
     char script[320];
     snprintf(script, sizeof(script),
              "trap '' INT TERM HUP PIPE; while read -r _; do :; done; "

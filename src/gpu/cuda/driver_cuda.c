@@ -1,0 +1,236 @@
+/*
+ * driver_cuda.c — what the CUDA backend asks of the driver API: its functions come through
+ * cudaGetDriverEntryPointByVersion (nothing links libcuda, so a build with CUDA loads and falls
+ * back to the host backend on a machine without a driver), and with them device capabilities,
+ * allocation ranges, pointer queries (one driver call for every attribute) and the copy
+ * kernel's handles. The hooks of the vendor layer for CUDA (vendor/vendor.h).
+ *
+ * Threads: tess_cuda_driver is written by init, set_device and fini only; the pointer
+ * classifications are per thread.
+ */
+#include "gpu/vendor/vendor.h"
+
+#include <string.h>
+
+tess_cuda_driver_t tess_cuda_driver;
+
+/* copy_kernel.cu */
+extern const void *tess_cuda_copy_kernel_symbol(void);
+extern const void *tess_cuda_copy_batch_kernel_symbol(void);
+
+tess_status_t tess_cuda_cu_error_at(CUresult r, const char *what, const char *file, int line)
+{
+    const char *name = NULL;
+    if (!tess_cuda_driver.get_error_name ||
+        tess_cuda_driver.get_error_name(r, &name) != CUDA_SUCCESS || !name)
+        name = "unknown CUresult";
+    tess_status_t st = r == CUDA_ERROR_OUT_OF_MEMORY ? TESS_ERR_NO_MEMORY : TESS_ERR_GPU;
+    return tess_error_at(st, file, line, "%s failed: %s (%d)", what, name, (int)r);
+}
+
+/* ---- entry points ------------------------------------------------------------------------- */
+
+static tess_status_t cuda_entry(const char *symbol, void **fn_p)
+{
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, fn_p, CUDA_ENTRY_VERSION,
+                                                     cudaEnableDefault, &found);
+    if (e != cudaSuccess)
+        return vnd_error(e, "cudaGetDriverEntryPointByVersion");
+    if (found != cudaDriverEntryPointSuccess || !*fn_p)
+        return tess_error(TESS_ERR_GPU, "the CUDA driver has no %s for CUDA %d.%d (query "
+                          "result %d)", symbol, CUDA_ENTRY_VERSION / 1000,
+                          CUDA_ENTRY_VERSION % 1000 / 10, (int)found);
+    return TESS_OK;
+}
+
+tess_status_t tess_cuda_driver_init(void)
+{
+    static const char *const symbols[] = {"cuPointerGetAttributes", "cuMemGetAddressRange",
+                                          "cuDeviceGet", "cuDeviceGetAttribute",
+                                          "cuGetErrorName", "cuLaunchKernel"};
+    void *fn[TESS_ARRAY_LEN(symbols)];
+    for (size_t i = 0; i < TESS_ARRAY_LEN(symbols); i++) {
+        tess_status_t st = cuda_entry(symbols[i], &fn[i]);
+        if (st != TESS_OK)
+            return st;
+    }
+    tess_cuda_driver.pointer_get_attributes = (PFN_cuPointerGetAttributes_v7000)fn[0];
+    tess_cuda_driver.mem_get_address_range  = (PFN_cuMemGetAddressRange_v3020)fn[1];
+    tess_cuda_driver.device_get             = (PFN_cuDeviceGet_v2000)fn[2];
+    tess_cuda_driver.device_get_attribute   = (PFN_cuDeviceGetAttribute_v2000)fn[3];
+    tess_cuda_driver.get_error_name         = (PFN_cuGetErrorName_v6000)fn[4];
+    tess_cuda_driver.launch_kernel          = (PFN_cuLaunchKernel_v4000)fn[5];
+    /* Stream signals are optional: without them the runtime polls events. */
+    void *wv = NULL;
+    if (cuda_entry("cuStreamWriteValue32", &wv) != TESS_OK) {
+        tess_debug("cuda: no cuStreamWriteValue32: GPU completions are polled with events");
+        wv = NULL;
+    }
+    tess_cuda_driver.write_value32 = (PFN_cuStreamWriteValue32_v11070)wv;
+    return TESS_OK;
+}
+
+void tess_cuda_driver_fini(void)
+{
+    memset(&tess_cuda_driver, 0, sizeof(tess_cuda_driver));
+}
+
+/* The copy kernel's handle in this device's context, looked up once per device (every PE thread
+ * selects the same one); without it every copy is a memcpy. */
+void tess_cuda_device_selected(int device)
+{
+    if (device == tess_vnd.device && tess_cuda_driver.copy_fn)
+        return;
+    cudaFunction_t fn = NULL, bfn = NULL;
+    if (cudaGetFuncBySymbol(&fn, tess_cuda_copy_kernel_symbol()) != cudaSuccess ||
+        cudaGetFuncBySymbol(&bfn, tess_cuda_copy_batch_kernel_symbol()) != cudaSuccess) {
+        (void)cudaGetLastError();
+        fn = bfn = NULL;
+        tess_debug("cuda: no copy kernel for device %d: copies use cudaMemcpyAsync", device);
+    }
+    tess_cuda_driver.copy_fn       = (CUfunction)fn;
+    tess_cuda_driver.copy_batch_fn = (CUfunction)bfn;
+}
+
+/* ---- device capabilities ------------------------------------------------------------------ */
+
+tess_status_t tess_cuda_get_caps(int device, tess_gpu_props_t *props_p)
+{
+    int v = 0;
+#ifdef __linux__
+    props_p->ipc  = 1;
+    cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrIpcEventSupport, device);
+    if (e == cudaSuccess)
+        props_p->ipc = v != 0;
+    else
+        (void)cudaGetLastError(); /* an older driver without the attribute: keep 1 */
+#endif
+
+    /* Since CUDA 12 the 32-bit stream memory operations need no opt-in and the attribute
+     * that gated them is retired; the one capability attribute left is for the NOR
+     * comparison, taken as the (conservative) sign that stream memory operations work. */
+    CUdevice dev;
+    CUresult r = tess_cuda_driver.device_get(&dev, device);
+    if (r != CUDA_SUCCESS)
+        return cu_error(r, "cuDeviceGet");
+    v = 0;
+    r = tess_cuda_driver.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
+                                              dev);
+    if (r != CUDA_SUCCESS)
+        return cu_error(r, "cuDeviceGetAttribute(CAN_USE_STREAM_WAIT_VALUE_NOR)");
+    props_p->wait_value = v != 0;
+    return TESS_OK;
+}
+
+/* ---- pointers ----------------------------------------------------------------------------- */
+
+/* Whether a pointer is memory of the process's device costs a driver call
+ * (cuPointerGetAttributes: a lock and a lookup), and a chare step that receives M small messages
+ * asks it 2M times. So each thread remembers the last allocations it classified, by their
+ * whole range (asked in the same call). Every free the runtime does (device, pinned host, an IPC
+ * mapping closed) forgets them all, in every thread (a generation count). An allocation the
+ * application frees itself keeps its answer until then: device memory of this device lies in the
+ * range CUDA reserves for it, so a later allocation at that address is device memory again (or
+ * managed memory, which the copy kernel reaches as well). An address CUDA does not know answers
+ * 0. */
+#define CUDA_PTR_CACHE 16
+
+static _Atomic uint64_t ptr_cache_gen = 1;
+
+static _Thread_local struct {
+    uintptr_t lo[CUDA_PTR_CACHE], hi[CUDA_PTR_CACHE];
+    uint8_t   on_device[CUDA_PTR_CACHE];
+    uint64_t  gen;
+    unsigned  next;
+} ptr_cache;
+
+void tess_cuda_mem_forget(void *ptr)
+{
+    (void)ptr;
+    atomic_fetch_add_explicit(&ptr_cache_gen, 1, memory_order_release);
+}
+
+int tess_cuda_on_device(const void *p)
+{
+    uintptr_t a   = (uintptr_t)p;
+    uint64_t  gen = atomic_load_explicit(&ptr_cache_gen, memory_order_acquire);
+    if (ptr_cache.gen != gen) {
+        memset(&ptr_cache, 0, sizeof(ptr_cache));
+        ptr_cache.gen = gen;
+    }
+    for (unsigned i = 0; i < CUDA_PTR_CACHE; i++)
+        if (a - ptr_cache.lo[i] < ptr_cache.hi[i] - ptr_cache.lo[i])
+            return ptr_cache.on_device[i];
+    CUpointer_attribute attr[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    unsigned            type    = 0;
+    int                 ordinal = -1;
+    CUdeviceptr         start   = 0;
+    size_t              size    = 0;
+    void               *data[4] = {&type, &ordinal, &start, &size};
+    if (tess_cuda_driver.pointer_get_attributes(4, attr, data, (CUdeviceptr)a) != CUDA_SUCCESS)
+        return 0;
+    int on = type == CU_MEMORYTYPE_DEVICE && ordinal == tess_vnd.device;
+    if (size && a - (uintptr_t)start < size) {
+        unsigned i             = ptr_cache.next++ % CUDA_PTR_CACHE;
+        ptr_cache.lo[i]        = (uintptr_t)start;
+        ptr_cache.hi[i]        = (uintptr_t)start + size;
+        ptr_cache.on_device[i] = (uint8_t)on;
+    }
+    return on;
+}
+
+tess_status_t tess_cuda_alloc_range(void *ptr, uintptr_t *base_p, size_t *size_p)
+{
+    CUdeviceptr base = 0;
+    CUresult    r    = tess_cuda_driver.mem_get_address_range(&base, size_p,
+                                                              (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS)
+        return cu_error(r, "cuMemGetAddressRange");
+    *base_p = (uintptr_t)base;
+    return TESS_OK;
+}
+
+/* One driver call for every attribute (each device-message send asks once per buffer: three
+ * calls cost it a microsecond or more). cuPointerGetAttributes does not fail on a pointer CUDA
+ * does not know: it leaves the attributes zero, which is host memory. */
+tess_status_t tess_cuda_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p)
+{
+    memset(info_p, 0, sizeof(*info_p));
+    info_p->device = -1;
+    if (!ptr)
+        return TESS_OK;
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+
+    CUpointer_attribute attr[6] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                   CU_POINTER_ATTRIBUTE_BUFFER_ID};
+    unsigned            type    = 0;
+    unsigned            managed = 0;
+    int                 ordinal = -1;
+    CUdeviceptr         base    = 0;
+    size_t              size    = 0;
+    unsigned long long  id      = 0;
+    void               *data[6] = {&type, &managed, &ordinal, &base, &size, &id};
+    CUresult r = tess_cuda_driver.pointer_get_attributes(6, attr, data,
+                                                         (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS)
+        return cu_error(r, "cuPointerGetAttributes");
+    if (type != CU_MEMORYTYPE_DEVICE && !managed)
+        return TESS_OK; /* unregistered or pinned host memory */
+
+    info_p->is_device = 1;
+    info_p->device    = ordinal;
+    info_p->base      = (void *)(uintptr_t)base;
+    info_p->size      = size;
+    info_p->alloc_id  = id;
+    return TESS_OK;
+}

@@ -1,0 +1,382 @@
+/*
+ * gpu_vendor.c — the CUDA and HIP backends: tess_gpu_ops_t over the vendor's runtime API, called
+ * from C. One source, compiled once per vendor (vendor.h says how the names map and what each
+ * vendor does its own way).
+ *
+ * Handles are the vendor's: a tess_gpu_stream_h is a cudaStream_t / hipStream_t, a
+ * tess_gpu_event_h a cudaEvent_t / hipEvent_t. Errors are translated once (vnd_error), naming
+ * the call that failed.
+ *
+ * init() answers TESS_ERR_UNSUPPORTED quietly when the runtime sees no device (no driver, or no
+ * GPU), and the host backend takes over.
+ *
+ * Threads: as vendor.h says.
+ */
+#include "gpu/vendor/vendor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A launch_host call: the function and a copy of its arguments, freed after the call. */
+typedef struct vnd_host_call {
+    tess_gpu_host_fn_t fn;
+    _Alignas(max_align_t) unsigned char args[];
+} vnd_host_call_t;
+
+tess_vnd_state_t tess_vnd = {.device = -1};
+
+_Thread_local unsigned VND_FN(bound_gen);
+
+/* ---- init, devices ----------------------------------------------------------------------- */
+
+static tess_status_t vnd_init(const tess_gpu_init_params_t *params)
+{
+    (void)params;
+    int          ndev = 0;
+    VND(Error_t) e    = VND(GetDeviceCount)(&ndev);
+    if (e != VND(Success) || ndev < 1) {
+        /* No driver or no device: the host backend takes over, nothing to report. */
+        (void)VND(GetLastError)();
+        return TESS_ERR_UNSUPPORTED;
+    }
+    tess_status_t st = VND_FN(driver_init)();
+    if (st != TESS_OK)
+        return st;
+    tess_vnd.ndev   = ndev;
+    tess_vnd.device = -1;
+    return TESS_OK;
+}
+
+static void vnd_fini(void)
+{
+    /* No device reset: the application may still use the primary context. */
+    tess_vnd.ndev   = 0;
+    tess_vnd.device = -1;
+    VND_FN(driver_fini)();
+}
+
+static int vnd_device_count(void) { return tess_vnd.ndev; }
+
+static tess_status_t vnd_set_device(int device)
+{
+    if (device < 0 || device >= tess_vnd.ndev)
+        return tess_error(TESS_ERR_INVALID, VND_TITLE " device %d does not exist (%d visible)",
+                          device, tess_vnd.ndev);
+    VND(Error_t) e = VND(SetDevice)(device);
+    if (e != VND(Success))
+        return vnd_error(e, VND_STR(SetDevice));
+    VND_FN(device_selected)(device);
+    tess_vnd.device   = device;
+    VND_FN(bound_gen) = atomic_fetch_add_explicit(&tess_vnd.gen, 1, memory_order_acq_rel) + 1;
+    return TESS_OK;
+}
+
+static tess_status_t vnd_get_props(int device, tess_gpu_props_t *props_p)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    vndDeviceProp_t p;
+    VND(Error_t)    e = VND(GetDeviceProperties)(&p, device);
+    if (e != VND(Success))
+        return vnd_error(e, VND_STR(GetDeviceProperties));
+
+    memset(props_p, 0, sizeof(*props_p));
+    snprintf(props_p->name, sizeof(props_p->name), "%.*s", (int)sizeof(props_p->name) - 1,
+             p.name);
+    props_p->total_mem       = p.totalGlobalMem;
+    props_p->multiprocessors = p.multiProcessorCount;
+    return VND_FN(get_caps)(device, props_p);
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static tess_status_t vnd_mem_alloc(size_t size, void **ptr_p)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    void        *ptr = NULL;
+    VND(Error_t) e   = VND(Malloc)(&ptr, size);
+    if (e != VND(Success)) {
+        char what[64];
+        snprintf(what, sizeof(what), VND_STR(Malloc) "(%zu bytes)", size);
+        return vnd_error(e, what);
+    }
+    if (ptr) { /* size 0 gives NULL: nothing to track */
+        st = VND_FN(mem_track)(ptr, size);
+        if (st != TESS_OK)
+            goto err_free_mem;
+    }
+    *ptr_p = ptr;
+    return TESS_OK;
+
+err_free_mem:
+    (void)VND(Free)(ptr);
+    return st;
+}
+
+static tess_status_t vnd_mem_free(void *ptr)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    /* Forget first: once freed, another thread's allocation may return the same address. */
+    VND_FN(mem_forget)(ptr);
+    VND(Error_t) e = VND(Free)(ptr);
+    return e == VND(Success) ? TESS_OK : vnd_error(e, VND_STR(Free));
+}
+
+static tess_status_t vnd_host_alloc(size_t size, void **ptr_p)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Error_t) e = vnd_host_malloc(ptr_p, size);
+    if (e != VND(Success)) {
+        char what[64];
+        snprintf(what, sizeof(what), VND_HOST_MALLOC_STR "(%zu bytes)", size);
+        return vnd_error(e, what);
+    }
+    return TESS_OK;
+}
+
+static tess_status_t vnd_host_free_op(void *ptr)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND_FN(mem_forget)(ptr);
+    VND(Error_t) e = vnd_host_free(ptr);
+    return e == VND(Success) ? TESS_OK : vnd_error(e, VND_HOST_FREE_STR);
+}
+
+tess_status_t VND_FN(memcpy_runtime)(void *dst, const void *src, size_t size,
+                                     tess_gpu_stream_h s)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Error_t) e = VND(MemcpyAsync)(dst, src, size, VND(MemcpyDefault), (VND(Stream_t))s);
+    return e == VND(Success) ? TESS_OK : vnd_error(e, VND_STR(MemcpyAsync));
+}
+
+static tess_status_t vnd_memset_async(void *dst, int value, size_t size, tess_gpu_stream_h s)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Error_t) e = VND(MemsetAsync)(dst, value, size, (VND(Stream_t))s);
+    return e == VND(Success) ? TESS_OK : vnd_error(e, VND_STR(MemsetAsync));
+}
+
+/* Runs on a runtime thread; must not call the runtime. */
+static void vnd_host_call_run(void *arg)
+{
+    vnd_host_call_t *call = arg;
+    call->fn(call->args);
+    free(call);
+}
+VND_HOST_TRAMPOLINE(vnd_host_trampoline, vnd_host_call_run)
+
+static tess_status_t vnd_launch_host(tess_gpu_stream_h s, tess_gpu_host_fn_t fn,
+                                     const void *args, size_t args_size)
+{
+    if (args_size > TESS_GPU_HOST_ARGS_MAX)
+        return tess_error(TESS_ERR_INVALID, "launch_host: %zu bytes of arguments (at most %d)",
+                          args_size, TESS_GPU_HOST_ARGS_MAX);
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    vnd_host_call_t *call = tess_malloc(sizeof(*call) + args_size, "a host launch");
+    if (!call)
+        return TESS_ERR_NO_MEMORY;
+    call->fn = fn;
+    if (args_size > 0)
+        memcpy(call->args, args, args_size);
+
+    VND(Error_t) e = vnd_launch_host_func((VND(Stream_t))s, vnd_host_trampoline, call);
+    if (e != VND(Success)) {
+        st = vnd_error(e, VND_LAUNCH_HOST_FUNC_STR);
+        goto err_free_call;
+    }
+    return TESS_OK;
+
+err_free_call:
+    free(call);
+    return st;
+}
+
+/* ---- streams ----------------------------------------------------------------------------- */
+
+static tess_status_t vnd_stream_create(tess_gpu_stream_h *s_p)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Stream_t) s;
+    VND(Error_t)  e = VND(StreamCreateWithFlags)(&s, VND(StreamNonBlocking));
+    if (e != VND(Success))
+        return vnd_error(e, VND_STR(StreamCreateWithFlags));
+    *s_p = (tess_gpu_stream_h)s;
+    return TESS_OK;
+}
+
+static tess_status_t vnd_stream_destroy(tess_gpu_stream_h s)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Error_t) e = VND(StreamDestroy)((VND(Stream_t))s);
+    return e == VND(Success) ? TESS_OK : vnd_error(e, VND_STR(StreamDestroy));
+}
+
+static tess_status_t vnd_stream_sync(tess_gpu_stream_h s)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Error_t) e = VND(StreamSynchronize)((VND(Stream_t))s);
+    return e == VND(Success) ? TESS_OK : vnd_error(e, VND_STR(StreamSynchronize));
+}
+
+static tess_status_t vnd_stream_query(tess_gpu_stream_h s)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    return vnd_poll_status(VND(StreamQuery)((VND(Stream_t))s), VND_STR(StreamQuery), __FILE__,
+                           __LINE__);
+}
+
+static tess_status_t vnd_stream_wait_event(tess_gpu_stream_h s, tess_gpu_event_h ev)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Error_t) e = VND(StreamWaitEvent)((VND(Stream_t))s, (VND(Event_t))ev, 0);
+    return e == VND(Success) ? TESS_OK : vnd_error(e, VND_STR(StreamWaitEvent));
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+static tess_status_t vnd_event_create(unsigned flags, tess_gpu_event_h *e_p)
+{
+    unsigned vflags;
+    if (flags & TESS_GPU_EVENT_IPC) {
+        if (flags & TESS_GPU_EVENT_TIMING)
+            return tess_error(TESS_ERR_INVALID, "an IPC event cannot measure time");
+        vflags = VND(EventInterprocess) | VND(EventDisableTiming);
+    } else {
+        vflags = (flags & TESS_GPU_EVENT_TIMING) ? VND(EventDefault) : VND(EventDisableTiming);
+    }
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Event_t) ev;
+    VND(Error_t) e = VND(EventCreateWithFlags)(&ev, vflags);
+    if (e != VND(Success))
+        return vnd_error(e, VND_STR(EventCreateWithFlags));
+    *e_p = (tess_gpu_event_h)ev;
+    return TESS_OK;
+}
+
+static tess_status_t vnd_event_destroy(tess_gpu_event_h ev)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Error_t) e = VND(EventDestroy)((VND(Event_t))ev);
+    return e == VND(Success) ? TESS_OK : vnd_error(e, VND_STR(EventDestroy));
+}
+
+static tess_status_t vnd_event_record(tess_gpu_event_h ev, tess_gpu_stream_h s)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Error_t) e = VND(EventRecord)((VND(Event_t))ev, (VND(Stream_t))s);
+    return e == VND(Success) ? TESS_OK : vnd_error(e, VND_STR(EventRecord));
+}
+
+static tess_status_t vnd_event_query(tess_gpu_event_h ev)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    return vnd_poll_status(VND(EventQuery)((VND(Event_t))ev), VND_STR(EventQuery), __FILE__,
+                           __LINE__);
+}
+
+static tess_status_t vnd_event_sync(tess_gpu_event_h ev)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Error_t) e = VND(EventSynchronize)((VND(Event_t))ev);
+    return e == VND(Success) ? TESS_OK : vnd_error(e, VND_STR(EventSynchronize));
+}
+
+/* TESS_INPROGRESS while either event has not completed. */
+static tess_status_t vnd_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_event_h end,
+                                          float *ms_p)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    return vnd_poll_status(VND(EventElapsedTime)(ms_p, (VND(Event_t))start, (VND(Event_t))end),
+                           VND_STR(EventElapsedTime), __FILE__, __LINE__);
+}
+
+static void *vnd_native_stream(tess_gpu_stream_h s) { return (void *)s; }
+
+const tess_gpu_ops_t VND_OPS = {
+    .name              = VND_NAME,
+    .kind              = VND_KIND,
+    .wait_captures_record = 1,
+    .init              = vnd_init,
+    .fini              = vnd_fini,
+    .device_count      = vnd_device_count,
+    .set_device        = vnd_set_device,
+    .get_props         = vnd_get_props,
+    .mem_alloc         = vnd_mem_alloc,
+    .mem_free          = vnd_mem_free,
+    .host_alloc        = vnd_host_alloc,
+    .host_free         = vnd_host_free_op,
+    .memset_async      = vnd_memset_async,
+    .launch_host       = vnd_launch_host,
+    .stream_create     = vnd_stream_create,
+    .stream_destroy    = vnd_stream_destroy,
+    .stream_sync       = vnd_stream_sync,
+    .stream_query      = vnd_stream_query,
+    .stream_wait_event = vnd_stream_wait_event,
+    .event_create      = vnd_event_create,
+    .event_destroy     = vnd_event_destroy,
+    .event_record      = vnd_event_record,
+    .event_query       = vnd_event_query,
+    .event_sync        = vnd_event_sync,
+    .event_elapsed_ms  = vnd_event_elapsed_ms,
+#if VND_HAS_KCOPY
+    /* Small device copies by the vendor's own kernel, and stream signals. */
+    .memcpy_async        = VND_FN(kcopy_memcpy_async),
+    .memcpy_signal_async = VND_FN(memcpy_signal_async),
+    .memcpy_signal_max   = VND_KCOPY_SIGNAL_MAX,
+    .memcpy_batch_async  = VND_FN(memcpy_batch_async),
+    .signal_alloc        = VND_FN(signal_alloc),
+    .signal_free         = VND_FN(signal_free),
+    .stream_signal       = VND_FN(stream_signal),
+#else
+    .memcpy_async      = VND_FN(memcpy_runtime), /* no signals: the runtime polls events */
+#endif
+    .ipc_mem_export    = VND_FN(ipc_mem_export),
+    .ipc_mem_open      = VND_FN(ipc_mem_open),
+    .ipc_mem_close     = VND_FN(ipc_mem_close),
+    .ipc_event_export  = VND_FN(ipc_event_export),
+    .ipc_event_open    = VND_FN(ipc_event_open),
+    .ipc_event_close   = VND_FN(ipc_event_close),
+    .ptr_query         = VND_FN(ptr_query),
+    .native_stream     = vnd_native_stream,
+    .set_notify        = NULL, /* the runtime polls events */
+    .busy              = NULL, /* the device has cores of its own */
+};
