@@ -1,10 +1,10 @@
 #!/bin/bash
-# gpu-bench.sh OUTDIR — the GPU-layer benchmarks on the H200, each against raw CUDA in the same
+# gpu-bench.sh OUTDIR — the GPU-layer benchmarks on a GPU, each against raw CUDA in the same
 # run: launch rate (T PEs x C chares, one process), continuation round trip, kernel overlap
 # (raw CUDA only), and the launch rate of P processes sharing the GPU without and with MPS.
 #
 #   bench/gpu-bench.sh OUTDIR        from the repository root, with build-cuda/ built here by
-#                                    tools/gpu-build.sh and carried to the GPU machine
+#                                    tools/gpu-build.sh and copied to the GPU machine
 #
 # Writes OUTDIR/{launch,launch_mp,cont,overlap}.csv, a log per run (OUTDIR/*.log), and PNGs
 # when python3 with matplotlib is there (else: bench/gpu-plot.sh OUTDIR later, here). Prints
@@ -23,7 +23,7 @@ mpirun=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}
 budget=${GPU_BENCH_BUDGET:-330}
 quick=${GPU_BENCH_QUICK:-0}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
-# The build tree's library, wherever the tree was carried to (its binaries' rpath names the
+# The build tree's library, wherever the tree was copied to (its binaries' rpath names the
 # path it was built at).
 export LD_LIBRARY_PATH="$build/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 unset CUDA_DEVICE_MAX_CONNECTIONS

@@ -15,7 +15,7 @@
 /* MPI_Init_thread(FUNNELED) + tess_init on MPI_COMM_WORLD. An entry that sets TESS_RDMA=direct
  * where UCX cannot access the backend's device memory (a CUDA build against a UCX without its
  * CUDA transports) is skipped (exit 77) with tess_init's reason: it tests a path this machine
- * lacks (tools/rdma-run.sh runs them with a UCX that has it). */
+ * lacks (bench/devcomm/rdma-run.sh runs them with a UCX that has it). */
 static inline void test_init(int *argc, char ***argv)
 {
     int provided;

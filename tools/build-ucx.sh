@@ -1,49 +1,69 @@
 #!/bin/sh
-# build-ucx.sh [PREFIX]: build UCX with CUDA support from its public source into PREFIX
-# (default build-cuda/ucx, ignored by git, carried to the H200 machine with build-cuda/).
+# tools/build-ucx.sh SOURCE [PREFIX]: build UCX with CUDA support into PREFIX (default
+# build-cuda/ucx, inside the CUDA build tree of tools/gpu-build.sh so that it travels with it).
 #
-# Why: the GPU machine's UCX (1.16) is a runtime without CUDA transports, so the direct RDMA path
-# (receiver's ucp_get into device memory) cannot run with it. This builds a released UCX here
-# (Debian 12, glibc 2.36; runs on the device's glibc 2.39) with cuda_copy/cuda_ipc, small enough to
-# travel: shared libraries only, stripped, no docs/java/go/static, no libbfd/valgrind/fuse.
+# Why: a GPU machine's packaged UCX may be built without the CUDA transports (cuda_copy,
+# cuda_ipc), and Tessera's direct RDMA path (the receiver's ucp_get into device memory) cannot
+# run with it (TESS_RDMA=direct refuses to start; auto stages through host memory). This builds a
+# released UCX on the machine with nvcc, small enough to copy along: shared libraries only,
+# stripped, no docs/java/go/static, no libbfd/valgrind/fuse. Build it on a system at least as old
+# as the GPU machine's (glibc).
 #
-# Source: the openucx/ucx git repository (UCX_GIT, default the local mirror that the `fetch` tool
-# makes of github:openucx/ucx), tag UCX_TAG (default v1.20.1, the first line with CUDA 13 support),
-# exported with `git archive` and bootstrapped with ./autogen.sh. Or UCX_TARBALL=path/to/ucx-X.tar.gz
-# (a release tarball: configure is already generated).
-# Idempotent: a finished install is recorded in PREFIX/.build-ucx.stamp (tag + options); run again
-# it does nothing unless the tag or options changed. Scratch tree: UCX_WORK (default build-ucx-src/).
-# Knobs: UCX_JOBS (default 2; run under nice), CUDA_HOME (default /usr/local/cuda),
-# UCX_GENCODE (nvcc -gencode options for UCX's own CUDA kernels, default sm_90 for the H200).
+# SOURCE, where to get it: UCX is at https://github.com/openucx/ucx. Any of
+#   - a release tarball, ucx-X.Y.Z.tar.gz from https://github.com/openucx/ucx/releases
+#     (configure is already generated),
+#   - a source tree: the tarball unpacked, or a checkout (bootstrapped with ./autogen.sh),
+#   - a git repository (a clone or a bare mirror of github.com/openucx/ucx): tag UCX_TAG (default
+#     v1.20.1, the first line with CUDA 13 support) is taken from it with git archive.
+# SOURCE is never modified: the build runs in a scratch tree, UCX_WORK (default build-ucx-src/).
+#
+# Idempotent: a finished install is recorded in PREFIX/.build-ucx.stamp (source + options); run
+# again it does nothing unless they changed. Knobs: UCX_JOBS (default 2; run under nice),
+# CUDA_HOME (default /usr/local/cuda), UCX_GENCODE (nvcc -gencode options for UCX's own CUDA
+# kernels, default sm_90: H100, H200).
 #
 # NVML: UCX's CUDA support needs nvml.h and libnvidia-ml at build time. Where the toolkit lacks
-# them (this machine has no driver and no cuda-nvml-dev), NVML_H names a public nvml.h (default:
-# the mirror of github:NVIDIA/go-nvml, gen/nvml/nvml.h) and a link-only stub libnvidia-ml.so.1 is
-# built beside it; at run time the driver's real libnvidia-ml.so.1 is loaded.
+# them (a build machine without the driver and without the cuda-nvml-dev package), set NVML_H to
+# a copy of nvml.h (the public header is in https://github.com/NVIDIA/go-nvml, gen/nvml/nvml.h);
+# a link-only stub libnvidia-ml.so.1 is built beside it, and at run time the driver's real
+# libnvidia-ml.so.1 is loaded.
 #
 # Relocation: the libraries get RUNPATH $ORIGIN (modules: $ORIGIN/..), and UCX finds its transport
 # modules in <dir of libucs.so>/ucx, so the prefix works wherever it is copied. Binaries that should
-# use it (not the system's UCX) need LD_LIBRARY_PATH=PREFIX/lib (tools/device-run.sh sets it).
+# use it (not the system's UCX) need LD_LIBRARY_PATH=PREFIX/lib (tools/gpu-run sets it).
 set -e
+usage="usage: tools/build-ucx.sh SOURCE [PREFIX]"
+src=${1:?$usage}
 cd "$(dirname "$0")/.."
 root=$PWD
-prefix=${1:-$root/build-cuda/ucx}
+case $src in /*) ;; *) src=$root/$src ;; esac
+prefix=${2:-$root/build-cuda/ucx}
 case $prefix in /*) ;; *) prefix=$root/$prefix ;; esac
 tag=${UCX_TAG:-v1.20.1}
-git_dir=${UCX_GIT:-/work/.mirror/openucx+ucx/repo}
 work=${UCX_WORK:-$root/build-ucx-src}
 jobs=${UCX_JOBS:-2}
 cuda=${CUDA_HOME:-/usr/local/cuda}
 gencode=${UCX_GENCODE:--gencode=arch=compute_90,code=sm_90}
+if [ -f "$src" ]; then
+    kind=tarball src_id=$(basename "$src")
+elif [ -f "$src/configure.ac" ] || [ -f "$src/configure" ]; then
+    kind=tree src_id="$src $(git -C "$src" describe --tags 2>/dev/null || true)"
+elif git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+    kind=git src_id="$tag"
+else
+    echo "build-ucx.sh: $src is neither a UCX tarball, a source tree nor a git repository" >&2
+    echo "$usage" >&2
+    exit 1
+fi
 
 opts="--disable-static --disable-debug --disable-assertions --disable-params-check
  --enable-mt --enable-cma --disable-doxygen-doc --disable-examples
  --with-cuda=$cuda --with-nvcc-gencode=$gencode --without-rocm --without-ze --without-gdrcopy
  --without-java --without-go --without-bfd --without-valgrind --without-fuse3
  --without-knem --without-xpmem --without-ugni --without-mad"
-stamp="$tag $(echo $opts)"
+stamp="$src_id $(echo $opts)"
 if [ -f "$prefix/.build-ucx.stamp" ] && [ "$(cat "$prefix/.build-ucx.stamp")" = "$stamp" ]; then
-    echo "build-ucx.sh: $prefix is up to date ($tag)"
+    echo "build-ucx.sh: $prefix is up to date ($src_id)"
     exit 0
 fi
 
@@ -51,15 +71,13 @@ rm -rf "$work"
 mkdir -p "$work"
 extra_cppflags= extra_ldflags=
 if [ ! -f "$cuda/include/nvml.h" ]; then
-    nvml_h=${NVML_H:-/work/.mirror/NVIDIA+go-nvml/repo/gen/nvml/nvml.h}
     shim=$work/nvml-shim
     mkdir -p "$shim/include" "$shim/lib"
-    if [ -f "$nvml_h" ]; then
-        cp "$nvml_h" "$shim/include/nvml.h"
-    elif [ -d /work/.mirror/NVIDIA+go-nvml/repo ]; then
-        git -C /work/.mirror/NVIDIA+go-nvml/repo show HEAD:gen/nvml/nvml.h >"$shim/include/nvml.h"
+    if [ -n "${NVML_H:-}" ] && [ -f "$NVML_H" ]; then
+        cp "$NVML_H" "$shim/include/nvml.h"
     else
-        echo "build-ucx.sh: no nvml.h in $cuda/include; set NVML_H to a copy of it" >&2
+        echo "build-ucx.sh: no nvml.h in $cuda/include; set NVML_H to a copy of it" \
+             "(github.com/NVIDIA/go-nvml, gen/nvml/nvml.h)" >&2
         exit 1
     fi
     # Link-only stub: every NVML entry point UCX calls (plain and _v2 names).
@@ -75,12 +93,11 @@ if [ ! -f "$cuda/include/nvml.h" ]; then
     extra_cppflags="-I$shim/include"
     extra_ldflags="-L$shim/lib"
 fi
-if [ -n "$UCX_TARBALL" ]; then
-    tar -C "$work" --strip-components=1 -xzf "$UCX_TARBALL"
-else
-    [ -d "$git_dir" ] || { echo "build-ucx.sh: no UCX git repository at $git_dir (set UCX_GIT)" >&2; exit 1; }
-    git -C "$git_dir" archive --format=tar "$tag" | tar -C "$work" -xf -
-fi
+case $kind in
+tarball) tar -C "$work" --strip-components=1 -xzf "$src" ;;
+tree)    (cd "$src" && tar -cf - --exclude=.git .) | tar -C "$work" -xf - ;;
+git)     git -C "$src" archive --format=tar "$tag" | tar -C "$work" -xf - ;;
+esac
 cd "$work"
 [ -x configure ] || ./autogen.sh >autogen.log 2>&1
 # Options that an older/newer configure does not know are ignored by autoconf (with a warning).
@@ -102,4 +119,4 @@ for b in bin/*; do
 done
 strip --strip-unneeded lib/*.so.* lib/ucx/*.so* bin/* 2>/dev/null || true
 echo "$stamp" >.build-ucx.stamp
-echo "build-ucx.sh: UCX $tag in $prefix ($(du -sh . | cut -f1))"
+echo "build-ucx.sh: UCX ($src_id) in $prefix ($(du -sh . | cut -f1))"

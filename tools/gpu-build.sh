@@ -1,16 +1,23 @@
 #!/bin/sh
-# gpu-build.sh [MAKE-ARGS...]: build a CUDA-enabled tree here for the H200 machine (see DEVICE.md).
+# tools/gpu-build.sh [MAKE-ARGS...]: a CUDA build of Tessera in build-cuda/, to run on a GPU
+# machine that cannot build it.
 #
-# The device machine can build nothing we need, but runs binaries built here (Debian 12) against
-# its own MPI, UCX and hwloc. So: a VPATH build in build-cuda/ (ignored by .gitignore's /build*/),
-# with the CUDA backend and without HIP, installed under build-cuda/_inst; then pass
-# carry=["build-cuda"] to the device tool (64 MiB travel in all) and run from the repo root there.
-# Extra arguments go to make, e.g. `tools/gpu-build.sh install` or `tools/gpu-build.sh check TESTS=`
-# (builds the test programs without running them).
-# TESS_UCX=DIR builds against the UCX in DIR (e.g. build-cuda/ucx from tools/build-ucx.sh, which
-# has the CUDA transports); TESS_UCX=build runs tools/build-ucx.sh first and uses build-cuda/ucx.
-# Unset: the choice of the last configure (at first the system's UCX); TESS_UCX= (empty) goes back
-# to the system's. Changing it reconfigures.
+# The recipe: a VPATH build made on a machine with nvcc (no GPU needed there), with the CUDA
+# backend and without HIP, installed under build-cuda/_inst; build-cuda/ is then copied to the
+# GPU machine beside a checkout of the same commit, and run from the repository root there
+# (tools/gpu-run STAGE OUTDIR) against that machine's own MPI, UCX and hwloc: the binaries find
+# libtessera through LD_LIBRARY_PATH (tools/gpu-run sets it), so the tree may lie anywhere.
+#
+# Extra arguments go to make, e.g. `tools/gpu-build.sh install` or `tools/gpu-build.sh check
+# TESTS=` (builds the test programs without running them).
+#
+# UCX: the direct RDMA path needs a UCX with CUDA transports, which a GPU machine's packaged UCX
+# may lack. TESS_UCX=DIR builds against the UCX installed in DIR (a relative DIR is taken from
+# the repository root; keep it inside build-cuda/, e.g. build-cuda/ucx, so that it travels with
+# the tree); TESS_UCX=build with UCX_SRC=SOURCE first builds one from SOURCE into build-cuda/ucx
+# (tools/build-ucx.sh SOURCE build-cuda/ucx: see there where to get it). Unset: the choice of the
+# last configure (at first the system's UCX); TESS_UCX= (empty) goes back to the system's.
+# Changing it reconfigures.
 set -e
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -24,7 +31,8 @@ fi
 
 ucx=${TESS_UCX-$(cat build-cuda/.ucx-choice 2>/dev/null || true)}
 if [ "$ucx" = build ]; then
-    tools/build-ucx.sh "$root/build-cuda/ucx"
+    [ -n "${UCX_SRC:-}" ] || { echo "gpu-build.sh: TESS_UCX=build needs UCX_SRC (tools/build-ucx.sh)" >&2; exit 1; }
+    tools/build-ucx.sh "$UCX_SRC" "$root/build-cuda/ucx"
     ucx=$root/build-cuda/ucx
 fi
 case $ucx in ''|/*) ;; *) ucx=$root/$ucx ;; esac

@@ -79,7 +79,7 @@ fi
 [ -n "$bin" ] && [ -x "$bin" ] || { echo "run.sh: no bench_devcomm binary (build it, or set BENCH_DEVCOMM)" >&2; exit 1; }
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 # libtool's -no-install binaries point at their build tree by absolute path; the tree may
-# have moved (carried to the GPU machine), so name its library folder too.
+# have moved (copied to a GPU machine), so name its library folder too.
 build=$(cd "$(dirname "$bin")/../.." && pwd)
 LD_LIBRARY_PATH="$build/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH

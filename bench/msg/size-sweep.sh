@@ -5,7 +5,7 @@
 # TESS_NET_EAGER_NODE, then UCX's rendezvous), "eager" (TESS_MSG_SHM=0: no arena) and "ucx"
 # (no arena, TESS_NET_EAGER_NODE=0: UCX's own protocol), each against the raw UCX
 # active-message ping-pongs of the same run: "raw-ucp-am" (UCX's choice, a buffer never
-# written: issue 18's baseline), "raw-ucp-am-eager" (the same, every send eager) and
+# written: the goal's baseline), "raw-ucp-am-eager" (the same, every send eager) and
 # "raw-ucp-am-fwd" (resends what it received, as tess_send does). Both send forms: tess_send
 # ("latency") and tess_msg_alloc + tess_send_msg ("latency-zc"). ALTS (default 2) alternations
 # of the settings at each size, REPS (default 5) repetitions in each launch. Writes

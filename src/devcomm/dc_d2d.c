@@ -54,7 +54,7 @@ static void dc_sev_release(void *arg)
     pthread_mutex_unlock(&dc.lock);
 }
 
-void dc_sev_free_list(dc_sev_t *sv)
+static void dc_sev_free_list(dc_sev_t *sv)
 {
     while (sv) {
         dc_sev_t *next = sv->next;
@@ -121,49 +121,24 @@ static tess_status_t dc_sev_for_send(tess_gpu_stream_h stream, dc_sev_t **sev_p)
 
 /* ---- the d2d path ------------------------------------------------------------------------ */
 
-tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                                 size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                                 tess_gpu_stream_h stream, tess_dev_done_fn_t done,
-                                 void *done_arg)
+static tess_status_t dc_d2d_send(const dc_send_t *s)
 {
     dc_sev_t     *sv = NULL;
-    tess_status_t st = dc_sev_for_send(stream, &sv);
+    tess_status_t st = dc_sev_for_send(s->stream, &sv);
     if (st != TESS_OK)
         return st;
     TESS_HOP_MARK(TESS_HOP_QUERIED);
     dc_ctl_t   *c;
-    tess_msg_t *m = dc_ctl_alloc(DC_K_D2D, nbufs, header_len, 0, &c);
-    dc_ctl_fill(c, a0, a1, bufs, nbufs, header, header_len, DC_K_D2D);
-    c->msg_id         = done ? dc_sent_add(done, done_arg, NULL) : 0;
+    tess_msg_t *m = dc_ctl_alloc(DC_K_D2D, s->nbufs, s->header_len, 0, &c);
+    dc_ctl_fill(c, s, DC_K_D2D);
+    c->msg_id         = s->done ? dc_sent_add(s->done, s->done_arg, NULL, NULL) : 0;
     c->event_ptr      = (uint64_t)(uintptr_t)sv;
     dc_rec_d2d_t *rec = dc_recs(c);
-    for (int i = 0; i < nbufs; i++)
-        rec[i].src = (uint64_t)(uintptr_t)bufs[i].ptr;
-    dc_send_ctl(m, DC_K_D2D, dst_pe);
+    for (int i = 0; i < s->nbufs; i++)
+        rec[i].src = (uint64_t)(uintptr_t)s->bufs[i].ptr;
+    dc_send_ctl(m, DC_K_D2D, s->dst_pe);
     TESS_HOP_MARK(TESS_HOP_CTL_SENT);
     return TESS_OK;
-}
-
-static void dc_done_after_copy(void *arg)
-{
-    uint64_t *id = arg;
-    dc_run_done(*id);
-    free(id);
-}
-
-static uint64_t *dc_done_arg(uint64_t id)
-{
-    uint64_t *d = tess_malloc(sizeof(*d), "a done continuation");
-    if (!d)
-        tess_fatal("out of memory waiting for a device copy");
-    *d = id;
-    return d;
-}
-
-void dc_done_after(tess_gpu_stream_h stream, uint64_t id)
-{
-    if (id && tess_core_gpu_then_event(stream, dc_done_after_copy, dc_done_arg(id)) != TESS_OK)
-        tess_fatal("cannot wait for a device copy: %s", tess_error_detail());
 }
 
 static void dc_nothing(void *arg) { (void)arg; }
@@ -343,7 +318,7 @@ static bool dc_rb_use_shared(tess_gpu_stream_h probe, int nrecv)
  * destinations; not where the post said the senders order that) and each sender event, runs all the copies as one launch, and each stream waits
  * for it. On a GPU that is 3 calls a stream and one a sender instead of a launch a stream and a
  * wait a message: a launch costs the host ten times a wait. */
-void dc_rb_flush(void)
+static void dc_rb_flush(void)
 {
     if (!dc_rb.n)
         return;
@@ -434,8 +409,9 @@ static int dc_rb_overlaps(const dc_recv_t *r, const size_t *bytes)
 /* ---- the d2d receive ---------------------------------------------------------------------- */
 
 /* Returns false when the message is held back in the batch (counted processed at the flush). */
-bool dc_d2d_recv(tess_msg_t *m)
+static bool dc_d2d_recv(tess_msg_t *m, unsigned kind)
 {
+    (void)kind;
     TESS_HOP_MARK(TESS_HOP_CTL_RECV);
     const dc_ctl_t *c     = tess_msg_payload(m);
     int             batch = dc.ops->batchable && dc.ops->batchable(c->a0, c->a1);
@@ -491,8 +467,8 @@ bool dc_d2d_recv(tess_msg_t *m)
         tess_status_t st  = TESS_OK;
         if (i == last && r->marked)
             st = tess_core_gpu_copy_then(r->dst[i], src, bytes[i], r->stream,
-                                         c->msg_id ? dc_done_after_copy : dc_nothing,
-                                         c->msg_id ? dc_done_arg(c->msg_id) : NULL);
+                                         c->msg_id ? dc_done_cont : dc_nothing,
+                                         c->msg_id ? dc_done_cont_arg(c->msg_id) : NULL);
         else if (bytes[i])
             st = tess_gpu->memcpy_async(r->dst[i], src, bytes[i], r->stream);
         if (st != TESS_OK)
@@ -506,3 +482,24 @@ bool dc_d2d_recv(tess_msg_t *m)
     return true;
 }
 
+
+/* The process's ordering points and each PE's free ones (the layer's fini). */
+static void dc_d2d_fini(void)
+{
+    for (int i = 0; dc.pes && i < tess_rt.ppn; i++) {
+        dc_sev_free_list(dc.pes[i].sev_free);
+        dc.pes[i].sev_free = NULL;
+        dc.pes[i].nsev     = 0;
+    }
+    dc_sev_free_list(dc.sev_free);
+    dc.sev_free = NULL;
+}
+
+const dc_path_ops_t dc_d2d_path = {
+    .name  = "d2d",
+    .kinds = DC_KIND(DC_K_D2D),
+    .fini  = dc_d2d_fini,
+    .send  = dc_d2d_send,
+    .recv  = dc_d2d_recv,
+    .flush = dc_rb_flush,
+};

@@ -1,6 +1,24 @@
 /*
- * dc_int.h — private to src/devcomm: control-message layouts, the process's staging state and
- * the functions the path files share.
+ * dc_int.h — private to src/devcomm: control-message layouts, the process's staging state, the
+ * interface every message path implements (dc_path_ops_t) and the common part the paths call.
+ *
+ * The layer is a common part and five paths:
+ *
+ *   devcomm.c         the layer: set-up, path choice, the send entry point, validation and
+ *                     dispatch of control messages, counters
+ *   dc_common.c       what the paths share: plain events, control messages, send records and
+ *                     their completion, receive records (post, deliver, forward),
+ *                     acknowledgements, local notices, the FIFO of sends waiting for resources
+ *   dc_ipc.c          what the IPC paths share: the node's export table (comm buffers,
+ *                     interprocess events), slots and events, the copy out of a peer's memory
+ *   dc_d2d.c          path d2d (same process), with its ordering points and batched receives
+ *   dc_ipc_staged.c   path ipc staged (through the sender's comm buffer, whole or in parts)
+ *   dc_ipc_direct.c   path ipc direct (from the sender's allocation, mapping cache)
+ *   dc_rdma_direct.c  path rdma direct (UCX get into the destination, registration cache)
+ *   dc_rdma_staged.c  path rdma staged (pinned bounce buffers in a pipeline)
+ *
+ * A path file calls the common part and nothing of another path; the common part reaches a path
+ * only through its table (dc_paths, dc_path_of).
  */
 #ifndef TESS_DC_INT_H
 #define TESS_DC_INT_H
@@ -91,6 +109,7 @@ typedef struct dc_sent {
     tess_dev_done_fn_t done;
     void              *done_arg;
     int                pe;
+    const struct dc_path_ops *holder; /* the path whose resources regs are (NULL: none) */
     struct dc_reg     *regs[TESS_DEV_MAX_BUFS];
 } dc_sent_t;
 
@@ -123,7 +142,8 @@ static inline const void *dc_extra(const dc_ctl_t *c, unsigned kind)
 /* A send waiting for a staging resource. */
 typedef struct dc_pending {
     struct dc_pending *next;
-    int                kind;    /* DC_K_STAGED, DC_K_DIRECT, DC_K_CHUNK, DC_K_PPART */
+    int                kind;    /* DC_K_STAGED, DC_K_DIRECT, DC_K_CHUNK, DC_K_PPART: names the
+                                 * path that issues it (dc_path_of) */
     int                dst_pe;
     uint64_t           a0, a1;
     tess_dev_buf_t     bufs[TESS_DEV_MAX_BUFS];
@@ -132,9 +152,7 @@ typedef struct dc_pending {
     uint64_t           sent_id; /* the send's record, 0 none */
     void              *header;
     size_t             header_len;
-    struct dc_rsend   *rs;      /* DC_K_CHUNK: the message */
-    uint32_t           chunk;   /* DC_K_CHUNK: index */
-    struct dc_psend   *ps;      /* DC_K_PPART: the message */
+    void              *staged;  /* DC_K_CHUNK, DC_K_PPART: the path's state of the message */
 } dc_pending_t;
 
 /* A peer process of the node as this one sees it. */
@@ -236,34 +254,132 @@ typedef struct dc_state {
     struct dc_pe     *pes;         /* [ppn] what each PE keeps to itself (dc_pe_t) */
     _Atomic uint64_t   rb_epoch;   /* bumped by tess_dc_streams_dirty */
     int               forced_path; /* -1 auto */
+    const struct dc_path_ops *by_kind[DC_K_MAX]; /* the path of each kind (dc_path_of) */
 } dc_state_t;
 
 extern dc_state_t dc;
 
-/* devcomm.c */
+/* dc.rb_comm: how batched d2d receives for several streams are copied (TESS_BATCH_STREAM). */
+enum { DC_RB_OFF, DC_RB_ON, DC_RB_AUTO };
+
+/* A mask of control-message kinds. */
+#define DC_KIND(k) (1u << (k))
+
+/* ---- the path interface ------------------------------------------------------------------ */
+
+/* A send as the layer's entry point took it (tess_dc_send's arguments). */
+typedef struct dc_send {
+    int                        dst_pe;
+    uint64_t                   a0, a1;
+    const void                *header;
+    size_t                     header_len;
+    const tess_dev_buf_t      *bufs;
+    int                        nbufs;
+    tess_gpu_stream_h          stream;
+    tess_dev_done_fn_t         done;
+    void                      *done_arg;
+    const tess_gpu_ptr_info_t *info; /* ipc direct: the buffers' allocations, as the path
+                                      * choice found them (NULL on other paths) */
+} dc_send_t;
+
+/* What every message path implements. The common part calls a path through this table only:
+ * sends through the one dc_path_choose picks, control messages, waiting sends and
+ * acknowledgements through the path of their kind (dc_path_of), the hooks through dc_paths.
+ * Optional entries are NULL. */
+typedef struct dc_path_ops {
+    const char   *name;
+    unsigned      kinds;   /* the control-message kinds it sends and receives (DC_KIND) */
+    /* Set up and take down the path's own state (optional; init runs after the IPC resources
+     * and the RDMA mode are settled, fini before the IPC resources go). */
+    tess_status_t (*init)(void);
+    void          (*fini)(void);
+    /** Send (PE thread). */
+    tess_status_t (*send)(const dc_send_t *s);
+    /** A control message of one of its kinds arrived (validated); false when it is held back
+     *  (d2d batches: counted processed at the flush). */
+    bool          (*recv)(tess_msg_t *m, unsigned kind);
+    /** Issue a waiting send of one of its kinds: 1 issued (p is then freed by the caller), 0
+     *  still no resource (optional). */
+    int           (*issue)(dc_pending_t *p);
+    /** An acknowledgement of one of its kinds: release the staging resources it names
+     *  (optional; the common part completes the send record and pumps). */
+    void          (*release)(const dc_ack_msg_t *ack);
+    /** Release what a completed send record of this path holds (rec->holder is the path). */
+    void          (*release_sent)(dc_sent_t *rec);
+    /** Staging resources were freed: go on with receive-side work waiting for them
+     *  (optional; after the waiting sends). */
+    void          (*pump)(void);
+    /** Run what the calling PE holds back, before it takes a message of another kind or
+     *  handler (optional; PE thread). */
+    void          (*flush)(void);
+    /** Per scheduler pass (optional; PE thread): work finished, how many. */
+    unsigned      (*progress)(void);
+    /** The PE found no work in a pass (optional; PE thread). */
+    void          (*idle)(tess_pe_t *pe);
+} dc_path_ops_t;
+
+extern const dc_path_ops_t dc_d2d_path, dc_ipc_staged_path, dc_ipc_direct_path,
+                           dc_rdma_direct_path, dc_rdma_staged_path;
+
+/* The path a control message, waiting send or acknowledgement of `kind` belongs to (NULL for
+ * the common kinds and out of range). */
+static inline const dc_path_ops_t *dc_path_of(unsigned kind)
+{
+    return kind < DC_K_MAX ? dc.by_kind[kind] : NULL;
+}
+
+/* ---- the common part (dc_common.c) ------------------------------------------------------- */
+
 tess_status_t dc_event_get(tess_gpu_event_h *e_p);
 void          dc_event_put(tess_gpu_event_h e);
 void          dc_event_put_when_done(tess_gpu_event_h e, tess_gpu_stream_h waiter);
+/** fn(arg) once `waiter` is past the event waits enqueued on it so far. */
+void          dc_after_wait(tess_gpu_stream_h waiter, tess_gpu_cont_fn_t fn, void *arg);
+
 tess_msg_t   *dc_ctl_alloc(unsigned kind, int nbufs, size_t header_len, size_t extra_len,
                            dc_ctl_t **ctl_p);
-void          dc_ctl_fill(dc_ctl_t *c, uint64_t a0, uint64_t a1, const tess_dev_buf_t *bufs,
-                          int nbufs, const void *header, size_t header_len, unsigned kind);
-/** Keep a record of a send (any PE); returns its id, never 0. */
-uint64_t      dc_sent_add(tess_dev_done_fn_t done, void *done_arg, struct dc_reg **regs);
-/** Take the record back (NULL if there is none: a corrupt id). */
+/** Fill the fixed part and the header of a send's control message. */
+void          dc_ctl_fill(dc_ctl_t *c, const dc_send_t *s, unsigned kind);
 void          dc_send_ctl(tess_msg_t *m, unsigned kind, int dst_pe);
 void          dc_send_ack(int src_pe, const dc_ack_msg_t *ack);
+/** Send `ack` to src_pe once the work enqueued on `stream` so far has completed. */
+void          dc_ack_after(tess_gpu_stream_h stream, int src_pe, const dc_ack_msg_t *ack);
+/** The same as a continuation: dc_ack_cont(dc_ack_cont_arg(src_pe, ack)) sends it. */
+void         *dc_ack_cont_arg(int src_pe, const dc_ack_msg_t *ack);
+void          dc_ack_cont(void *arg);
+/** fn(arg) on PE `pe` of this process, through its queue (a DC_K_GOT notice). */
+void          dc_notify(int pe, tess_gpu_cont_fn_t fn, void *arg);
+/** A local notice arrived (validated: from this process): run it. */
+void          dc_notice_run(tess_msg_t *m);
+
+/** Keep a record of a send (any PE); returns its id, never 0. regs (may be NULL) are resources
+ *  of path `holder` that its release_sent gives back when the record completes. */
+uint64_t      dc_sent_add(tess_dev_done_fn_t done, void *done_arg,
+                          const dc_path_ops_t *holder, struct dc_reg **regs);
 /** Complete send record `id` of this process: its done callback runs on the record's PE (here,
  *  or after a source-done notice to it); 0 does nothing. */
 void          dc_run_done(uint64_t id);
+/** Complete send record `id` (an acknowledgement or a source-done notice named it). */
+void          dc_complete(uint64_t id, const char *from);
 /** dc_run_done once the work enqueued on `stream` so far has completed. */
 void          dc_done_after(tess_gpu_stream_h stream, uint64_t id);
+/** The same as a continuation: dc_done_cont(dc_done_cont_arg(id)) runs it. */
+void         *dc_done_cont_arg(uint64_t id);
+void          dc_done_cont(void *arg);
+
+/** Queue a send that waits for a staging resource: kind names its path, which issues it. */
 void          dc_pending_push(dc_pending_t *p);
-/** Queue a message staged in chunks (rs, DC_K_CHUNK) or parts (ps, DC_K_PPART) that is still
- *  waiting for resources; the pump goes on with it. */
-void          dc_pending_push_staged(int kind, int dst_pe, struct dc_rsend *rs,
-                                     struct dc_psend *ps);
+/** Queue a send of kind whose path issues it again from s (the header and buffers are copied,
+ *  a ready event is recorded on the sender's stream). */
+void          dc_defer(int kind, const dc_send_t *s, uint64_t sent_id);
+/** Queue a message staged in chunks or parts (DC_K_CHUNK, DC_K_PPART) that is still waiting for
+ *  resources; the pump goes on with it. */
+void          dc_pending_push_staged(int kind, int dst_pe, void *staged);
+/** Issue waiting sends in order while resources last, then the paths' pumps. */
 void          dc_pump(void);
+/** Drop the waiting sends (fini). */
+void          dc_pending_drop(void);
+
 /* Receiver side: post (or temporaries when the target moved) and the final delivery. */
 typedef struct dc_recv {
     tess_dc_msg_t     m;
@@ -292,7 +408,7 @@ typedef struct dc_recv {
 typedef struct dc_pe {
     TESS_ALIGNED dc_recv_t *recv_free;
     int                     nrecv;
-    struct dc_sev          *sev_free;
+    struct dc_sev          *sev_free;  /* the d2d path's */
     int                     nsev;
     tess_gpu_event_h        ev[DC_EV_CACHE];
     int                     nev;
@@ -322,8 +438,14 @@ dc_recv_t    *dc_recv_begin(tess_msg_t *m, unsigned kind);
 /* The copies are enqueued on r->stream: deliver now or after completion; frees r. */
 void          dc_recv_finish(dc_recv_t *r);
 void          dc_recv_free(dc_recv_t *r);
-/** fn(arg) once `waiter` is past the event waits enqueued on it so far. */
-void          dc_after_wait(tess_gpu_stream_h waiter, tess_gpu_cont_fn_t fn, void *arg);
+/** Free the calling PE's cached receive records and events, and the process's events (fini). */
+void          dc_caches_fini(void);
+
+/** The calling PE's stream in table ([ppn]), made on first use and destroyed with the layer;
+ *  NULL off a PE or when it cannot be made (PE thread). */
+tess_gpu_stream_h dc_pe_stream(tess_gpu_stream_h *table);
+/** Whether s is the calling PE's ready stream (tess_dc_ready_stream). */
+bool              dc_is_ready_stream(tess_gpu_stream_h s);
 
 /* Tracing: the copies of a receive on its stream, timed by the device, and its delivery. */
 static inline int dc_trace_copy_begin(tess_gpu_stream_h s)
@@ -353,115 +475,65 @@ static inline void dc_deliver(dc_recv_t *r)
                           r->trace_flow, dc_recv_bytes(r));
 }
 
-/* dc_d2d.c */
-/** Destroy a list of free ordering points (fini). */
-void          dc_sev_free_list(struct dc_sev *sv);
-tess_status_t dc_d2d_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                          size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                          tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
-/** A d2d control message arrived; false when it is held in this PE's batch of receives. */
-bool          dc_d2d_recv(tess_msg_t *m);
-/** Copy and deliver the receives this PE holds in its batch (PE thread). */
-void          dc_rb_flush(void);
-/* dc.rb_comm: how batched d2d receives for several streams are copied (TESS_BATCH_STREAM). */
-enum { DC_RB_OFF, DC_RB_ON, DC_RB_AUTO };
+/* The network's memory type of this process's device memory. */
+static inline int dc_mem_type(void)
+{
+    switch (tess_gpu_backend()) {
+    case TESS_GPU_CUDA: return TESS_NET_MEM_CUDA;
+    case TESS_GPU_HIP:  return TESS_NET_MEM_ROCM;
+    default:            return TESS_NET_MEM_HOST;
+    }
+}
 
-/* dc_ipc.c */
+/* ThreadSanitizer cannot see an order made through another process. A send slot is filled by
+ * the host backend's executor, announced by the PE that saw the copy complete, and read by UCX
+ * serving the peer's get, on whichever PE progresses the lane the get came in on; it is filled
+ * again only after the peer acknowledged the chunk, which it does once its get completed. With
+ * one UCX worker per PE the reading PE and the announcing one share no lock and the order goes
+ * through the peer (the lanes' TSan edge does not cover a progress call that was already
+ * running when the announcement left), so TSan builds mark the bounce buffers as memory whose
+ * accesses are ordered elsewhere. A direct send's registered buffer is the same case (written
+ * by the executor, read by UCX serving the peer's get) and is marked when registered; TSan
+ * keeps such marks after the memory is freed, which only the host backend's device arena can
+ * reuse. Every byte is still checked by the device-message and migration tests. Other builds
+ * have nothing here. */
+#if defined(__SANITIZE_THREAD__)
+void AnnotateBenignRaceSized(const char *file, int line, const volatile void *mem, long size,
+                             const char *description);
+#define dc_tsan_cross_process(mem, size)                                                         \
+    AnnotateBenignRaceSized(__FILE__, __LINE__, (mem), (long)(size),                           \
+                            "RDMA bounce buffers: ordered through the peer process")
+#else
+#define dc_tsan_cross_process(mem, size) ((void)(mem), (void)(size))
+#endif
+
+/* ---- what the IPC paths share (dc_ipc.c) ------------------------------------------------- */
+
 tess_status_t dc_ipc_init(MPI_Comm node_comm);
 void          dc_ipc_fini(void);
-tess_status_t dc_ipc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                          size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                          tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
-/** Release what a send record holds besides its callback (RDMA registrations). */
-void          dc_rdma_release_regs(dc_sent_t *rec);
-int           dc_ipc_issue_pending(dc_pending_t *p); /* 1 issued, 0 still no resource */
-void          dc_ipc_recv(tess_msg_t *m, unsigned kind);
-void          dc_ipc_release(const dc_ack_msg_t *ack);
 /* Lock held: an event (none if ev_p is NULL) and, staged, a comm-buffer slot; 0 if none (or,
  * fifo, if sends wait before this one). */
 int           dc_ipc_take(int staged, size_t total, size_t *off_p, int *ev_p, int fifo);
+/** An acknowledgement of ipc staged or direct: the slot (staged) and the event go back. */
+void          dc_ipc_release(const dc_ack_msg_t *ack);
 /* Lock held: process src's comm buffer and IPC event idx, opened on first use. */
 void         *dc_ipc_peer_comm(int src);
 tess_gpu_event_h dc_ipc_peer_event(int src, int idx);
-/** Send `ack` to src_pe once the work enqueued on `stream` so far has completed. */
-void          dc_ipc_ack_after(tess_gpu_stream_h stream, int src_pe, const dc_ack_msg_t *ack);
+/** Whether ipc direct can read every non-empty buffer (device memory with an allocation id);
+ *  fills info[] with their allocations. */
+int           dc_ipc_direct_ok(const tess_dev_buf_t *bufs, int nbufs, tess_gpu_ptr_info_t *info);
+/** The comm-buffer bytes a staged message of these buffers takes. */
+size_t        dc_ipc_staged_total(const tess_dev_buf_t *bufs, int nbufs);
+/** The receive's copies out of a peer's memory: r->stream waits for `ev` (NULL: none), then one
+ *  copy per buffer from srcs[]; the last copy carries fn(arg), which runs once they completed;
+ *  then r finishes (dc_recv_finish). */
+void          dc_ipc_copy_out(dc_recv_t *r, tess_gpu_event_h ev, const void *const *srcs,
+                              tess_gpu_cont_fn_t fn, void *arg);
 
-/* dc_parts.c */
-tess_status_t dc_parts_init(void);
-void          dc_parts_fini(void);
-tess_status_t dc_parts_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                            size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                            tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
-int           dc_parts_issue(struct dc_psend *ps); /* 1 when every part is on its way */
-void          dc_parts_recv(tess_msg_t *m, unsigned kind);
+/* ---- devcomm.c --------------------------------------------------------------------------- */
 
-/* dc_rdma.c */
-tess_status_t dc_rdma_init(void);
-void          dc_rdma_fini(void);
-tess_status_t dc_rdma_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                           size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                           tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
-void          dc_rdma_recv(tess_msg_t *m, unsigned kind);
-void          dc_rdma_release(const dc_ack_msg_t *ack);
-/** Finish the direct receives whose gets completed in this PE's network progress (PE thread,
- *  each scheduler pass); returns how many. */
-unsigned      dc_rdma_progress(void);
-/** The calling PE's stream in table ([ppn]), made on first use and destroyed with the layer;
- *  NULL off a PE or when it cannot be made (PE thread). */
-tess_gpu_stream_h dc_pe_stream(tess_gpu_stream_h *table);
-/** Whether s is the calling PE's ready stream (tess_dc_ready_stream). */
-bool              dc_is_ready_stream(tess_gpu_stream_h s);
-/** The PE found no work in a pass: check whether the streams of its recent direct receives are
- *  idle, so that the next receive for one of them needs no query (layer idle hook). */
-void          dc_rdma_idle(tess_pe_t *pe);
-/** A get completed: a DC_K_GOT notice to PE `pe` for `what` (a dc_rchunk_t if is_chunk, else a
- *  direct dc_rrecv_t), handled there by dc_rdma_recv. */
-void          dc_got_post(int pe, int is_chunk, void *what);
-
-/* Receiver state of an RDMA message, direct or staged. */
-typedef struct dc_rrecv {
-    int        kind;     /* DC_K_RDMA or DC_K_RSTAGED */
-    int        waited;   /* direct: its gets waited for the stream (rdma_waiting_recvs) */
-    struct dc_rrecv *next_done; /* direct: in its PE's list of completed receives */
-    int        pe;       /* receiving PE */
-    int        src;      /* sending process */
-    dc_recv_t *r;
-    uint32_t   nchunks, copied;
-    _Atomic int gets;    /* direct: gets in flight */
-    dc_ack_msg_t ack;
-    int        ack_pe;
-    uint64_t   raddr[TESS_DEV_MAX_BUFS];
-    uint64_t   key_id[TESS_DEV_MAX_BUFS];
-    const void *rkey[TESS_DEV_MAX_BUFS]; /* direct: in the control message (r->keep) */
-    size_t     rkey_len[TESS_DEV_MAX_BUFS];
-} dc_rrecv_t;
-
-/* A chunk on the receiver side, from its announcement to its host-to-device copy. */
-typedef struct dc_rchunk {
-    struct dc_rchunk *next;
-    dc_rrecv_t       *rr;
-    dc_chunk_msg_t    msg;
-    int               slot;      /* receive slot */
-    int               sender_pe;
-} dc_rchunk_t;
-
-/* dc_staged.c (RDMA through bounce buffers; dc_rdma.c sets them up and dispatches) */
-/** (process, msg_id) -> dc_rrecv_t: staged messages being received (lock held). */
-extern tess_hmap_t dc_staged_recvs;
-/** (process, msg_id) -> list of dc_rchunk_t: chunk notices ahead of their header (lock held). */
-extern tess_hmap_t dc_staged_early;
-/** dc_rdma_send when staged: send the header, then stage the buffers chunk by chunk. */
-tess_status_t dc_staged_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                             size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                             tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg);
-int           dc_rdma_issue_pending(dc_pending_t *p); /* 1 every chunk on its way, 0 waits */
-/** Start the gets of chunks that wait for a receive slot, while slots last. */
-void          dc_rdma_pump_chunks(void);
-/** A staged message's header (DC_K_RSTAGED) arrived: track it, take its early notices. */
-void          dc_staged_recv_header(tess_msg_t *m);
-/** A chunk notice (DC_K_CHUNK) arrived: fetch it, or keep it until its header is in. */
-void          dc_staged_recv_chunk(tess_msg_t *m);
-/** A chunk's get completed (its GOT notice): copy it to the device, free the sender's slot. */
-void          dc_staged_chunk_arrived(dc_rchunk_t *ch);
+/** The table of every path, in set-up order. */
+extern const dc_path_ops_t *const dc_paths[];
+extern const int                  dc_npaths;
 
 #endif /* TESS_DC_INT_H */

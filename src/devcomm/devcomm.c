@@ -1,6 +1,7 @@
-/* devcomm.c — device messages: path choice, control messages (allocation,
- * validation, dispatch), the receiver's post/deliver sequence, acknowledgements and
- * source-done callbacks, the FIFO of sends waiting for resources, and the layer's set-up. */
+/* devcomm.c — the device-message layer: its set-up, the path a message takes (dc_path_choose),
+ * the send entry point, validation and dispatch of control messages to the paths' tables, and
+ * the counters. What the paths share is in dc_common.c and dc_ipc.c; each path is a file of its
+ * own (dc_int.h lists them). */
 #include "dc_int.h"
 
 #include <stdio.h>
@@ -8,6 +9,11 @@
 #include <strings.h>
 
 dc_state_t dc;
+
+/* Every path, in set-up order (taken down in the reverse order). */
+const dc_path_ops_t *const dc_paths[] = {&dc_d2d_path, &dc_ipc_staged_path, &dc_ipc_direct_path,
+                                         &dc_rdma_direct_path, &dc_rdma_staged_path};
+const int dc_npaths = (int)(sizeof(dc_paths) / sizeof(dc_paths[0]));
 
 static const char *const dc_path_names[] = {"d2d", "ipc", "rdma"};
 
@@ -58,187 +64,6 @@ int tess_dc_path_to(int dst)
     if (dc.forced_path == TESS_DC_IPC && same_node)
         return TESS_DC_IPC;
     return tess_rt.vnode_of[dst] == tess_rt.vnode ? TESS_DC_IPC : TESS_DC_RDMA;
-}
-
-/* ---- the process's plain events ---------------------------------------------------------- */
-
-tess_status_t dc_event_get(tess_gpu_event_h *e_p)
-{
-    dc_pe_t *p = dc_pe_mine();
-    if (p && p->nev > 0) {
-        *e_p = p->ev[--p->nev];
-        return TESS_OK;
-    }
-    pthread_mutex_lock(&dc.lock);
-    if (dc.ev_nfree > 0) {
-        *e_p = dc.ev_free[--dc.ev_nfree];
-        pthread_mutex_unlock(&dc.lock);
-        return TESS_OK;
-    }
-    pthread_mutex_unlock(&dc.lock);
-    /* The pool only grows when every event is in flight. */
-    return tess_gpu->event_create(0, e_p);
-}
-
-static void dc_event_put_cb(void *arg)
-{
-    dc_event_put(arg);
-}
-
-/* fn(arg) once `waiter` is past the event waits enqueued on it so far, so that the event may
- * be recorded again: at once where a wait captures the record it waits for; elsewhere an event
- * recorded again while an earlier record is pending is a hazard (backends that track only the
- * latest record), so a continuation on the waiting stream, which the scan of the continuation
- * list checks in stream order. */
-void dc_after_wait(tess_gpu_stream_h waiter, tess_gpu_cont_fn_t fn, void *arg)
-{
-    if (tess_gpu->wait_captures_record)
-        fn(arg);
-    else if (tess_core_gpu_then_event(waiter, fn, arg) != TESS_OK)
-        tess_fatal("cannot watch an event: %s", tess_error_detail());
-}
-
-void dc_event_put_when_done(tess_gpu_event_h e, tess_gpu_stream_h waiter)
-{
-    dc_after_wait(waiter, dc_event_put_cb, e);
-}
-
-void dc_event_put(tess_gpu_event_h e)
-{
-    dc_pe_t *p = dc_pe_mine();
-    if (p && p->nev < DC_EV_CACHE) {
-        p->ev[p->nev++] = e;
-        return;
-    }
-    pthread_mutex_lock(&dc.lock);
-    if (dc.ev_nfree == dc.ev_cap) {
-        size_t            cap = dc.ev_cap ? dc.ev_cap * 2 : 64;
-        tess_gpu_event_h *f   = realloc(dc.ev_free, cap * sizeof(*f));
-        if (!f) {
-            pthread_mutex_unlock(&dc.lock);
-            tess_gpu->event_destroy(e);
-            return;
-        }
-        dc.ev_free = f;
-        dc.ev_cap  = cap;
-    }
-    dc.ev_free[dc.ev_nfree++] = e;
-    pthread_mutex_unlock(&dc.lock);
-}
-
-/* ---- control messages -------------------------------------------------------------------- */
-
-tess_msg_t *dc_ctl_alloc(unsigned kind, int nbufs, size_t header_len, size_t extra_len,
-                         dc_ctl_t **ctl_p)
-{
-    size_t      size = sizeof(dc_ctl_t) + (size_t)nbufs * dc_rec_size(kind) + header_len +
-                       extra_len;
-    tess_msg_t *m    = tess_core_msg_alloc(size);
-    if (!m)
-        tess_fatal("out of memory for a %zu-byte device-message control message", size);
-    *ctl_p = tess_msg_payload(m);
-    memset(*ctl_p, 0, sizeof(dc_ctl_t));
-    (*ctl_p)->event     = -1;
-    (*ctl_p)->extra_len = (uint32_t)extra_len;
-    return m;
-}
-
-void dc_ctl_fill(dc_ctl_t *c, uint64_t a0, uint64_t a1, const tess_dev_buf_t *bufs, int nbufs,
-                 const void *header, size_t header_len, unsigned kind)
-{
-    c->a0         = a0;
-    c->a1         = a1;
-    c->nbufs      = (uint32_t)nbufs;
-    c->header_len = (uint32_t)header_len;
-    for (int i = 0; i < nbufs; i++)
-        c->sizes[i] = bufs[i].size;
-    if (header_len)
-        memcpy((void *)dc_header(c, kind), header, header_len);
-}
-
-void dc_send_ctl(tess_msg_t *m, unsigned kind, int dst_pe)
-{
-    m->hdr.handler = dc.h_ctl;
-    m->hdr.flags   = (uint16_t)kind;
-    m->hdr.dst_pe  = dst_pe;
-    if (tess_unlikely(tess_trace_on) && (kind <= DC_K_RSTAGED || kind == DC_K_PHEAD)) {
-        /* A device message: its flow ends where the receiver delivers it. */
-        const dc_ctl_t *c     = tess_msg_payload(m);
-        uint64_t        bytes = 0;
-        for (uint32_t i = 0; i < c->nbufs && i < TESS_DEV_MAX_BUFS; i++)
-            bytes += c->sizes[i];
-        int path = kind == DC_K_D2D ? 0 : kind == DC_K_STAGED || kind == DC_K_PHEAD ? 1
-                   : kind == DC_K_DIRECT ? 2 : 3;
-        tess_trace_record(tess_trace_self_track(), TESS_TEV_FLOW_OUT, NULL, "devmsg",
-                          tess_core_trace_path_names[path], tess_time_ns(), 0,
-                          tess_core_trace_next_flow() | TESS_TRACE_FLOW_DEV, bytes);
-    }
-    tess_core_send(m);
-}
-
-void dc_send_ack(int src_pe, const dc_ack_msg_t *ack)
-{
-    tess_msg_t *m = tess_core_msg_alloc(sizeof(*ack));
-    if (!m)
-        tess_fatal("out of memory acknowledging a device message");
-    memcpy(tess_msg_payload(m), ack, sizeof(*ack));
-    dc_send_ctl(m, DC_K_ACK, src_pe);
-}
-
-uint64_t dc_sent_add(tess_dev_done_fn_t done, void *done_arg, struct dc_reg **regs)
-{
-    dc_sent_t *rec = tess_calloc(1, sizeof(*rec), "a send record");
-    if (!rec)
-        tess_fatal("out of memory recording a device message");
-    rec->done     = done;
-    rec->done_arg = done_arg;
-    rec->pe       = tess_core_pe_id();
-    if (regs)
-        memcpy(rec->regs, regs, sizeof(rec->regs));
-    pthread_mutex_lock(&dc.lock);
-    uint64_t id = ++dc.next_sent;
-    tess_status_t st = tess_hmap_put(&dc.sent, id, rec);
-    pthread_mutex_unlock(&dc.lock);
-    if (st != TESS_OK)
-        tess_fatal("out of memory recording a device message");
-    return id;
-}
-
-static void dc_send_done(int pe, uint64_t id)
-{
-    tess_msg_t *m = tess_core_msg_alloc(sizeof(uint64_t));
-    if (!m)
-        tess_fatal("out of memory sending a source-done notice");
-    *(uint64_t *)tess_msg_payload(m) = id;
-    dc_send_ctl(m, DC_K_DONE, pe);
-}
-
-/* Complete a send record: on its sender's PE, or by a source-done notice to that PE. */
-static void dc_complete(uint64_t id, const char *from)
-{
-    pthread_mutex_lock(&dc.lock);
-    dc_sent_t *rec = id ? tess_hmap_get(&dc.sent, id) : NULL;
-    int        pe  = rec ? rec->pe : -1;
-    if (rec && pe == tess_core_pe_id())
-        tess_hmap_remove(&dc.sent, id);
-    pthread_mutex_unlock(&dc.lock);
-    if (!rec)
-        tess_fatal("devcomm: %s names send %llu, which is not outstanding", from,
-                   (unsigned long long)id);
-    if (pe != tess_core_pe_id()) {
-        dc_send_done(pe, id);
-        return;
-    }
-    dc_rdma_release_regs(rec);
-    if (rec->done)
-        rec->done(rec->done_arg);
-    free(rec);
-}
-
-void dc_run_done(uint64_t id)
-{
-    if (id)
-        dc_complete(id, "a local completion");
 }
 
 /* ---- validation -------------------------------------------------------------------------- */
@@ -328,111 +153,26 @@ tess_status_t tess_dc_validate(const tess_msg_t *m)
     return TESS_OK;
 }
 
-/* ---- receiving --------------------------------------------------------------------------- */
-
-dc_recv_t *dc_recv_begin(tess_msg_t *m, unsigned kind)
-{
-    const dc_ctl_t  *c  = tess_msg_payload(m);
-    dc_pe_t         *p  = dc_pe_mine();
-    dc_recv_t       *r  = p ? p->recv_free : NULL;
-    if (r) {
-        p->recv_free = r->next;
-        p->nrecv--;
-        memset(r, 0, sizeof(*r));
-    } else if (!(r = tess_calloc(1, sizeof(*r), "a device-message receive"))) {
-        tess_fatal("out of memory receiving a device message");
-    }
-    memcpy(r->sizes, c->sizes, sizeof(r->sizes));
-    if (kind == DC_K_D2D) { /* the offer of the sources (TESS_ENTRY_IN_PLACE) */
-        const dc_rec_d2d_t *rec = dc_recs((dc_ctl_t *)c);
-        for (uint32_t i = 0; i < c->nbufs; i++)
-            r->dst[i] = (void *)(uintptr_t)rec[i].src;
-    }
-    r->m = (tess_dc_msg_t){.a0 = c->a0, .a1 = c->a1, .src_pe = m->hdr.src_pe,
-                           .header = dc_header(c, kind), .header_len = c->header_len,
-                           .nbufs = (int)c->nbufs, .sizes = r->sizes};
-    r->keep = m;
-    if (tess_unlikely(tess_trace_on)) {
-        r->trace_flow = m->hdr.pad ? tess_core_trace_flow(m->hdr.src_pe, m->hdr.pad) |
-                                         TESS_TRACE_FLOW_DEV : 0;
-        r->trace_path = kind == DC_K_D2D ? 0 : kind == DC_K_STAGED || kind == DC_K_PHEAD ? 1
-                        : kind == DC_K_DIRECT ? 2 : 3;
-    }
-    tess_status_t st = dc.ops->post(&r->m, r->dst, &r->stream, &r->flags);
-    if (st == TESS_ERR_NOT_FOUND) {
-        /* The target moved on: receive into temporaries and send them after it. */
-        r->forward = 1;
-        r->stream  = dc.stream;
-        r->flags   = 0;
-        memset(r->dst, 0, sizeof(r->dst));
-        for (int i = 0; i < r->m.nbufs; i++)
-            if (r->sizes[i] && tess_gpu->mem_alloc(r->sizes[i], &r->dst[i]) != TESS_OK)
-                tess_fatal("out of device memory forwarding a device message");
-        return r;
-    }
-    if (st != TESS_OK)
-        tess_fatal("device message: the post function failed: %s", tess_error_detail());
-    for (int i = 0; i < r->m.nbufs; i++)
-        if (r->sizes[i] && !r->dst[i])
-            tess_fatal("device message: the post function gave no destination for buffer %d "
-                       "(%zu bytes)", i, r->sizes[i]);
-    return r;
-}
-
-void dc_recv_free(dc_recv_t *r)
-{
-    tess_core_msg_free(r->keep);
-    dc_pe_t *p = dc_pe_mine();
-    if (p && p->nrecv < DC_RECV_CACHE) {
-        r->next      = p->recv_free;
-        p->recv_free = r;
-        p->nrecv++;
-    } else {
-        free(r);
-    }
-}
-
-static void dc_deliver_cont(void *arg)
-{
-    dc_recv_t *r = arg;
-    TESS_HOP_MARK(TESS_HOP_DONE);
-    dc_deliver(r);
-    dc_recv_free(r);
-}
-
-void dc_recv_finish(dc_recv_t *r)
-{
-    if (r->forward) {
-        pthread_mutex_lock(&dc.lock);
-        dc.stats.forwarded++;
-        pthread_mutex_unlock(&dc.lock);
-        uint64_t tr_t0 = TESS_TRACE_NOW();
-        dc.ops->forward(&r->m, r->dst, r->stream);
-        if (tess_unlikely(tr_t0))
-            tess_trace_record(tess_trace_self_track(), TESS_TEV_DEVMSG, NULL, "forward",
-                              tess_core_trace_path_names[r->trace_path], tr_t0,
-                              tess_time_ns() - tr_t0, r->trace_flow, dc_recv_bytes(r));
-        dc_recv_free(r);
-        return;
-    }
-    if (r->flags & TESS_DC_WAIT_COMPLETE) {
-        tess_status_t st = r->marked ? tess_core_gpu_then_same(r->stream, dc_deliver_cont, r)
-                                     : tess_core_gpu_then_event(r->stream, dc_deliver_cont, r);
-        if (st != TESS_OK)
-            tess_fatal("cannot wait for a device message: %s", tess_error_detail());
-        return;
-    }
-    dc_deliver(r);
-    dc_recv_free(r);
-}
-
-void tess_dc_free_temp(void *buf)
-{
-    if (buf)
-        tess_gpu->mem_free(buf);
-}
-
 /* ---- sending ----------------------------------------------------------------------------- */
+
+/* The path that carries a message on route `path` (tess_dc_path_to): ipc direct when every
+ * buffer has an allocation the receiver can open (TESS_IPC=auto|direct; info[] is filled),
+ * else ipc staged; ipc goes by RDMA where the node has no IPC; rdma staged where this UCX (or a
+ * peer's) cannot reach device memory. */
+static const dc_path_ops_t *dc_path_choose(int path, const tess_dev_buf_t *bufs, int nbufs,
+                                           tess_gpu_ptr_info_t *info, bool *direct_p)
+{
+    *direct_p = false;
+    if (path == TESS_DC_D2D)
+        return &dc_d2d_path;
+    if (path == TESS_DC_IPC && dc.comm) {
+        *direct_p = dc.ipc_mode != 1 && dc_ipc_direct_ok(bufs, nbufs, info);
+        if (dc.ipc_mode == 2 && !*direct_p)
+            tess_debug("devcomm: TESS_IPC=direct, but a buffer has no allocation id: staged");
+        return *direct_p ? &dc_ipc_direct_path : &dc_ipc_staged_path;
+    }
+    return dc.rdma_staged ? &dc_rdma_staged_path : &dc_rdma_direct_path;
+}
 
 tess_status_t tess_dc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
                            size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
@@ -451,86 +191,33 @@ tess_status_t tess_dc_send(int dst_pe, uint64_t a0, uint64_t a1, const void *hea
     TESS_HOP_MARK(TESS_HOP_SEND);
     int path = tess_dc_path_to(tess_core_pe_process(dst_pe));
     dc_count(DC_C_SENT + path, 1);
-    switch (path) {
-    case TESS_DC_D2D:
-        return dc_d2d_send(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
-                           done_arg);
-    case TESS_DC_IPC:
-        return dc_ipc_send(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
-                           done_arg);
-    default:
-        return dc_rdma_send(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
-                            done_arg);
-    }
-}
-
-/* ---- sends waiting for resources --------------------------------------------------------- */
-
-void dc_pending_push(dc_pending_t *p)
-{
-    pthread_mutex_lock(&dc.lock);
-    p->next = NULL;
-    if (dc.pending_tail)
-        dc.pending_tail->next = p;
-    else
-        dc.pending = p;
-    dc.pending_tail = p;
-    dc.stats.deferred++;
-    atomic_fetch_add(&dc.busy, 1);
-    pthread_mutex_unlock(&dc.lock);
-}
-
-void dc_pending_push_staged(int kind, int dst_pe, struct dc_rsend *rs, struct dc_psend *ps)
-{
-    dc_pending_t *p = tess_calloc(1, sizeof(*p), "a waiting staged send");
-    if (!p)
-        tess_fatal("out of memory queueing a device message");
-    p->kind   = kind;
-    p->dst_pe = dst_pe;
-    p->rs     = rs;
-    p->ps     = ps;
-    dc_pending_push(p);
-}
-
-/* Issue waiting sends in order while resources last (the issue functions take the lock).
- * One thread pumps at a time; a thread that finds the pump busy asks it to go round again. */
-void dc_pump(void)
-{
-    for (;;) {
-        if (pthread_mutex_trylock(&dc.pump_lock) != 0) {
-            atomic_store(&dc.pump_again, 1);
-            break;
-        }
-        atomic_store(&dc.pump_again, 0);
-        for (;;) {
-            pthread_mutex_lock(&dc.lock);
-            dc_pending_t *p = dc.pending;
-            pthread_mutex_unlock(&dc.lock);
-            if (!p)
-                break;
-            int issued = p->kind == DC_K_CHUNK ? dc_rdma_issue_pending(p)
-                                               : dc_ipc_issue_pending(p);
-            if (!issued)
-                break;
-            pthread_mutex_lock(&dc.lock);
-            dc.pending = p->next;
-            if (!dc.pending)
-                dc.pending_tail = NULL;
-            pthread_mutex_unlock(&dc.lock);
-            atomic_fetch_sub(&dc.busy, 1);
-            if (p->ready)
-                dc_event_put_when_done(p->ready, dc.stream);
-            free(p->header);
-            free(p);
-        }
-        pthread_mutex_unlock(&dc.pump_lock);
-        if (!atomic_load(&dc.pump_again))
-            break;
-    }
-    dc_rdma_pump_chunks();
+    tess_gpu_ptr_info_t  info[TESS_DEV_MAX_BUFS];
+    bool                 direct;
+    const dc_path_ops_t *ops = dc_path_choose(path, bufs, nbufs, info, &direct);
+    dc_send_t s = {.dst_pe = dst_pe, .a0 = a0, .a1 = a1, .header = header,
+                   .header_len = header_len, .bufs = bufs, .nbufs = nbufs, .stream = stream,
+                   .done = done, .done_arg = done_arg, .info = direct ? info : NULL};
+    return ops->send(&s);
 }
 
 /* ---- the control-message handler --------------------------------------------------------- */
+
+/* Before a message of another kind (or handler), the paths that hold messages back run them. */
+static void dc_flush_except(unsigned kind)
+{
+    for (int i = 0; i < dc_npaths; i++)
+        if (dc_paths[i]->flush && !(dc_paths[i]->kinds & DC_KIND(kind)))
+            dc_paths[i]->flush();
+}
+
+static void dc_flush(void)
+{
+    dc_flush_except(DC_K_MAX);
+}
+
+/* The acknowledgements a path takes back: of the kinds that hold staging resources. */
+#define DC_ACK_KINDS                                                                           \
+    (DC_KIND(DC_K_STAGED) | DC_KIND(DC_K_DIRECT) | DC_KIND(DC_K_RDMA) | DC_KIND(DC_K_CHUNK))
 
 static bool dc_ctl_handler(tess_msg_t *m)
 {
@@ -538,34 +225,21 @@ static bool dc_ctl_handler(tess_msg_t *m)
     if (st != TESS_OK)
         tess_fatal("%s", tess_error_detail());
     unsigned kind = m->hdr.flags;
-    if (kind != DC_K_D2D)
-        dc_rb_flush();
+    dc_flush_except(kind);
     switch (kind) {
-    case DC_K_D2D:
-        return dc_d2d_recv(m);
-    case DC_K_STAGED:
-    case DC_K_DIRECT:
-    case DC_K_PHEAD:
-    case DC_K_PPART:
-        dc_ipc_recv(m, kind);
-        break;
-    case DC_K_RDMA:
-    case DC_K_RSTAGED:
-    case DC_K_CHUNK:
     case DC_K_GOT:
-        dc_rdma_recv(m, kind);
+        dc_notice_run(m);
         break;
     case DC_K_ACK: {
         dc_ack_msg_t ack;
         memcpy(&ack, tess_msg_payload(m), sizeof(ack));
         tess_core_msg_free(m);
-        if (ack.kind == DC_K_STAGED || ack.kind == DC_K_DIRECT)
-            dc_ipc_release(&ack);
-        else if (ack.kind == DC_K_CHUNK || ack.kind == DC_K_RDMA)
-            dc_rdma_release(&ack);
-        else
+        const dc_path_ops_t *ops = dc_path_of(ack.kind);
+        if (ack.kind >= DC_K_MAX || !(DC_ACK_KINDS & DC_KIND(ack.kind)) || !ops ||
+            !ops->release)
             tess_fatal("devcomm: an acknowledgement of unknown kind %u from PE %d", ack.kind,
                        m->hdr.src_pe);
+        ops->release(&ack);
         if (ack.msg_id)
             dc_complete(ack.msg_id, "an acknowledgement");
         dc_pump();
@@ -577,6 +251,8 @@ static bool dc_ctl_handler(tess_msg_t *m)
         dc_complete(id, "a source-done notice");
         break;
     }
+    default:
+        return dc_path_of(kind)->recv(m, kind);
     }
     return true;
 }
@@ -591,30 +267,18 @@ static int dc_busy(void)
 static unsigned dc_progress(tess_pe_t *pe)
 {
     (void)pe;
-    return dc_rdma_progress();
+    unsigned n = 0;
+    for (int i = 0; i < dc_npaths; i++)
+        if (dc_paths[i]->progress)
+            n += dc_paths[i]->progress();
+    return n;
 }
 
-tess_gpu_stream_h dc_pe_stream(tess_gpu_stream_h *table)
+static void dc_idle(tess_pe_t *pe)
 {
-    tess_pe_t *pe = tess_core_pe_self();
-    if (!pe)
-        return NULL;
-    int               local = tess_core_pe_local(pe);
-    tess_gpu_stream_h s     = table[local]; /* this PE's entry: no other thread touches it */
-    if (!s && tess_gpu->stream_create(&s) == TESS_OK)
-        table[local] = s;
-    return s;
-}
-
-tess_gpu_stream_h tess_dc_ready_stream(void)
-{
-    return dc_pe_stream(dc.ready_streams);
-}
-
-bool dc_is_ready_stream(tess_gpu_stream_h s)
-{
-    tess_pe_t *pe = tess_core_pe_self();
-    return pe && s && dc.ready_streams[tess_core_pe_local(pe)] == s;
+    for (int i = 0; i < dc_npaths; i++)
+        if (dc_paths[i]->idle)
+            dc_paths[i]->idle(pe);
 }
 
 static void dc_pe_streams_destroy(tess_gpu_stream_h *table)
@@ -635,9 +299,43 @@ static int dc_parse_path(void)
     return -1;
 }
 
+/* RDMA direct or staged (dc.rdma_staged): both ends of a transfer must agree, so every process
+ * stages if any must. */
+static tess_status_t dc_rdma_choose(void)
+{
+    int want_staged = !strcmp(tess_cfg.rdma, "staged") ||
+                      (!strcmp(tess_cfg.rdma, "auto") && !tess_net_mem_type_supported(dc_mem_type()));
+    int cannot = !tess_net_mem_type_supported(dc_mem_type());
+    if (!strcmp(tess_cfg.rdma, "direct") && cannot)
+        return tess_error(TESS_ERR_UNSUPPORTED, "TESS_RDMA=direct, but this UCX cannot access "
+                          "%s memory (UCX built without that transport; tessera-info lists "
+                          "them, tools/build-ucx.sh builds one with CUDA)",
+                          tess_gpu_backend_name());
+    MPI_Allreduce(&want_staged, &dc.rdma_staged, 1, MPI_INT, MPI_MAX, tess_rt.comm);
+    if (dc.rdma_staged && !strcmp(tess_cfg.rdma, "auto") && tess_rt.rank == 0)
+        tess_warn("devcomm: TESS_RDMA=auto: %s; RDMA between nodes goes through pinned host "
+                  "buffers (staged)", cannot ? "this UCX cannot access device memory directly"
+                                             : "another process's UCX cannot access device memory");
+    long chunk[2] = {-(long)tess_cfg.bounce_chunk, (long)tess_cfg.bounce_chunk};
+    MPI_Allreduce(MPI_IN_PLACE, chunk, 2, MPI_LONG, MPI_MAX, tess_rt.comm);
+    if (-chunk[0] != chunk[1] || tess_cfg.bounce_chunk < 4096)
+        return tess_error(TESS_ERR_INVALID, "TESS_BOUNCE_CHUNK must be the same everywhere and "
+                          ">= 4096 (it is %zu here)", tess_cfg.bounce_chunk);
+    return TESS_OK;
+}
+
+/* Take down paths [0, n) in the reverse order. */
+static void dc_paths_fini(int n)
+{
+    while (n-- > 0)
+        if (dc_paths[n]->fini)
+            dc_paths[n]->fini();
+}
+
 tess_status_t tess_devcomm_init(void)
 {
     tess_status_t st;
+    int           npaths = 0;
     memset(&dc, 0, sizeof(dc));
     pthread_mutex_init(&dc.lock, NULL);
     pthread_mutex_init(&dc.pump_lock, NULL);
@@ -649,6 +347,10 @@ tess_status_t tess_devcomm_init(void)
                    : !strcasecmp(tess_cfg.batch_stream, "adapt") ? DC_RB_AUTO
                    : tess_gpu->memcpy_batch_async                ? DC_RB_AUTO
                                                                  : DC_RB_OFF;
+    for (int i = 0; i < dc_npaths; i++)
+        for (unsigned k = 0; k < DC_K_MAX; k++)
+            if (dc_paths[i]->kinds & DC_KIND(k))
+                dc.by_kind[k] = dc_paths[i];
     st = tess_gpu->stream_create(&dc.stream);
     if (st != TESS_OK)
         return st;
@@ -664,10 +366,7 @@ tess_status_t tess_devcomm_init(void)
         st = tess_error(TESS_ERR_NO_MEMORY, "devcomm: no memory for the PEs' streams");
         goto err_destroy_stream;
     }
-    if ((st = tess_hmap_init(&dc.exports, 64)) != TESS_OK ||
-        (st = tess_hmap_init(&dc.maps, 64)) != TESS_OK ||
-        (st = tess_hmap_init(&dc.regs, 64)) != TESS_OK ||
-        (st = tess_hmap_init(&dc.sent, 64)) != TESS_OK)
+    if ((st = tess_hmap_init(&dc.sent, 64)) != TESS_OK)
         goto err_destroy_stream;
 
     MPI_Comm node_comm;
@@ -679,23 +378,25 @@ tess_status_t tess_devcomm_init(void)
     MPI_Comm_free(&node_comm);
     if (st != TESS_OK)
         goto err_destroy_stream;
-    st = dc_rdma_init();
-    if (st != TESS_OK)
+    if ((st = dc_rdma_choose()) != TESS_OK)
         goto err_ipc_fini;
+    for (; npaths < dc_npaths; npaths++)
+        if (dc_paths[npaths]->init && (st = dc_paths[npaths]->init()) != TESS_OK)
+            goto err_paths_fini;
     st = tess_core_handler_register("devcomm", dc_ctl_handler, &dc.h_ctl);
     if (st == TESS_OK)
-        tess_core_handler_set_flush(dc.h_ctl, dc_rb_flush);
+        tess_core_handler_set_flush(dc.h_ctl, dc_flush);
     if (st != TESS_OK)
-        goto err_rdma_fini;
+        goto err_paths_fini;
     static const tess_core_layer_t layer = {.name = "devcomm", .progress = dc_progress,
-                                             .idle = dc_rdma_idle, .busy = dc_busy};
+                                             .idle = dc_idle, .busy = dc_busy};
     st = tess_core_layer_add(&layer);
     if (st != TESS_OK)
-        goto err_rdma_fini;
+        goto err_paths_fini;
     return TESS_OK;
 
-err_rdma_fini:
-    dc_rdma_fini();
+err_paths_fini:
+    dc_paths_fini(npaths);
 err_ipc_fini:
     dc_ipc_fini();
 err_destroy_stream:
@@ -703,9 +404,6 @@ err_destroy_stream:
     free(dc.ready_streams);
     free(dc.pes);
     tess_hmap_fini(&dc.sent);
-    tess_hmap_fini(&dc.regs);
-    tess_hmap_fini(&dc.maps);
-    tess_hmap_fini(&dc.exports);
     tess_gpu->stream_destroy(dc.stream);
     pthread_mutex_destroy(&dc.lock);
     return st;
@@ -736,33 +434,12 @@ void tess_devcomm_fini(void)
     if (tess_cfg.verbose)
         dc_print_stats();
     tess_gpu->stream_sync(dc.stream);
-    while (dc.pending) {
-        dc_pending_t *p = dc.pending;
-        dc.pending      = p->next;
-        tess_warn("devcomm: a device message to PE %d never found a staging resource",
-                  p->dst_pe);
-        free(p->header);
-        free(p);
-    }
-    dc_rdma_fini();
+    dc_pending_drop();
+    dc_paths_fini(dc_npaths);
     dc_ipc_fini();
-    for (int i = 0; i < tess_rt.ppn; i++) {
-        dc_pe_t *p = &dc.pes[i];
-        while (p->nev > 0)
-            tess_gpu->event_destroy(p->ev[--p->nev]);
-        dc_sev_free_list(p->sev_free);
-        while (p->recv_free) {
-            dc_recv_t *r = p->recv_free;
-            p->recv_free = r->next;
-            free(r);
-        }
-    }
+    dc_caches_fini();
     free(dc.pes);
     dc.pes = NULL;
-    for (size_t i = 0; i < dc.ev_nfree; i++)
-        tess_gpu->event_destroy(dc.ev_free[i]);
-    free(dc.ev_free);
-    dc_sev_free_list(dc.sev_free);
     if (dc.sent.count)
         tess_warn("devcomm: %zu device messages were never acknowledged", dc.sent.count);
     size_t   it = 0;
@@ -771,9 +448,6 @@ void tess_devcomm_fini(void)
     while (tess_hmap_next(&dc.sent, &it, &key, &val))
         free(val);
     tess_hmap_fini(&dc.sent);
-    tess_hmap_fini(&dc.regs);
-    tess_hmap_fini(&dc.maps);
-    tess_hmap_fini(&dc.exports);
     dc_pe_streams_destroy(dc.rb_streams);
     dc_pe_streams_destroy(dc.ready_streams);
     tess_gpu->stream_destroy(dc.stream);

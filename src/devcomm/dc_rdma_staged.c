@@ -1,10 +1,9 @@
-/* dc_staged.c — the staged RDMA path, when UCX cannot reach device memory: a pipeline of pinned
- * bounce buffers on both sides. The sender copies chunks device-to-host into its send slots and
- * announces each one; the receiver gets it into a receive slot and copies it host-to-device on
- * its stream. Chunks of one message move through the three stages concurrently;
- * acknowledgements recycle the send slots, completed host-to-device copies the receive slots.
- * dc_rdma.c sets the bounce buffers up, passes staged sends and control messages on to this
- * file and takes the acknowledgements back. */
+/* dc_rdma_staged.c — the rdma staged path, when UCX cannot reach device memory (here or in
+ * another process: every process stages if one must): a pipeline of pinned bounce buffers on
+ * both sides. The sender copies chunks device-to-host into its send slots and announces each
+ * one; the receiver gets it into a receive slot and copies it host-to-device on its stream.
+ * Chunks of one message move through the three stages concurrently; acknowledgements recycle
+ * the send slots, completed host-to-device copies the receive slots. */
 #include "dc_int.h"
 
 #include <stdlib.h>
@@ -26,16 +25,147 @@ typedef struct dc_rsend {
     uint64_t           sent_id;  /* record completed once every chunk is staged */
 } dc_rsend_t;
 
-tess_hmap_t dc_staged_recvs; /* (process, msg_id) -> dc_rrecv_t, staged messages being received */
+/* Receiver state of a staged message. */
+typedef struct dc_rrecv {
+    int        pe;       /* receiving PE */
+    int        src;      /* sending process */
+    dc_recv_t *r;
+    uint32_t   nchunks, copied;
+} dc_rrecv_t;
+
+/* A chunk on the receiver side, from its announcement to its host-to-device copy. */
+typedef struct dc_rchunk {
+    struct dc_rchunk *next;
+    dc_rrecv_t       *rr;
+    dc_chunk_msg_t    msg;
+    int               slot;      /* receive slot */
+    int               sender_pe;
+} dc_rchunk_t;
+
+static tess_hmap_t recvs; /* (process, msg_id) -> dc_rrecv_t, staged messages being received */
 /* (process, msg_id) -> list of dc_rchunk_t: chunk notices that came before their message's
  * header. The sender announces a chunk from whichever of its PEs staged it, so the notice may
  * overtake the header; it waits here and is checked once the header is in. */
-tess_hmap_t dc_staged_early;
+static tess_hmap_t early;
 
 static inline char *bounce_send(int slot) { return (char *)dc.bounce + (size_t)slot * dc.chunk; }
 static inline char *bounce_recv(int slot)
 {
     return (char *)dc.bounce + ((size_t)dc.nbounce + (size_t)slot) * dc.chunk;
+}
+
+/* ---- init / fini ------------------------------------------------------------------------- */
+
+static tess_status_t rdma_exchange_bounce(void)
+{
+    int       len = (int)dc.peers[tess_rt.rank].bounce_rkey_len;
+    int      *lens = tess_calloc((size_t)tess_rt.size, sizeof(int), "key lengths");
+    int      *displs = tess_calloc((size_t)tess_rt.size, sizeof(int), "key offsets");
+    uint64_t *bases = tess_calloc((size_t)tess_rt.size, sizeof(uint64_t), "bounce addresses");
+    char     *keys = NULL;
+    tess_status_t st = TESS_ERR_NO_MEMORY;
+    if (!lens || !displs || !bases)
+        goto out;
+    uint64_t base = (uint64_t)(uintptr_t)dc.bounce;
+    MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, tess_rt.comm);
+    MPI_Allgather(&base, 1, MPI_UINT64_T, bases, 1, MPI_UINT64_T, tess_rt.comm);
+    size_t total = 0;
+    for (int i = 0; i < tess_rt.size; i++) {
+        displs[i] = (int)total;
+        total += (size_t)lens[i];
+    }
+    keys = tess_malloc(total, "bounce keys");
+    if (!keys)
+        goto out;
+    MPI_Allgatherv(dc.peers[tess_rt.rank].bounce_rkey, len, MPI_BYTE, keys, lens, displs,
+                   MPI_BYTE, tess_rt.comm);
+    for (int i = 0; i < tess_rt.size; i++) {
+        if (i == tess_rt.rank)
+            continue;
+        dc_peer_t *p       = &dc.peers[i];
+        p->bounce_raddr    = bases[i];
+        p->bounce_rkey_len = (size_t)lens[i];
+        p->bounce_rkey     = tess_malloc((size_t)lens[i], "a bounce key");
+        if (!p->bounce_rkey)
+            goto out;
+        memcpy(p->bounce_rkey, keys + displs[i], (size_t)lens[i]);
+    }
+    dc.peers[tess_rt.rank].bounce_raddr = base;
+    st = TESS_OK;
+out:
+    free(lens);
+    free(displs);
+    free(bases);
+    free(keys);
+    return st;
+}
+
+static tess_status_t rdma_staged_init(void)
+{
+    tess_status_t st = tess_hmap_init(&recvs, 64);
+    if (st == TESS_OK)
+        st = tess_hmap_init(&early, 16);
+    if (st != TESS_OK)
+        return st;
+    if (!dc.rdma_staged)
+        return TESS_OK;
+
+    dc.chunk   = tess_cfg.bounce_chunk;
+    dc.nbounce = tess_cfg.bounce_count;
+    size_t size = 2 * (size_t)dc.nbounce * dc.chunk;
+    if ((st = tess_gpu->host_alloc(size, &dc.bounce)) != TESS_OK)
+        return st;
+    dc_tsan_cross_process(dc.bounce, size);
+    dc_peer_t *me = &dc.peers[tess_rt.rank];
+    const void *rkey;
+    st = tess_net_mem_register(dc.bounce, size, TESS_NET_MEM_HOST, &dc.bounce_mem, &rkey,
+                               &me->bounce_rkey_len);
+    if (st != TESS_OK)
+        return st;
+    me->bounce_rkey = tess_malloc(me->bounce_rkey_len, "the bounce key");
+    dc.bsend_free   = tess_malloc((size_t)dc.nbounce * sizeof(int), "send slots");
+    dc.brecv_free   = tess_malloc((size_t)dc.nbounce * sizeof(int), "receive slots");
+    if (!me->bounce_rkey || !dc.bsend_free || !dc.brecv_free)
+        return TESS_ERR_NO_MEMORY;
+    memcpy(me->bounce_rkey, rkey, me->bounce_rkey_len);
+    for (int i = 0; i < dc.nbounce; i++) {
+        dc.bsend_free[dc.bsend_nfree++] = dc.nbounce - 1 - i;
+        dc.brecv_free[dc.brecv_nfree++] = dc.nbounce - 1 - i;
+    }
+    tess_info("devcomm: RDMA through %d x %zu-byte pinned bounce buffers", dc.nbounce, dc.chunk);
+    return rdma_exchange_bounce();
+}
+
+static void rdma_staged_fini(void)
+{
+    size_t   it = 0;
+    uint64_t key;
+    void    *val;
+    while (tess_hmap_next(&recvs, &it, &key, &val))
+        free(val);
+    tess_hmap_fini(&recvs);
+    size_t stray = 0;
+    it           = 0;
+    while (tess_hmap_next(&early, &it, &key, &val))
+        for (dc_rchunk_t *ch = val, *next; ch; ch = next) {
+            next = ch->next;
+            free(ch);
+            stray++;
+        }
+    if (stray)
+        tess_warn("devcomm: %zu chunk notices never matched a staged RDMA message", stray);
+    tess_hmap_fini(&early);
+    if (dc.bounce_mem)
+        tess_net_mem_deregister(dc.bounce_mem);
+    if (dc.bounce)
+        tess_gpu->host_free(dc.bounce);
+    free(dc.bsend_free);
+    free(dc.brecv_free);
+    while (dc.chunk_wait) {
+        dc_rchunk_t *c = dc.chunk_wait;
+        dc.chunk_wait  = c->next;
+        free(c);
+    }
 }
 
 /* ---- staged: sending --------------------------------------------------------------------- */
@@ -109,17 +239,19 @@ static uint32_t count_chunks(const size_t *sizes, int nbufs)
     return n;
 }
 
-tess_status_t dc_staged_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                             size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                             tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg)
+static tess_status_t rdma_staged_send(const dc_send_t *s)
 {
+    const tess_dev_buf_t *bufs   = s->bufs;
+    int                   nbufs  = s->nbufs, dst_pe = s->dst_pe;
+    tess_dev_done_fn_t    done   = s->done;
+    void                 *done_arg = s->done_arg;
     size_t sizes[TESS_DEV_MAX_BUFS];
     for (int i = 0; i < nbufs; i++)
         sizes[i] = bufs[i].size;
     uint32_t    nchunks = count_chunks(sizes, nbufs);
     dc_ctl_t   *c;
-    tess_msg_t *m = dc_ctl_alloc(DC_K_RSTAGED, nbufs, header_len, 0, &c);
-    dc_ctl_fill(c, a0, a1, bufs, nbufs, header, header_len, DC_K_RSTAGED);
+    tess_msg_t *m = dc_ctl_alloc(DC_K_RSTAGED, nbufs, s->header_len, 0, &c);
+    dc_ctl_fill(c, s, DC_K_RSTAGED);
     pthread_mutex_lock(&dc.lock);
     dc.stats.rdma_staged++;
     c->msg_id = ++dc.next_msg_id;
@@ -138,39 +270,39 @@ tess_status_t dc_staged_send(int dst_pe, uint64_t a0, uint64_t a1, const void *h
     rs->dst_pe   = dst_pe;
     rs->msg_id   = msg_id;
     rs->nchunks  = nchunks;
-    rs->sent_id  = done ? dc_sent_add(done, done_arg, NULL) : 0;
+    rs->sent_id  = done ? dc_sent_add(done, done_arg, NULL, NULL) : 0;
     memcpy(rs->bufs, bufs, (size_t)nbufs * sizeof(*bufs));
     uint32_t k = 0;
     for (int i = 0; i < nbufs; i++)
         for (size_t off = 0; off < sizes[i]; off += dc.chunk)
             rs->chunks[k++] = (dc_chunk_t){(uint32_t)i, off, TESS_MIN(dc.chunk, sizes[i] - off)};
-    if (dc_event_get(&rs->ready) != TESS_OK || tess_gpu->event_record(rs->ready, stream) != TESS_OK)
+    if (dc_event_get(&rs->ready) != TESS_OK || tess_gpu->event_record(rs->ready, s->stream) != TESS_OK)
         tess_fatal("devcomm: cannot record a ready event: %s", tess_error_detail());
     pthread_mutex_lock(&dc.lock);
     int queued = dc.pending != NULL;
     pthread_mutex_unlock(&dc.lock);
     if (!queued && rsend_issue(rs))
         return TESS_OK;
-    dc_pending_push_staged(DC_K_CHUNK, dst_pe, rs, NULL);
+    dc_pending_push_staged(DC_K_CHUNK, dst_pe, rs);
     return TESS_OK;
 }
 
-int dc_rdma_issue_pending(dc_pending_t *p)
+static int rdma_staged_issue(dc_pending_t *p)
 {
-    return rsend_issue(p->rs);
+    return rsend_issue(p->staged);
 }
 
 /* ---- staged: receiving ------------------------------------------------------------------- */
 
 static void chunk_accept(dc_rrecv_t *rr, dc_rchunk_t *ch);
+static void chunk_arrived(void *arg);
 
-void dc_staged_recv_header(tess_msg_t *m)
+static void recv_header(tess_msg_t *m)
 {
     const dc_ctl_t *c  = tess_msg_payload(m);
     dc_rrecv_t     *rr = tess_calloc(1, sizeof(*rr), "a staged RDMA receive");
     if (!rr)
         tess_fatal("out of memory receiving a staged RDMA message");
-    rr->kind    = DC_K_RSTAGED;
     rr->pe      = tess_core_pe_id();
     rr->src     = tess_core_pe_process(m->hdr.src_pe);
     uint64_t id = c->msg_id;
@@ -183,8 +315,8 @@ void dc_staged_recv_header(tess_msg_t *m)
     }
     uint64_t key = dc_proc_key(rr->src, id);
     pthread_mutex_lock(&dc.lock);
-    tess_status_t st = tess_hmap_put(&dc_staged_recvs, key, rr);
-    dc_rchunk_t  *ch = tess_hmap_remove(&dc_staged_early, key);
+    tess_status_t st = tess_hmap_put(&recvs, key, rr);
+    dc_rchunk_t  *ch = tess_hmap_remove(&early, key);
     pthread_mutex_unlock(&dc.lock);
     if (st != TESS_OK)
         tess_fatal("out of memory tracking a staged RDMA message");
@@ -200,7 +332,7 @@ static void chunk_get_done(void *arg, tess_status_t status)
     if (status != TESS_OK)
         tess_fatal("devcomm: the get of a chunk from process %d failed: %s", ch->rr->src,
                    tess_error_detail());
-    dc_got_post(ch->rr->pe, 1, ch);
+    dc_notify(ch->rr->pe, chunk_arrived, ch);
 }
 
 static void chunk_start_get(dc_rchunk_t *ch)
@@ -216,7 +348,7 @@ static void chunk_start_get(dc_rchunk_t *ch)
         tess_fatal("devcomm: cannot get a chunk: %s", tess_error_detail());
 }
 
-void dc_rdma_pump_chunks(void)
+static void pump_chunks(void)
 {
     for (;;) {
         pthread_mutex_lock(&dc.lock);
@@ -264,7 +396,7 @@ static void chunk_accept(dc_rrecv_t *rr, dc_rchunk_t *ch)
     }
 }
 
-void dc_staged_recv_chunk(tess_msg_t *m)
+static void recv_chunk(tess_msg_t *m)
 {
     const dc_chunk_msg_t *cm  = tess_msg_payload(m);
     int                   src = tess_core_pe_process(m->hdr.src_pe);
@@ -276,11 +408,11 @@ void dc_staged_recv_chunk(tess_msg_t *m)
     tess_core_msg_free(m);
     uint64_t key = dc_proc_key(src, ch->msg.msg_id);
     pthread_mutex_lock(&dc.lock);
-    dc_rrecv_t   *rr = tess_hmap_get(&dc_staged_recvs, key);
+    dc_rrecv_t   *rr = tess_hmap_get(&recvs, key);
     tess_status_t st = TESS_OK;
     if (!rr) {
-        ch->next = tess_hmap_get(&dc_staged_early, key);
-        st       = tess_hmap_put(&dc_staged_early, key, ch);
+        ch->next = tess_hmap_get(&early, key);
+        st       = tess_hmap_put(&early, key, ch);
     }
     pthread_mutex_unlock(&dc.lock);
     if (st != TESS_OK)
@@ -297,12 +429,13 @@ static void chunk_copied(void *arg)
     dc.brecv_free[dc.brecv_nfree++] = ch->slot;
     pthread_mutex_unlock(&dc.lock);
     free(ch);
-    dc_rdma_pump_chunks();
+    pump_chunks();
 }
 
-void dc_staged_chunk_arrived(dc_rchunk_t *ch)
+static void chunk_arrived(void *arg)
 {
-    dc_rrecv_t *rr = ch->rr;
+    dc_rchunk_t *ch = arg;
+    dc_rrecv_t  *rr = ch->rr;
     dc_recv_t  *r  = rr->r;
     int         tr = dc_trace_copy_begin(r->stream);
     if (tess_gpu->memcpy_async((char *)r->dst[ch->msg.buf] + ch->msg.offset, bounce_recv(ch->slot),
@@ -316,9 +449,47 @@ void dc_staged_chunk_arrived(dc_rchunk_t *ch)
         tess_fatal("cannot wait for a chunk copy: %s", tess_error_detail());
     if (++rr->copied == rr->nchunks) {
         pthread_mutex_lock(&dc.lock);
-        tess_hmap_remove(&dc_staged_recvs, dc_proc_key(rr->src, ch->msg.msg_id));
+        tess_hmap_remove(&recvs, dc_proc_key(rr->src, ch->msg.msg_id));
         pthread_mutex_unlock(&dc.lock);
         dc_recv_finish(r);
         free(rr);
     }
 }
+
+static bool rdma_staged_recv(tess_msg_t *m, unsigned kind)
+{
+    if (kind == DC_K_CHUNK) {
+        recv_chunk(m);
+        return true;
+    }
+    if (!dc.rdma_staged)
+        tess_fatal("a staged RDMA message from PE %d, but this process has no bounce "
+                   "buffers", m->hdr.src_pe);
+    recv_header(m);
+    return true;
+}
+
+/* A chunk was acknowledged: its send slot is free. */
+static void rdma_staged_release(const dc_ack_msg_t *ack)
+{
+    pthread_mutex_lock(&dc.lock);
+    if (ack->offset >= (uint64_t)dc.nbounce || dc.bsend_nfree >= dc.nbounce) {
+        pthread_mutex_unlock(&dc.lock);
+        tess_fatal("devcomm: an acknowledgement for send slot %llu, which is not in use",
+                   (unsigned long long)ack->offset);
+    }
+    dc.bsend_free[dc.bsend_nfree++] = (int)ack->offset;
+    pthread_mutex_unlock(&dc.lock);
+}
+
+const dc_path_ops_t dc_rdma_staged_path = {
+    .name    = "rdma staged",
+    .kinds   = DC_KIND(DC_K_RSTAGED) | DC_KIND(DC_K_CHUNK),
+    .init    = rdma_staged_init,
+    .fini    = rdma_staged_fini,
+    .send    = rdma_staged_send,
+    .recv    = rdma_staged_recv,
+    .issue   = rdma_staged_issue,
+    .release = rdma_staged_release,
+    .pump    = pump_chunks,
+};

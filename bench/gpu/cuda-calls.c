@@ -2,8 +2,9 @@
  * cuda-calls.c — a diagnostic LD_PRELOAD library: counts the CUDA runtime calls a program makes
  * and the host time they take, and prints a table at exit (to stderr, one per process).
  *
- *   gcc -O2 -shared -fPIC -I/usr/local/cuda/include tools/cuda-calls.c -o libcudacalls.so -ldl
- *   LD_PRELOAD=$PWD/libcudacalls.so mpirun ... (or -x LD_PRELOAD)
+ *   gcc -O2 -shared -fPIC -I/usr/local/cuda/include bench/gpu/cuda-calls.c \
+ *       -o build-cuda/libcudacalls.so -ldl
+ *   LD_PRELOAD=$PWD/build-cuda/libcudacalls.so mpirun ... (or -x LD_PRELOAD)
  *
  * Only for programs linked against the shared libcudart (Tessera's CUDA build is). It answers
  * "where does a chare step's host time go" for the calls that dominate it: launches, copies,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tools/trace-h200.sh OUTDIR — the timeline trace on the GPU machine, from the repository root,
-# with build-cuda/ (tools/gpu-build.sh) carried along. Builds nothing there; about 4 minutes.
+# examples/jacobi2d/trace.sh OUTDIR [BUILDDIR] — the timeline trace on a GPU machine, from the
+# repository root (BUILDDIR: a CUDA build tree, default build-cuda/ of tools/gpu-build.sh). Builds
+# nothing; about 4 minutes.
 #
 #   1. the trace test list on the CUDA backend (test/trace: structure and counts of traced runs)
 #   2. overhead: Jacobi2D 8192² ODF 16 (1 process, +ppn 1, 500 iterations), REPS runs each with
@@ -8,15 +9,17 @@
 #      median ms/iteration of each and their ratios to off
 #   3. pictures: Jacobi2D 4096² ODF 16 traced (Tessera, update kernels as user spans) and the MPI
 #      driver traced, 60 iterations each; their summaries; the PNG of one iteration of each on
-#      one time scale where python3-matplotlib is there (else run the printed plot command on
-#      the CPU machine after fetching OUTDIR)
+#      one time scale where python3-matplotlib is there (else the plot command to run elsewhere
+#      after fetching OUTDIR is printed)
 #
 # OUTDIR gets overhead.csv, tess-4096.json, mpi-4096.json, *-summary.txt, jacobi-odf16-vs-mpi.png,
-# the test log and summary.txt (also printed at the end).
+# the test log and summary.txt (also printed at the end). TRACE_GPU=host with small OVH_N,
+# OVH_ITERS, PIC_N, PIC_ITERS tries it on a machine without a GPU.
 set -uo pipefail
-out=${1:?usage: tools/trace-h200.sh OUTDIR}
+out=${1:?usage: examples/jacobi2d/trace.sh OUTDIR [BUILDDIR]}
 top=$(pwd)
-b=$top/build-cuda
+b=${2:-$top/build-cuda}
+case $b in /*) ;; *) b=$top/$b ;; esac
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$b/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TESS_SRCDIR=$top TESS_BUILDDIR=$b TESS_GPU=${TRACE_GPU:-cuda}
@@ -65,16 +68,18 @@ TESS_TRACE=$out/mpi-4096.json timeout 60 "${launch[@]}" -np 1 "$jm" -x "$pn" -y 
     -w 5 >"$out/mpi-4096.txt" 2>&1
 note "$(grep RESULT "$out/mpi-4096.txt")"
 py=/usr/bin/python3
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+[ "$TESS_GPU" = cuda ] && [ -n "$gpu_name" ] || gpu_name="$TESS_GPU backend"
 $py tools/tess-trace summary "$out/tess-4096.json" >"$out/tess-4096-summary.txt" 2>&1
 $py tools/tess-trace check "$out/tess-4096.json" | tee -a "$summary"
 plot=(tools/tess-trace plot "$out/tess-4096.json" --step update:40 --title
-      "Jacobi2D 4096², Tessera ODF 16 (1 process x 4 PEs, H200)" --vs "$out/mpi-4096.json"
-      --vs-step update:40 --vs-title "Jacobi2D 4096², MPI (1 process, H200)"
+      "Jacobi2D 4096², Tessera ODF 16 (1 process x 4 PEs, $gpu_name)" --vs "$out/mpi-4096.json"
+      --vs-step update:40 --vs-title "Jacobi2D 4096², MPI (1 process, $gpu_name)"
       -o "$out/jacobi-odf16-vs-mpi.png")
 if $py -c 'import matplotlib' 2>/dev/null; then
     $py "${plot[@]}" | tee -a "$summary"
 else
-    note "no matplotlib here: run /usr/bin/python3 ${plot[*]} on the CPU machine"
+    note "no matplotlib here: run /usr/bin/python3 ${plot[*]} where it is"
 fi
 head -40 "$out/tess-4096-summary.txt" >>"$summary"
 echo "---- summary"

@@ -1,16 +1,12 @@
-/* dc_rdma.c — the RDMA path between nodes (and between virtual nodes): its setup (the bounce
- * buffers, when staged), the dispatch of sends and control messages, acknowledgements, and the
- * direct path.
+/* dc_rdma_direct.c — the rdma direct path between nodes (and between virtual nodes), where UCX
+ * can reach device memory.
  *
- * direct: the sender registers each buffer's allocation once (cache keyed by allocation id,
- * released least-recently-used and at finalize) and, when its stream has reached the send,
- * sends address and key. The receiver waits until its own stream has reached the delivery
- * point (so that the get cannot overwrite data still in use), gets every buffer with UCX, runs
- * the entry once the gets completed (the data is then in place, WAIT_COMPLETE or not), and
- * acknowledges, which releases the registrations and runs the sender's done callback.
- *
- * staged, when UCX cannot reach device memory, goes through pinned bounce buffers:
- * dc_staged.c. */
+ * The sender registers each buffer's allocation once (cache keyed by allocation id, released
+ * least-recently-used and at finalize) and, when its stream has reached the send, sends
+ * address and key. The receiver waits until its own stream has reached the delivery point (so
+ * that the get cannot overwrite data still in use), gets every buffer with UCX, runs the entry
+ * once the gets completed (the data is then in place, WAIT_COMPLETE or not), and acknowledges,
+ * which releases the registrations and runs the sender's done callback. */
 #include "dc_int.h"
 
 #include <stdlib.h>
@@ -25,42 +21,21 @@ typedef struct dc_reg {
     uint64_t       serial;   /* this process's registrations, counted from 1 */
 } dc_reg_t;
 
-/* What a completed get names (a GOT notice carries a pointer to it). */
-typedef struct dc_got {
-    int   is_chunk;
-    void *what;
-} dc_got_t;
-
-/* ThreadSanitizer cannot see an order made through another process. A send slot is filled by
- * the host backend's executor, announced by the PE that saw the copy complete, and read by UCX
- * serving the peer's get, on whichever PE progresses the lane the get came in on; it is filled
- * again only after the peer acknowledged the chunk, which it does once its get completed. With
- * one UCX worker per PE the reading PE and the announcing one share no lock and the order goes
- * through the peer (the lanes' TSan edge does not cover a progress call that was already
- * running when the announcement left), so TSan builds mark the bounce buffers as memory whose
- * accesses are ordered elsewhere. A direct send's registered buffer is the same case (written
- * by the executor, read by UCX serving the peer's get) and is marked when registered; TSan
- * keeps such marks after the memory is freed, which only the host backend's device arena can
- * reuse. Every byte is still checked by the device-message and migration tests. Other builds
- * have nothing here. */
-#if defined(__SANITIZE_THREAD__)
-void AnnotateBenignRaceSized(const char *file, int line, const volatile void *mem, long size,
-                             const char *description);
-#define dc_tsan_cross_process(mem, size)                                                         \
-    AnnotateBenignRaceSized(__FILE__, __LINE__, (mem), (long)(size),                           \
-                            "RDMA bounce buffers: ordered through the peer process")
-#else
-#define dc_tsan_cross_process(mem, size) ((void)(mem), (void)(size))
-#endif
-
-static int dc_mem_type(void)
-{
-    switch (tess_gpu_backend()) {
-    case TESS_GPU_CUDA: return TESS_NET_MEM_CUDA;
-    case TESS_GPU_HIP:  return TESS_NET_MEM_ROCM;
-    default:            return TESS_NET_MEM_HOST;
-    }
-}
+/* Receiver state of a direct message. */
+typedef struct dc_rrecv {
+    int        waited;   /* its gets waited for the stream (rdma_waiting_recvs) */
+    struct dc_rrecv *next_done; /* in its PE's list of completed receives */
+    int        pe;       /* receiving PE */
+    int        src;      /* sending process */
+    dc_recv_t *r;
+    _Atomic int gets;    /* gets in flight */
+    dc_ack_msg_t ack;
+    int        ack_pe;
+    uint64_t   raddr[TESS_DEV_MAX_BUFS];
+    uint64_t   key_id[TESS_DEV_MAX_BUFS];
+    const void *rkey[TESS_DEV_MAX_BUFS]; /* in the control message (r->keep) */
+    size_t     rkey_len[TESS_DEV_MAX_BUFS];
+} dc_rrecv_t;
 
 /* ---- init / fini ------------------------------------------------------------------------- */
 
@@ -83,108 +58,15 @@ static void rdma_forget(uint64_t alloc_id)
     pthread_mutex_unlock(&dc.lock);
 }
 
-static tess_status_t rdma_exchange_bounce(void)
+static tess_status_t rdma_direct_init(void)
 {
-    int       len = (int)dc.peers[tess_rt.rank].bounce_rkey_len;
-    int      *lens = tess_calloc((size_t)tess_rt.size, sizeof(int), "key lengths");
-    int      *displs = tess_calloc((size_t)tess_rt.size, sizeof(int), "key offsets");
-    uint64_t *bases = tess_calloc((size_t)tess_rt.size, sizeof(uint64_t), "bounce addresses");
-    char     *keys = NULL;
-    tess_status_t st = TESS_ERR_NO_MEMORY;
-    if (!lens || !displs || !bases)
-        goto out;
-    uint64_t base = (uint64_t)(uintptr_t)dc.bounce;
-    MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, tess_rt.comm);
-    MPI_Allgather(&base, 1, MPI_UINT64_T, bases, 1, MPI_UINT64_T, tess_rt.comm);
-    size_t total = 0;
-    for (int i = 0; i < tess_rt.size; i++) {
-        displs[i] = (int)total;
-        total += (size_t)lens[i];
-    }
-    keys = tess_malloc(total, "bounce keys");
-    if (!keys)
-        goto out;
-    MPI_Allgatherv(dc.peers[tess_rt.rank].bounce_rkey, len, MPI_BYTE, keys, lens, displs,
-                   MPI_BYTE, tess_rt.comm);
-    for (int i = 0; i < tess_rt.size; i++) {
-        if (i == tess_rt.rank)
-            continue;
-        dc_peer_t *p       = &dc.peers[i];
-        p->bounce_raddr    = bases[i];
-        p->bounce_rkey_len = (size_t)lens[i];
-        p->bounce_rkey     = tess_malloc((size_t)lens[i], "a bounce key");
-        if (!p->bounce_rkey)
-            goto out;
-        memcpy(p->bounce_rkey, keys + displs[i], (size_t)lens[i]);
-    }
-    dc.peers[tess_rt.rank].bounce_raddr = base;
-    st = TESS_OK;
-out:
-    free(lens);
-    free(displs);
-    free(bases);
-    free(keys);
+    tess_status_t st = tess_hmap_init(&dc.regs, 64);
+    if (st == TESS_OK && !dc.rdma_staged)
+        tess_gpu_set_free_hook(rdma_forget);
     return st;
 }
 
-tess_status_t dc_rdma_init(void)
-{
-    tess_status_t st = tess_hmap_init(&dc_staged_recvs, 64);
-    if (st == TESS_OK)
-        st = tess_hmap_init(&dc_staged_early, 16);
-    if (st != TESS_OK)
-        return st;
-    int want_staged = !strcmp(tess_cfg.rdma, "staged") ||
-                      (!strcmp(tess_cfg.rdma, "auto") && !tess_net_mem_type_supported(dc_mem_type()));
-    int cannot = !tess_net_mem_type_supported(dc_mem_type());
-    if (!strcmp(tess_cfg.rdma, "direct") && cannot)
-        return tess_error(TESS_ERR_UNSUPPORTED, "TESS_RDMA=direct, but this UCX cannot access "
-                          "%s memory (UCX built without that transport; tessera-info lists "
-                          "them, tools/build-ucx.sh builds one with CUDA)",
-                          tess_gpu_backend_name());
-    /* Both ends of a transfer must agree: stage everywhere if anyone must. */
-    MPI_Allreduce(&want_staged, &dc.rdma_staged, 1, MPI_INT, MPI_MAX, tess_rt.comm);
-    if (dc.rdma_staged && !strcmp(tess_cfg.rdma, "auto") && tess_rt.rank == 0)
-        tess_warn("devcomm: TESS_RDMA=auto: %s; RDMA between nodes goes through pinned host "
-                  "buffers (staged)", cannot ? "this UCX cannot access device memory directly"
-                                             : "another process's UCX cannot access device memory");
-    if (!dc.rdma_staged)
-        tess_gpu_set_free_hook(rdma_forget);
-    long chunk[2] = {-(long)tess_cfg.bounce_chunk, (long)tess_cfg.bounce_chunk};
-    MPI_Allreduce(MPI_IN_PLACE, chunk, 2, MPI_LONG, MPI_MAX, tess_rt.comm);
-    if (-chunk[0] != chunk[1] || tess_cfg.bounce_chunk < 4096)
-        return tess_error(TESS_ERR_INVALID, "TESS_BOUNCE_CHUNK must be the same everywhere and "
-                          ">= 4096 (it is %zu here)", tess_cfg.bounce_chunk);
-    if (!dc.rdma_staged)
-        return TESS_OK;
-
-    dc.chunk   = tess_cfg.bounce_chunk;
-    dc.nbounce = tess_cfg.bounce_count;
-    size_t size = 2 * (size_t)dc.nbounce * dc.chunk;
-    if ((st = tess_gpu->host_alloc(size, &dc.bounce)) != TESS_OK)
-        return st;
-    dc_tsan_cross_process(dc.bounce, size);
-    dc_peer_t *me = &dc.peers[tess_rt.rank];
-    const void *rkey;
-    st = tess_net_mem_register(dc.bounce, size, TESS_NET_MEM_HOST, &dc.bounce_mem, &rkey,
-                               &me->bounce_rkey_len);
-    if (st != TESS_OK)
-        return st;
-    me->bounce_rkey = tess_malloc(me->bounce_rkey_len, "the bounce key");
-    dc.bsend_free   = tess_malloc((size_t)dc.nbounce * sizeof(int), "send slots");
-    dc.brecv_free   = tess_malloc((size_t)dc.nbounce * sizeof(int), "receive slots");
-    if (!me->bounce_rkey || !dc.bsend_free || !dc.brecv_free)
-        return TESS_ERR_NO_MEMORY;
-    memcpy(me->bounce_rkey, rkey, me->bounce_rkey_len);
-    for (int i = 0; i < dc.nbounce; i++) {
-        dc.bsend_free[dc.bsend_nfree++] = dc.nbounce - 1 - i;
-        dc.brecv_free[dc.brecv_nfree++] = dc.nbounce - 1 - i;
-    }
-    tess_info("devcomm: RDMA through %d x %zu-byte pinned bounce buffers", dc.nbounce, dc.chunk);
-    return rdma_exchange_bounce();
-}
-
-void dc_rdma_fini(void)
+static void rdma_direct_fini(void)
 {
     tess_gpu_set_free_hook(NULL);
     size_t   it = 0;
@@ -196,32 +78,7 @@ void dc_rdma_fini(void)
         dc.stats.reg_releases++;
         free(g);
     }
-    it = 0;
-    while (tess_hmap_next(&dc_staged_recvs, &it, &key, &val))
-        free(val);
-    tess_hmap_fini(&dc_staged_recvs);
-    size_t stray = 0;
-    it           = 0;
-    while (tess_hmap_next(&dc_staged_early, &it, &key, &val))
-        for (dc_rchunk_t *ch = val, *next; ch; ch = next) {
-            next = ch->next;
-            free(ch);
-            stray++;
-        }
-    if (stray)
-        tess_warn("devcomm: %zu chunk notices never matched a staged RDMA message", stray);
-    tess_hmap_fini(&dc_staged_early);
-    if (dc.bounce_mem)
-        tess_net_mem_deregister(dc.bounce_mem);
-    if (dc.bounce)
-        tess_gpu->host_free(dc.bounce);
-    free(dc.bsend_free);
-    free(dc.brecv_free);
-    while (dc.chunk_wait) {
-        dc_rchunk_t *c = dc.chunk_wait;
-        dc.chunk_wait  = c->next;
-        free(c);
-    }
+    tess_hmap_fini(&dc.regs);
 }
 
 /* ---- registrations (lock held) ----------------------------------------------------------- */
@@ -302,11 +159,11 @@ static void rdma_send_ctl_cont(void *arg)
     atomic_fetch_sub(&rdma_waiting_sends, 1);
 }
 
-static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                                      size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                                      tess_gpu_stream_h stream, tess_dev_done_fn_t done,
-                                      void *done_arg)
+static tess_status_t rdma_direct_send(const dc_send_t *s)
 {
+    const tess_dev_buf_t *bufs   = s->bufs;
+    int                   nbufs  = s->nbufs, dst_pe = s->dst_pe;
+    tess_gpu_stream_h     stream = s->stream;
     dc_reg_t *regs[TESS_DEV_MAX_BUFS] = {0};
     size_t    extra = 0;
     pthread_mutex_lock(&dc.lock);
@@ -319,10 +176,10 @@ static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, cons
     }
     pthread_mutex_unlock(&dc.lock);
     dc_ctl_t   *c;
-    tess_msg_t *m = dc_ctl_alloc(DC_K_RDMA, nbufs, header_len, extra, &c);
-    dc_ctl_fill(c, a0, a1, bufs, nbufs, header, header_len, DC_K_RDMA);
+    tess_msg_t *m = dc_ctl_alloc(DC_K_RDMA, nbufs, s->header_len, extra, &c);
+    dc_ctl_fill(c, s, DC_K_RDMA);
     /* The registrations stay with the sender's record until the acknowledgement. */
-    c->msg_id = dc_sent_add(done, done_arg, regs);
+    c->msg_id = dc_sent_add(s->done, s->done_arg, &dc_rdma_direct_path, regs);
     dc_rec_rdma_t *rec  = dc_recs(c);
     char          *keys = (char *)dc_extra(c, DC_K_RDMA);
     uint32_t       off  = 0;
@@ -363,36 +220,14 @@ static tess_status_t rdma_send_direct(int dst_pe, uint64_t a0, uint64_t a1, cons
     return st;
 }
 
-tess_status_t dc_rdma_send(int dst_pe, uint64_t a0, uint64_t a1, const void *header,
-                           size_t header_len, const tess_dev_buf_t *bufs, int nbufs,
-                           tess_gpu_stream_h stream, tess_dev_done_fn_t done, void *done_arg)
-{
-    if (dc.rdma_staged)
-        return dc_staged_send(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
-                              done_arg);
-    return rdma_send_direct(dst_pe, a0, a1, header, header_len, bufs, nbufs, stream, done,
-                            done_arg);
-}
-
 /* ---- receiving --------------------------------------------------------------------------- */
 
-void dc_got_post(int pe, int is_chunk, void *what)
-{
-    dc_got_t *g = tess_malloc(sizeof(*g), "a completion notice");
-    tess_msg_t *m = tess_core_msg_alloc(sizeof(uint64_t));
-    if (!g || !m)
-        tess_fatal("out of memory noting a completed get");
-    g->is_chunk = is_chunk;
-    g->what     = what;
-    *(uint64_t *)tess_msg_payload(m) = (uint64_t)(uintptr_t)g;
-    dc_send_ctl(m, DC_K_GOT, pe);
-}
-
 static void recv_direct_done(dc_rrecv_t *rr);
+static void recv_direct_done_notice(void *arg);
 
 /* Direct receives whose gets completed in network progress on the receiving PE itself, oldest
  * first: the completion callbacks run under the lane's lock, where an entry that sends cannot
- * run, so they are finished by dc_rdma_progress, which the scheduler calls right after the
+ * run, so they are finished by rdma_direct_progress, which the scheduler calls right after the
  * network progress, in the same pass (no notice through the PE's queue). Only the PE's own
  * thread touches its list. */
 static _Thread_local dc_rrecv_t *done_head TESS_TLS_FAST, *done_tail TESS_TLS_FAST;
@@ -407,7 +242,7 @@ static void direct_get_done(void *arg, tess_status_t status)
     if (atomic_fetch_sub(&rr->gets, 1) != 1)
         return;
     if (tess_core_pe_id() != rr->pe) {
-        dc_got_post(rr->pe, 0, rr);
+        dc_notify(rr->pe, recv_direct_done_notice, rr);
         return;
     }
     atomic_fetch_add(&dc.busy, 1); /* until finished: not a message, and not network work */
@@ -419,7 +254,7 @@ static void direct_get_done(void *arg, tess_status_t status)
     done_tail = rr;
 }
 
-unsigned dc_rdma_progress(void)
+static unsigned rdma_direct_progress(void)
 {
     unsigned n = 0;
     while (done_head) {
@@ -512,7 +347,7 @@ static void dc_quiet_note(tess_gpu_stream_h s)
     dc_quiet.all_idle = 0;
 }
 
-void dc_rdma_idle(tess_pe_t *pe)
+static void rdma_direct_idle(tess_pe_t *pe)
 {
     (void)pe;
     if (!dc_quiet.n)
@@ -532,13 +367,13 @@ void dc_rdma_idle(tess_pe_t *pe)
     dc_quiet.retry_ns = all ? 0 : tess_time_ns() + DC_QUIET_RETRY_NS;
 }
 
-static void recv_direct(tess_msg_t *m)
+static bool rdma_direct_recv(tess_msg_t *m, unsigned kind)
 {
+    (void)kind;
     const dc_ctl_t *c  = tess_msg_payload(m);
     dc_rrecv_t     *rr = tess_calloc(1, sizeof(*rr), "an RDMA receive");
     if (!rr)
         tess_fatal("out of memory receiving an RDMA message");
-    rr->kind        = DC_K_RDMA;
     rr->pe          = tess_core_pe_id();
     rr->src         = tess_core_pe_process(m->hdr.src_pe);
     rr->ack_pe      = m->hdr.src_pe;
@@ -571,13 +406,14 @@ static void recv_direct(tess_msg_t *m)
     if (q == TESS_OK) {
         dc_count(DC_C_RDMA_IDLE_RECVS, 1);
         direct_start_gets(rr);
-        return;
+        return true;
     }
     rr->waited = 1;
     atomic_fetch_add(&rdma_waiting_recvs, 1);
     if (q != TESS_INPROGRESS ||
         tess_core_gpu_then_event(rr->r->stream, direct_start_gets, rr) != TESS_OK)
         tess_fatal("cannot wait for the receiver's stream: %s", tess_error_detail());
+    return true;
 }
 
 /* Every get of a direct receive completed (on its PE): the data is in place. Nothing of the
@@ -592,52 +428,21 @@ static void recv_direct_done(dc_rrecv_t *rr)
     free(rr);
 }
 
-void dc_rdma_recv(tess_msg_t *m, unsigned kind)
+static void recv_direct_done_notice(void *arg)
 {
-    switch (kind) {
-    case DC_K_RDMA:
-        recv_direct(m);
-        return;
-    case DC_K_RSTAGED:
-        if (!dc.rdma_staged)
-            tess_fatal("a staged RDMA message from PE %d, but this process has no bounce "
-                       "buffers", m->hdr.src_pe);
-        dc_staged_recv_header(m);
-        return;
-    case DC_K_CHUNK:
-        dc_staged_recv_chunk(m);
-        return;
-    case DC_K_GOT: {
-        dc_got_t *g = (dc_got_t *)(uintptr_t)*(uint64_t *)tess_msg_payload(m);
-        tess_core_msg_free(m);
-        if (g->is_chunk)
-            dc_staged_chunk_arrived(g->what);
-        else
-            recv_direct_done(g->what);
-        free(g);
-        return;
-    }
-    }
+    recv_direct_done(arg);
 }
 
-void dc_rdma_release(const dc_ack_msg_t *ack)
+/* ---- acknowledgements -------------------------------------------------------------------- */
+
+static void rdma_direct_release(const dc_ack_msg_t *ack)
 {
-    pthread_mutex_lock(&dc.lock);
-    if (ack->kind == DC_K_CHUNK) {
-        if (ack->offset >= (uint64_t)dc.nbounce || dc.bsend_nfree >= dc.nbounce) {
-            pthread_mutex_unlock(&dc.lock);
-            tess_fatal("devcomm: an acknowledgement for send slot %llu, which is not in use",
-                       (unsigned long long)ack->offset);
-        }
-        dc.bsend_free[dc.bsend_nfree++] = (int)ack->offset;
-    } else if (ack->kind == DC_K_RDMA && !ack->msg_id) {
-        pthread_mutex_unlock(&dc.lock);
+    if (!ack->msg_id)
         tess_fatal("devcomm: an RDMA acknowledgement without its send");
-    }
-    pthread_mutex_unlock(&dc.lock);
 }
 
-void dc_rdma_release_regs(dc_sent_t *rec)
+/* The send record completed: its registrations are released (cached ones stay cached). */
+static void rdma_direct_release_sent(dc_sent_t *rec)
 {
     pthread_mutex_lock(&dc.lock);
     for (int i = 0; i < TESS_DEV_MAX_BUFS; i++) {
@@ -648,3 +453,16 @@ void dc_rdma_release_regs(dc_sent_t *rec)
     }
     pthread_mutex_unlock(&dc.lock);
 }
+
+const dc_path_ops_t dc_rdma_direct_path = {
+    .name         = "rdma direct",
+    .kinds        = DC_KIND(DC_K_RDMA),
+    .init         = rdma_direct_init,
+    .fini         = rdma_direct_fini,
+    .send         = rdma_direct_send,
+    .recv         = rdma_direct_recv,
+    .release      = rdma_direct_release,
+    .release_sent = rdma_direct_release_sent,
+    .progress     = rdma_direct_progress,
+    .idle         = rdma_direct_idle,
+};

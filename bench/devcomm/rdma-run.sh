@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# tools/rdma-run.sh WORKDIR BUILDDIR SUMMARY — the `rdma` stage of tools/device-run.sh: the
-# direct RDMA path (receiver's ucp_get into device memory) on one GPU, every process its own
-# virtual node (TESS_VNODE_SIZE=1). BUILDDIR is build-cuda configured against the carried UCX
-# (TESS_UCX=build tools/gpu-build.sh; device-run.sh puts BUILDDIR/ucx/lib on LD_LIBRARY_PATH).
-# DEVICE_RUN_GPU=host tries it on a CPU machine (RDMA_QUICK=1: small sizes and budgets).
-# About 9 minutes on the H200 (5 with RDMA_LISTS=0).
+# bench/devcomm/rdma-run.sh OUTDIR BUILDDIR — the RDMA path between processes on one GPU, every
+# process its own virtual node (TESS_VNODE_SIZE=1), for TESS_RDMA=direct (the receiver's ucp_get
+# into device memory) and staged (pinned bounce buffers): the device-message, migration and
+# registration tests with 2 and 4 processes under MPS, the quiet-stream and ready-stream cases,
+# the whole gpu list on each mode (RDMA_LISTS=0: not the list), the misuse checks (a UCX that
+# cannot reach device memory: direct must refuse at start, auto must stage), Jacobi2D's checksum
+# against the MPI program, bench_devcomm latbw (Tessera direct and staged against the raw
+# ucp_get of device memory in the same binary), and ucx_perftest -m cuda (ucp_get).
+#
+# The direct path needs a UCX with CUDA transports: BUILDDIR configured against one
+# (TESS_UCX=DIR tools/gpu-build.sh, which keeps it in BUILDDIR/ucx; tools/build-ucx.sh builds
+# one); tools/gpu-run puts BUILDDIR/ucx/lib on LD_LIBRARY_PATH. Prints the summary; the logs go
+# to OUTDIR. GPU_RUN_GPU=host tries it on a machine without a GPU (RDMA_QUICK=1: small sizes and
+# budgets). About 9 minutes on an H100 or H200 (5 with RDMA_LISTS=0).
 set -uo pipefail
-work=${1:?usage: rdma-run.sh WORKDIR BUILDDIR SUMMARY}
-b=${2:?}
-summary=${3:?}
-gpu=${DEVICE_RUN_GPU:-cuda}
+work=${1:?usage: bench/devcomm/rdma-run.sh OUTDIR BUILDDIR}
+b=${2:?usage: bench/devcomm/rdma-run.sh OUTDIR BUILDDIR}
+mkdir -p "$work"
+gpu=${GPU_RUN_GPU:-cuda}
 ucx=$b/ucx
-note() { echo "$*" | tee -a "$summary"; }
+note() { echo "$*"; }
 mps_on() { [ "$gpu" = cuda ] && nvidia-cuda-mps-control -d 2>/dev/null && sleep 1; }
 mps_off() { [ "$gpu" = cuda ] && { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; }; }
 run() { timeout -k 5 "$@"; }
@@ -23,7 +31,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESS_GPU=$gpu
 # Tessera's own UCX only: Open MPI's transports stay off UCX (ob1 over shared memory/tcp).
 export OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl=^uct
 
-[ -d "$ucx/lib" ] || note "no carried UCX in $ucx: the system UCX is used (no CUDA transports)"
+[ -d "$ucx/lib" ] || note "no UCX of its own in $ucx: the system UCX is used (it may lack the CUDA transports)"
 "$b/src/tessera-info" >"$work/tessera-info.txt" 2>&1
 note "$(grep -E '^UCX' "$work/tessera-info.txt")"
 [ -x "$ucx/bin/ucx_info" ] && "$ucx/bin/ucx_info" -d >"$work/ucx_info-d.txt" 2>&1
@@ -40,8 +48,8 @@ for mode in direct staged; do
             rc=$?
             note "$(printf '%-14s np=%d TESS_RDMA=%-6s %s (%d s)' $t $np $mode \
                 "$([ $rc = 0 ] && echo pass || echo "FAIL rc=$rc")" $((SECONDS - t0)))"
-            [ $rc = 0 ] || tail -5 "$log" | tee -a "$summary"
-            grep -h '^rdma_reg:' "$log" >>"$summary"
+            [ $rc = 0 ] || tail -5 "$log"
+            grep -h '^rdma_reg:' "$log"
         done
     done
 done
@@ -56,8 +64,8 @@ for t in "test_rdma_quiet TEST_EXPECT_QUIET=1" "test_devmsg TEST_SRC_STREAM=read
     rc=$?
     note "$(printf '%-14s np=2 TESS_RDMA=direct %-22s %s (%d s)' "$1" "$2" \
         "$([ $rc = 0 ] && echo pass || echo "FAIL rc=$rc")" $((SECONDS - t0)))"
-    [ $rc = 0 ] || tail -5 "$log" | tee -a "$summary"
-    grep -h '^rdma_quiet:' "$log" >>"$summary"
+    [ $rc = 0 ] || tail -5 "$log"
+    grep -h '^rdma_quiet:' "$log"
 done
 # The whole gpu list with every process its own virtual node, on each RDMA mode (entries that
 # test another path pin it): RDMA_LISTS=0 skips it (about 2 x 110 s on the H200).
@@ -68,13 +76,13 @@ if [ "${RDMA_LISTS:-1}" = 1 ]; then
             gpu >"$work/gpu-list-$mode.log" 2>&1
         note "gpu list, TESS_VNODE_SIZE=1 TESS_RDMA=$mode: $(grep -E '^[0-9]+ passed' \
             "$work/gpu-list-$mode.log" | tail -1) ($((SECONDS - t0)) s)"
-        grep -E '^FAIL' "$work/gpu-list-$mode.log" | head -10 | tee -a "$summary"
+        grep -E '^FAIL' "$work/gpu-list-$mode.log" | head -10
     done
 fi
 # Misuse: with a UCX that cannot reach device memory, TESS_RDMA=direct must fail at start with a
-# clear error, not hang; auto must stage and say so once. Two such UCXs: the carried one with its
-# CUDA transports excluded (UCX_TLS), and the machine's own (no CUDA transports), which has to be
-# put ahead of the binaries' run path (RUNPATH pins the carried UCX) with LD_LIBRARY_PATH.
+# clear error, not hang; auto must stage and say so once. Two such UCXs: the build's own with its
+# CUDA transports excluded (UCX_TLS), and the machine's (without CUDA transports), which has to be
+# put ahead of the binaries' run path (RUNPATH pins the build's UCX) with LD_LIBRARY_PATH.
 if [ "$gpu" = cuda ]; then
     sys_ucx=$(ldconfig -p 2>/dev/null | awk '/libucp\.so\.0 .*x86-64/ {print $NF; exit}')
     sys_ld=$(echo "$LD_LIBRARY_PATH" | tr ':' '\n' | grep -vx "$ucx/lib" | paste -sd:)
@@ -92,7 +100,7 @@ if [ "$gpu" = cuda ]; then
             note "$variant UCX, TESS_RDMA=direct: refused at start (rc $rc): ok"
         else
             note "$variant UCX, TESS_RDMA=direct: rc $rc, expected a clear error:"
-            tail -3 "$work/misuse-direct-$variant.log" | tee -a "$summary"
+            tail -3 "$work/misuse-direct-$variant.log"
         fi
         o=$(run 60 env "${envs[@]}" TESS_VNODE_SIZE=1 TESS_RDMA=auto "${mpi[@]}" -np 2 \
             "$b/test/gpu/test_devmsg" 2>&1)
@@ -126,7 +134,7 @@ for mode in direct staged; do
         --what latbw --expect rdma-$mode --reps 3 --target-ms 40 --budget-s $budget \
         --csv-dir "$work/bench-$mode" >"$work/bench-$mode.log" 2>&1
     note "bench_devcomm rdma-$mode exit $?"
-    grep -iE 'latency|bandwidth|goal|PASS|MISS' "$work/bench-$mode.log" | tail -40 >>"$summary"
+    grep -iE 'latency|bandwidth|goal|PASS|MISS' "$work/bench-$mode.log" | tail -40
 done
 mps_off
 
@@ -138,7 +146,7 @@ if [ -x "$ucx/bin/ucx_perftest" ] && [ "$gpu" = cuda ]; then
         UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y run 30 "$ucx/bin/ucx_perftest" 127.0.0.1 -p 13371 \
             -t ucp_get -m cuda -s $s -n $([ $s -gt 65536 ] && echo 200 || echo 2000) -w 20 >"$work/perftest-$s.log" 2>&1
         note "ucx_perftest ucp_get -m cuda -s $s exit $?:"
-        grep -E 'Final:|^ +[0-9]' "$work/perftest-$s.log" | tail -2 >>"$summary"
+        grep -E 'Final:|^ +[0-9]' "$work/perftest-$s.log" | tail -2
         wait
     done
 fi
