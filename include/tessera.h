@@ -63,7 +63,7 @@ enum tess_params_field {
 
 /**
  * Program defaults for runtime options. Every option also has a TESS_* environment variable and
- * most a +tess-* command-line flag (see README.md): the command line overrides the environment,
+ * most a +tess-* command-line flag (docs/options.md): the command line overrides the environment,
  * which overrides these fields, which override the built-in defaults.
  */
 typedef struct tess_params {
@@ -470,7 +470,7 @@ TESS_API tess_status_t tess_tree_get_stats(tess_tree_stats_t *stats_p);
 
 /**
  * Named spans of an element's GPU work in the timeline trace (TESS_TRACE=PATH or
- * +tess-trace PATH; see README "Timeline trace"). tess_trace_begin records a timing event on
+ * +tess-trace PATH; see docs/tracing.md). tess_trace_begin records a timing event on
  * the element's stream (tess_ctx_stream); tess_trace_end records another, and the work the
  * device ran between the two appears as a span named `name` on that stream's track, timed by
  * the device, not the host. Put them around the kernels an entry launches:
@@ -518,8 +518,8 @@ typedef void (*tess_lb_strategy_fn_t)(const tess_lb_input_t *in, int *new_bin, v
  *  while the most loaded bin is within the tolerance of the average; above it, it reaches
  *  greedy's balance (within a quarter of the tolerance) with as few moves as refine or a greedy
  *  that keeps objects in their bins can. evencount balances the load while every bin keeps an
- *  even share of the objects (within one), for objects of about one size (README.md,
- *  "Load-balancing steps"). */
+ *  even share of the objects (within one), for objects of about one size (docs/design.md,
+ *  "Load balancing and migration"). */
 TESS_API tess_status_t tess_lb_register(const char *name, tess_lb_strategy_fn_t fn, void *arg);
 
 #ifdef __cplusplus

@@ -1,5 +1,5 @@
 /* bench_tree: latency of a reduction and of a broadcast across processes against MPI on the
- * same processes in the same run (issue 18).
+ * same processes in the same run.
  *   reduce:    4 elements per PE each contribute one double (SUM) whose result is broadcast
  *              back to every element, which contributes to the next tag: chained, ROUNDS times;
  *              against MPI_Allreduce of 8 bytes. Twice: on an array with the fast path

@@ -309,8 +309,8 @@ static tess_status_t config_argv(int *argc, char ***argv)
         const opt_t *o = av[i][0] == '+' ? opt_by_flag(av[i], &inline_value) : NULL;
         if (!o) {
             if (av[i][0] == '+' && !strncmp(av[i], "+tess-", 6))
-                return tess_error(TESS_ERR_INVALID, "unknown runtime flag '%s' (see README.md "
-                                  "for the options)", av[i]);
+                return tess_error(TESS_ERR_INVALID, "unknown runtime flag '%s' (see "
+                                  "docs/options.md for the options)", av[i]);
             av[out++] = av[i];
             continue;
         }
