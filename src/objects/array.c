@@ -78,6 +78,9 @@ int tess_obj_map(const tess_array_params_t *p, int64_t size, int64_t linear, int
 
 /* ---- elements ---------------------------------------------------------------------------- */
 
+/* Every element of every array has a header: keep it at most 72 bytes (bench/array). */
+_Static_assert(sizeof(struct tess_ctx) <= 72, "the element header grew past 72 bytes");
+
 static tess_ctx_h elem_init(tess_ctx_h e, tess_array_t *a, int64_t linear)
 {
     e->array      = a;
