@@ -207,7 +207,10 @@ TESS_API const char *tess_entry_name(tess_entry_t entry);
 /**
  * Create a chare array (main; collective). Every rank computes the same placement, so the
  * location table is identical everywhere; each rank constructs its own elements. The element
- * state lives in runtime memory of elem_size bytes, aligned to 64.
+ * state lives in runtime memory of elem_size bytes, zeroed before the constructor runs and
+ * aligned to the largest power of two that divides elem_size, at least 8 and at most 64 (so
+ * any C type of that size is aligned as it needs, and a multiple of 64 bytes starts on a
+ * cache line).
  * Errors: TESS_ERR_INVALID (bad parameters, an optional field set without its field_mask bit),
  * TESS_ERR_MISMATCH (the processes create different arrays, or a TESS_MAP_USER map places the
  * elements differently on different processes), TESS_ERR_STATE, TESS_ERR_NO_MEMORY.

@@ -1,13 +1,86 @@
 /*
  * app_tess.h — helpers the example apps' Tessera programs (jacobi2d_tess, minimd_tess,
- * lulesh_tess) share, as static inline functions: for now the number of GPUs in the job.
+ * lulesh_tess) share, as static inline functions: the number of GPUs in the job, and device
+ * allocation and host-kernel launches that end the job with "PROG: WHAT failed: DETAIL" when
+ * they fail (the plain MPI programs' counterpart is app_gpu.h).
  */
 #ifndef APP_TESS_H
 #define APP_TESS_H
 
 #include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <tessera.h>
 #include <tessera/gpu.h>
+
+/* The program's name in failure messages (app_tess_set_prog). */
+static const char *app_tess_prog = "app";
+
+static inline void app_tess_set_prog(const char *prog)
+{
+    app_tess_prog = prog;
+}
+
+/* Ends the job: "PROG: WHAT failed: " and Tessera's error detail. */
+static inline _Noreturn void app_tess_fail(const char *what)
+{
+    fprintf(stderr, "%s: %s failed: %s\n", app_tess_prog, what, tess_error_detail());
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+/* Device memory (tess_gpu_malloc; zero bytes allocate a few), or the job ends. */
+static inline void *app_tess_dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (tess_gpu_malloc(&p, bytes ? bytes : 8) != TESS_OK)
+        app_tess_fail("device allocation");
+    return p;
+}
+
+/* Pinned host memory (tess_gpu_malloc_host), or the job ends. */
+static inline void *app_tess_pinned_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (tess_gpu_malloc_host(&p, bytes ? bytes : 8) != TESS_OK)
+        app_tess_fail("pinned allocation");
+    return p;
+}
+
+static inline void app_tess_dev_free(void *p)
+{
+    if (p && tess_gpu_free(p) != TESS_OK)
+        app_tess_fail("device free");
+}
+
+static inline void app_tess_pinned_free(void *p)
+{
+    if (p && tess_gpu_free_host(p) != TESS_OK)
+        app_tess_fail("pinned free");
+}
+
+/* A copy ordered on `stream`, or the job ends. */
+static inline void app_tess_copy(void *dst, const void *src, size_t bytes, void *stream)
+{
+    if (tess_gpu_memcpy_async(dst, src, bytes, stream) != TESS_OK)
+        app_tess_fail("copy");
+}
+
+/* Waits for `stream`, or the job ends. */
+static inline void app_tess_sync(void *stream)
+{
+    if (tess_gpu_stream_sync(stream) != TESS_OK)
+        app_tess_fail("stream synchronization");
+}
+
+/* A host function as a kernel on `stream` (the kernels' host launcher hook), or the job ends. */
+static inline void app_tess_launch_host(void *stream, void (*fn)(void *args), const void *args,
+                                        size_t size)
+{
+    if (tess_gpu_launch_host(stream, fn, args, size) != TESS_OK)
+        app_tess_fail("launch");
+}
 
 /* GPUs in the job: on each node, min(devices, processes); at least 1. */
 static inline int app_count_gpus(void)

@@ -48,25 +48,6 @@ static tess_array_h grid;
 static tess_entry_t E_RESUME, E_HALO, E_SUMMED, E_RESULT, E_BALANCED;
 static int          cx = 1, cy = 1;
 
-static void launch_host(void *stream, jac_host_fn_t fn, const void *args, size_t size)
-{
-    tess_status_t st = tess_gpu_launch_host(stream, fn, args, size);
-    if (st != TESS_OK) {
-        fprintf(stderr, "launch failed: %s\n", tess_error_detail());
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-}
-
-static void *dev_alloc(size_t bytes)
-{
-    void *p = NULL;
-    if (tess_gpu_malloc(&p, bytes ? bytes : 8) != TESS_OK) {
-        fprintf(stderr, "device allocation of %zu bytes failed: %s\n", bytes, tess_error_detail());
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    return p;
-}
-
 /* ---- set-up ---------------------------------------------------------------------------------- */
 
 /* What a block needs besides its two arrays: recreated where it arrives after a migration (at a
@@ -76,12 +57,9 @@ static void block_alloc_scratch(block_t *b)
     for (int p = 0; p < 2; p++)
         for (int d = 0; d < 2; d++)
             for (int k = 0; k < 2; k++)
-                b->colbuf[d][p][k] = dev_alloc((size_t)b->bx * sizeof(double));
-    b->rows = dev_alloc((size_t)b->bx * sizeof(double));
-    if (tess_gpu_malloc_host((void **)&b->rows_host, (size_t)b->bx * sizeof(double)) != TESS_OK) {
-        fprintf(stderr, "pinned allocation failed: %s\n", tess_error_detail());
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+                b->colbuf[d][p][k] = app_tess_dev_alloc((size_t)b->bx * sizeof(double));
+    b->rows = app_tess_dev_alloc((size_t)b->bx * sizeof(double));
+    b->rows_host = app_tess_pinned_alloc((size_t)b->bx * sizeof(double));
 }
 
 static void block_free_scratch(block_t *b)
@@ -129,7 +107,7 @@ static void block_ctor(tess_ctx_h ctx, void *e, void *arg)
     size_t cells    = (size_t)((b->bx + 2) * (b->by + 2));
     tess_stream_t s = tess_ctx_stream(ctx);
     for (int p = 0; p < 2; p++) {
-        b->t[p] = dev_alloc(cells * sizeof(double));
+        b->t[p] = app_tess_dev_alloc(cells * sizeof(double));
         jac_init_block(s, b->t[p], b->bx, b->by, !b->nbr[DIR_N], !b->nbr[DIR_S], !b->nbr[DIR_W],
                        !b->nbr[DIR_E], 1.0);
     }
@@ -329,6 +307,7 @@ static void start_phase(void *arg)
 int main(int argc, char **argv)
 {
     int provided, rank, nprocs;
+    app_tess_set_prog("jacobi2d_tess");
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK) {
         fprintf(stderr, "tess_init failed: %s\n", tess_error_detail());
@@ -340,7 +319,7 @@ int main(int argc, char **argv)
 #ifdef JACOBI_CUDA
     jac_backend = tess_gpu_backend() == TESS_GPU_CUDA ? JAC_CUDA : JAC_HOST;
 #endif
-    jac_host_launch = launch_host;
+    jac_host_launch = app_tess_launch_host;
 
     int gpus   = app_count_gpus();
     int chares = opt.odf * gpus;

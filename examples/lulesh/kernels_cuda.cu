@@ -31,6 +31,8 @@ static __device__ inline void record_err(const lul_domain_t &d, int err)
         atomicCAS((int *)d.err, 0, err);
 }
 
+/* Stage 2, one thread an element: the reference's CalcVolumeForceForElems (stress and
+ * hourglass forces, lul_elem_force). */
 static __global__ void __launch_bounds__(LUL_BLOCK, LUL_FORCE_MINB)
     k_force_elem(const lul_domain_t d)
 {
@@ -39,7 +41,8 @@ static __global__ void __launch_bounds__(LUL_BLOCK, LUL_FORCE_MINB)
         record_err(d, lul_elem_force(&d, k));
 }
 
-/* fused: the surface nodes' forces also go into the node-sum's messages (lul_fuse_t). */
+/* Stage 2, one thread a surface node: the reference's CalcForceForNodes (lul_node_force).
+ * fused: the surface nodes' forces also go into the node-sum's messages (lul_fuse_t). */
 template <int fused>
 static __global__ void k_force_node(const lul_domain_t d, int64_t nsurf, lul_fuse_t fz)
 {
@@ -48,7 +51,10 @@ static __global__ void k_force_node(const lul_domain_t d, int64_t nsurf, lul_fus
         lul_node_force(&d, lul_surface_node(d.ex, d.ey, d.ez, s), fused ? &fz : NULL);
 }
 
-/* fused: the exchange work of fz (lul_fuse_t) is done here; without it fz is not read. (Giving
+/* Stage 3, one thread a node: the reference's LagrangeNodal after the force
+ * (CalcAccelerationForNodes, ApplyAccelerationBoundaryConditionsForNodes, CalcVelocityForNodes,
+ * CalcPositionForNodes: lul_node_update).
+ * fused: the exchange work of fz (lul_fuse_t) is done here; without it fz is not read. (Giving
  * the surface nodes and the interior to different warps was slower: the surface's columns are
  * strided, so its warps each fetch a line per node; 208 against 185 us a call at 129³ nodes.) */
 template <int fused> static __global__ void k_nodes(const lul_domain_t d, double dt, lul_fuse_t fz)
@@ -58,6 +64,8 @@ template <int fused> static __global__ void k_nodes(const lul_domain_t d, double
         lul_node_update(&d, n, dt, fused ? &fz : NULL);
 }
 
+/* Stage 4a, one thread an element: the reference's CalcLagrangeElements (CalcKinematicsForElems)
+ * and CalcMonotonicQGradientsForElems (lul_elem_gradients). */
 static __global__ void __launch_bounds__(LUL_BLOCK, LUL_GRAD_MINB)
     k_gradients(const lul_domain_t d, double dt)
 {
@@ -131,7 +139,9 @@ static __device__ void publish_minima(const lul_domain_t &d, double c, double h)
     __threadfence_system();
 }
 
-/* Stage 4b (each element's monotonic Q, EOS and volume, over the elements grouped by region)
+/* Stage 4b (each element's monotonic Q, EOS and volume, over the elements grouped by region:
+ * the reference's CalcMonotonicQRegionForElems, CalcQForElems' qstop check and
+ * ApplyMaterialPropertiesForElems with EvalEOSForElems and UpdateVolumesForElems)
  * and, when `constraints`, stage 5 in the same kernel: each element's time constraints, then
  * publish_minima. Fused, it saves a launch per domain (or chare) and cycle, which small blocks
  * need; but the constraint's loads (arealg), gathered in region order, cost more than a pass in
@@ -155,7 +165,8 @@ static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lu
         publish_minima(d, c, h);
 }
 
-/* Stage 5 apart: the time constraints in element order, then publish_minima. */
+/* Stage 5 apart: the time constraints in element order (the reference's
+ * CalcTimeConstraintsForElems), then publish_minima. */
 static __global__ void __launch_bounds__(LUL_BLOCK) k_constraints(const lul_domain_t d)
 {
     double c = 1.0e20, h = 1.0e20;

@@ -477,6 +477,7 @@ void lul_domain_free(lul_domain_t *d)
 
 /* ---- time ----------------------------------------------------------------------------------- */
 
+/* The reference's TimeIncrement (the minima are global: the driver reduced them). */
 void lul_time_increment(lul_domain_t *d, double dtcourant, double dthydro)
 {
     double targetdt = d->stoptime - d->time;
@@ -541,6 +542,8 @@ static void set_err(lul_domain_t *d, int err)
         *d->err = err;
 }
 
+/* Stage 2: the reference's CalcVolumeForceForElems, then CalcForceForNodes for the surface
+ * nodes (the interior ones are summed in stage 3 with gather_in_nodes). */
 static void host_force(void *p)
 {
     stage_args_t *a   = p;
@@ -558,6 +561,8 @@ static void host_force(void *p)
     free(a->fz);
 }
 
+/* Stage 3: the reference's LagrangeNodal after the force (CalcAccelerationForNodes,
+ * ApplyAccelerationBoundaryConditionsForNodes, CalcVelocityForNodes, CalcPositionForNodes). */
 static void host_nodes(void *p)
 {
     stage_args_t *a = p;
@@ -566,6 +571,8 @@ static void host_nodes(void *p)
     free(a->fz);
 }
 
+/* Stage 4a: the reference's CalcLagrangeElements (CalcKinematicsForElems) and
+ * CalcMonotonicQGradientsForElems. */
 static void host_gradients(void *p)
 {
     stage_args_t *a   = p;
@@ -578,6 +585,9 @@ static void host_gradients(void *p)
     set_err(a->d, err);
 }
 
+/* Stage 4b, region by region as the reference: CalcMonotonicQRegionForElems, CalcQForElems'
+ * qstop check, ApplyMaterialPropertiesForElems (EvalEOSForElems, UpdateVolumesForElems); then
+ * stage 5, CalcTimeConstraintsForElems. */
 static void host_eos(void *p)
 {
     lul_domain_t *d   = ((stage_args_t *)p)->d;

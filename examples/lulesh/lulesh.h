@@ -207,7 +207,8 @@ static inline TESS_HD double lul_elem_volume(const double x[8], const double y[8
     return vol * (1.0 / 12.0);
 }
 
-/* Shape function derivatives b[3][8] and the Jacobian determinant (volume). */
+/* Shape function derivatives b[3][8] and the Jacobian determinant (volume): the reference's
+ * CalcElemShapeFunctionDerivatives. */
 static inline TESS_HD void lul_shape_derivs(const double x[8], const double y[8],
                                             const double z[8], double b[3][8], double *volume)
 {
@@ -243,7 +244,8 @@ static inline TESS_HD void lul_shape_derivs(const double x[8], const double y[8]
     *volume = 8.0 * (fet[0] * cet[0] + fet[1] * cet[1] + fet[2] * cet[2]);
 }
 
-/* Adds a quarter of face (n0, n1, n2, n3)'s area vector to each of its nodes. */
+/* Adds a quarter of face (n0, n1, n2, n3)'s area vector to each of its nodes (the reference's
+ * SumElemFaceNormal). */
 static inline TESS_HD void lul_face_normal(double pf[3][8], int n0, int n1, int n2, int n3,
                                            const double x[8], const double y[8],
                                            const double z[8])
@@ -300,6 +302,8 @@ static inline TESS_HD void lul_volu_der(const double x[8], const double y[8], co
     *dvdz *= twelfth;
 }
 
+/* The derivatives of the volume by each node's coordinates (the reference's
+ * CalcElemVolumeDerivative). */
 static inline TESS_HD void lul_volume_derivs(double dv[3][8], const double x[8],
                                              const double y[8], const double z[8])
 {
@@ -314,7 +318,8 @@ static inline TESS_HD void lul_volume_derivs(double dv[3][8], const double x[8],
     lul_volu_der(x, y, z, 6, 5, 4, 3, 2, 0, &dv[0][7], &dv[1][7], &dv[2][7]);
 }
 
-/* The Flanagan-Belytschko hourglass modes. */
+/* The Flanagan-Belytschko hourglass modes (the reference's gamma[4][8] of
+ * CalcHourglassControlForElems). */
 static inline TESS_HD double lul_gamma(int mode, int node)
 {
     /* rows: the four modes; bit `node` set = -1 */
@@ -322,7 +327,8 @@ static inline TESS_HD double lul_gamma(int mode, int node)
     return (neg[mode] >> node) & 1u ? -1.0 : 1.0;
 }
 
-/* Node indices of local element (i,j,k) of a block with ex × ey elements per plane. */
+/* Node indices of local element (i,j,k) of a block with ex × ey elements per plane (the
+ * reference's nodelist, from its BuildMesh; gathered as in CollectDomainNodesToElemNodes). */
 static inline TESS_HD void lul_elem_nodes(int64_t ex, int64_t ey, int64_t i, int64_t j, int64_t k,
                                           int32_t nl[8])
 {
@@ -341,7 +347,9 @@ static inline TESS_HD void lul_elem_nodes(int64_t ex, int64_t ey, int64_t i, int
 /*
  * Stage 2, one element: the stress and hourglass forces on its 8 corners, written to
  * fx_elem[c*numElem + k] (gathered per node by lul_node_force). Returns LUL_VOLUME_ERROR on a
- * non-positive volume.
+ * non-positive volume. The reference's CalcVolumeForceForElems for one element:
+ * InitStressTermsForElems, IntegrateStressForElems (SumElemStressesToNodeForces) and
+ * CalcHourglassControlForElems with CalcFBHourglassForceForElems (CalcElemFBHourglassForce).
  */
 static inline TESS_HD int lul_elem_force(const lul_domain_t *TESS_RESTRICT d, int64_t k)
 {
@@ -422,7 +430,8 @@ static inline TESS_HD void lul_node_ijk(const lul_domain_t *TESS_RESTRICT d, int
 }
 
 /* The sum of node (i,j,k)'s corner forces over the elements around it (ascending element
- * order). */
+ * order): the gather at the end of the reference's IntegrateStressForElems and
+ * CalcFBHourglassForceForElems (nodeElemCornerList). */
 static inline TESS_HD void lul_node_force_sum(const lul_domain_t *TESS_RESTRICT d, int64_t i,
                                               int64_t j, int64_t k, double f[3])
 {
@@ -451,6 +460,7 @@ static inline TESS_HD void lul_node_force_sum(const lul_domain_t *TESS_RESTRICT 
     }
 }
 
+/* Whether node (i,j,k) is on the block's surface (its force then needs the neighbours' sums). */
 static inline TESS_HD int lul_node_on_surface(const lul_domain_t *TESS_RESTRICT d, int64_t i,
                                               int64_t j, int64_t k)
 {
@@ -458,7 +468,8 @@ static inline TESS_HD int lul_node_on_surface(const lul_domain_t *TESS_RESTRICT 
 }
 
 /* Stage 2, one node: its force from the corner forces of this block's elements (only for the
- * block's surface nodes: see gather_in_nodes), and with fz->send into the node-sum's messages. */
+ * block's surface nodes: see gather_in_nodes), and with fz->send into the node-sum's messages.
+ * The reference's CalcForceForNodes (its CommSBN is the node-sum). */
 static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, int64_t n,
                                           const lul_fuse_t *fz)
 {
@@ -478,7 +489,9 @@ static inline TESS_HD void lul_node_force(const lul_domain_t *TESS_RESTRICT d, i
  * the same sums stage 2 would write, one pass over the nodes less; a surface node's is read
  * from fx, fy, fz, where the exchange added the neighbours' sums, or (fz->recv) they are
  * added here as the unpack would have. With fz->send the new positions and velocities go
- * into the node-copy's messages. */
+ * into the node-copy's messages. The reference's LagrangeNodal after CalcForceForNodes, for one
+ * node: CalcAccelerationForNodes, ApplyAccelerationBoundaryConditionsForNodes,
+ * CalcVelocityForNodes, CalcPositionForNodes. */
 static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, int64_t n,
                                            double dt, const lul_fuse_t *fz)
 {
@@ -515,6 +528,7 @@ static inline TESS_HD void lul_node_update(const lul_domain_t *TESS_RESTRICT d, 
     }
 }
 
+/* The reference's AreaFace. */
 static inline TESS_HD double lul_area_face(const double x[8], const double y[8],
                                            const double z[8], int n0, int n1, int n2, int n3)
 {
@@ -528,6 +542,7 @@ static inline TESS_HD double lul_area_face(const double x[8], const double y[8],
            (fx * gx + fy * gy + fz * gz) * (fx * gx + fy * gy + fz * gz);
 }
 
+/* The reference's CalcElemCharacteristicLength. */
 static inline TESS_HD double lul_char_length(const double x[8], const double y[8],
                                              const double z[8], double volume)
 {
@@ -541,7 +556,8 @@ static inline TESS_HD double lul_char_length(const double x[8], const double y[8
     return 4.0 * volume / sqrt(cl);
 }
 
-/* Sum of pf[q] * (u[q] - u[q + 6 mod 8 …]) over the four node pairs (velocity gradient term). */
+/* Sum of pf[q] * (u[q] - u[q + 6 mod 8 …]) over the four node pairs (velocity gradient term):
+ * one term of the reference's CalcElemVelocityGradient. */
 static inline TESS_HD double lul_grad_term(const double pf[8], const double u[8])
 {
     return pf[0] * (u[0] - u[6]) + pf[1] * (u[1] - u[7]) + pf[2] * (u[2] - u[4]) +
@@ -549,7 +565,8 @@ static inline TESS_HD double lul_grad_term(const double pf[8], const double u[8]
 }
 
 /* One monotonic-Q direction: delv (velocity difference across the element in that direction)
- * and delx (length scale) from the face sums. */
+ * and delx (length scale) from the face sums (one direction of the reference's
+ * CalcMonotonicQGradientsForElems). */
 static inline TESS_HD void lul_monoq_dir(double di[3], double dj[3], double vol, double norm,
                                          const double dvel[3], double *delx, double *delv)
 {
@@ -566,7 +583,8 @@ static inline TESS_HD void lul_monoq_dir(double di[3], double dj[3], double vol,
 /*
  * Stage 4a, one element: kinematics (new relative volume, its change, characteristic length,
  * volumetric strain rate) and the monotonic-Q gradients. Returns LUL_VOLUME_ERROR on a
- * non-positive new volume.
+ * non-positive new volume. The reference's CalcLagrangeElements (CalcKinematicsForElems with
+ * CalcElemVelocityGradient) and CalcMonotonicQGradientsForElems for one element.
  */
 static inline TESS_HD int lul_elem_gradients(const lul_domain_t *TESS_RESTRICT d, int64_t k,
                                              double dt)
@@ -624,7 +642,8 @@ static inline TESS_HD int lul_elem_gradients(const lul_domain_t *TESS_RESTRICT d
 }
 
 /* The limiter of one direction of the monotonic Q: bm, bp are the element's boundary bits of the
- * minus and plus faces of that direction (0 or COMM: neighbour lm/lp, SYMM: itself, FREE: 0). */
+ * minus and plus faces of that direction (0 or COMM: neighbour lm/lp, SYMM: itself, FREE: 0).
+ * The phixi / phieta / phizeta of the reference's CalcMonotonicQRegionForElems. */
 static inline TESS_HD double lul_monoq_phi(const double *delv, int64_t k, int32_t bm,
                                            int32_t symm_m, int32_t free_m, int32_t lm, int32_t bp,
                                            int32_t symm_p, int32_t free_p, int32_t lp)
@@ -648,7 +667,7 @@ static inline TESS_HD double lul_monoq_phi(const double *delv, int64_t k, int32_
     return phi;
 }
 
-/* Stage 4b helpers: the pressure of the EOS. */
+/* Stage 4b helpers: the pressure of the EOS (the reference's CalcPressureForElems). */
 static inline TESS_HD double lul_pressure(double bvc, double e, double vnewc)
 {
     double p = bvc * e;
@@ -661,6 +680,7 @@ static inline TESS_HD double lul_pressure(double bvc, double e, double vnewc)
     return p;
 }
 
+/* The sound speed (the reference's CalcSoundSpeedForElems). */
 static inline TESS_HD double lul_sound(double pbvc, double e, double vv, double bvc, double p)
 {
     double ssc = (pbvc * e + vv * vv * bvc * p) / LUL_REFDENS;
@@ -670,7 +690,10 @@ static inline TESS_HD double lul_sound(double pbvc, double e, double vv, double 
 /*
  * Stage 4b, one element: monotonic Q (qq, ql), the qstop check, the EOS `rep` times (the same
  * result each time: extra work of the expensive regions, as in the reference), the sound speed
- * and the volume update. Returns LUL_OK or the reference's error.
+ * and the volume update. Returns LUL_OK or the reference's error. The reference's
+ * CalcMonotonicQRegionForElems and the qstop check of CalcQForElems, then
+ * ApplyMaterialPropertiesForElems: EvalEOSForElems (CalcEnergyForElems, CalcPressureForElems,
+ * CalcSoundSpeedForElems), and UpdateVolumesForElems, for one element.
  */
 static inline TESS_HD int lul_elem_eos(const lul_domain_t *TESS_RESTRICT d, int64_t k, int rep)
 {
@@ -786,7 +809,8 @@ static inline TESS_HD int lul_elem_eos(const lul_domain_t *TESS_RESTRICT d, int6
     return err;
 }
 
-/* Stage 5, one element: its Courant and hydro constraints (1e20 where vdov is 0). */
+/* Stage 5, one element: its Courant and hydro constraints (1e20 where vdov is 0): the reference's
+ * CalcTimeConstraintsForElems (CalcCourantConstraintForElems, CalcHydroConstraintForElems). */
 static inline TESS_HD void lul_elem_constraints(const lul_domain_t *TESS_RESTRICT d, int64_t k,
                                                 double *courant, double *hydro)
 {

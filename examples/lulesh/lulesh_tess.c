@@ -49,13 +49,13 @@ typedef struct xhdr {
 } xhdr_t;
 
 /* The options besides the shared ones (common.h): the chare grid and load balancing. */
-typedef struct tess_opts {
+typedef struct lul_tess_opts {
     int64_t n;          /* global edge elements */
     int     cx, cy, cz; /* -d CXxCYxCZ (0: from -odf) */
     int     lb_period;  /* -lb K */
     int     lb_first;   /* -lbfirst F: the first step after cycle F (0: after cycle K) */
     int     stats;      /* -stats: per-process CPU figures and the placement's messages */
-} tess_opts_t;
+} lul_tess_opts_t;
 
 typedef struct chare {
     int          c[3];
@@ -78,17 +78,11 @@ typedef struct chare {
     int          force_packed;     /* … and packed for the node-sum (lul_fuse_t) */
 } chare_t;
 
-static lul_opts_t   opt;
-static tess_opts_t  topt;
-static tess_array_h chares;
-static tess_entry_t E_START, E_XCH, E_DTREADY, E_DT, E_BALANCED;
-static int          grid3[3];
-
-static void die(const char *what)
-{
-    fprintf(stderr, "lulesh_tess: %s: %s\n", what, tess_error_detail());
-    exit(1);
-}
+static lul_opts_t      opt;
+static lul_tess_opts_t topt;
+static tess_array_h    chares;
+static tess_entry_t    E_START, E_XCH, E_DTREADY, E_DT, E_BALANCED;
+static int             grid3[3];
 
 /* ---- memory hooks for lulesh.h ---------------------------------------------------------------
  *
@@ -112,7 +106,7 @@ static size_t arena_bytes(const lul_box_t *b, int numReg)
     return lul_domain_device_bytes(b->ex, b->ey, b->ez, numReg, ARENA_ALIGN);
 }
 
-static void *tess_dev_alloc(size_t bytes)
+static void *dom_dev_alloc(size_t bytes)
 {
     void *p = NULL;
     if (arena_next) {
@@ -129,18 +123,18 @@ static void *tess_dev_alloc(size_t bytes)
         return NULL;
     return p;
 }
-static void tess_dev_release(void *p)
+static void dom_dev_release(void *p)
 {
     (void)p; /* the domain's arrays go with its arena */
 }
-static void *tess_pinned_alloc(size_t bytes)
+static void *dom_pinned_alloc(size_t bytes)
 {
     void *p = NULL;
     if (tess_gpu_malloc_host(&p, bytes ? bytes : 8) != TESS_OK)
         return NULL;
     return p;
 }
-static void tess_pinned_release(void *p)
+static void dom_pinned_release(void *p)
 {
     if (p)
         tess_gpu_free_host(p);
@@ -193,7 +187,7 @@ static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t
         st = tess_gpu_launch_host(stream, fn, args, size);
     }
     if (st != TESS_OK)
-        die("launch");
+        app_tess_fail("launch");
 }
 
 /* ---- exchange buffers ------------------------------------------------------------------------ */
@@ -231,7 +225,7 @@ static void xbuf_alloc(chare_t *c)
                 }
     c->xbytes = (size_t)(total ? total : 1) * sizeof(double);
     if (tess_gpu_malloc((void **)&c->xbuf, c->xbytes) != TESS_OK)
-        die("exchange buffers");
+        app_tess_fail("exchange buffers");
 }
 
 /* The plan of one buffer set, parity and side (recv 0: sends) into *plan; the buffer it lies in,
@@ -261,14 +255,14 @@ static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
     c->box   = lul_box_of(topt.n, grid3, c->c);
     c->arena_size = arena_bytes(&c->box, opt.numReg);
     if (tess_gpu_malloc((void **)&c->arena, c->arena_size) != TESS_OK)
-        die("domain allocation");
+        app_tess_fail("domain allocation");
     arena_next = c->arena;
     arena_end  = c->arena + c->arena_size;
     int rc = lul_domain_init(&c->d, topt.n, c->box.ox, c->box.oy, c->box.oz, c->box.ex, c->box.ey,
                              c->box.ez, opt.numReg, opt.balance, opt.cost);
     arena_next = arena_end = NULL;
     if (rc != 0)
-        die("domain set-up");
+        app_tess_fail("domain set-up");
     if (opt.rot[0]) /* -rotate: lulesh.h's regions are the same for every decomposition */
         lul_rotate_costs(&c->d, topt.n, c->box.ox, c->box.oy, c->box.oz, c->box.ex, c->box.ey,
                          c->box.ez, opt.rot);
@@ -340,9 +334,9 @@ static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
         d->h_regStart = malloc((nr + 1) * I);
         d->h_regRep   = malloc(nr * I);
         d->h_regOf    = malloc(nr * I);
-        d->out        = tess_pinned_alloc(sizeof(lul_out_t));
+        d->out        = dom_pinned_alloc(sizeof(lul_out_t));
         if (!d->h_regStart || !d->h_regRep || !d->h_regOf || !d->out)
-            die("migration");
+            app_tess_fail("migration");
     }
     tess_pup_bytes(p, d->h_regStart, (nr + 1) * I);
     tess_pup_bytes(p, d->h_regRep, nr * I);
@@ -352,7 +346,7 @@ static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
         free(d->h_regStart);
         free(d->h_regRep);
         free(d->h_regOf);
-        tess_pinned_release(d->out);
+        dom_pinned_release(d->out);
     }
     if (tess_pup_is_unpacking(p)) {
         xbuf_alloc(c);
@@ -456,7 +450,7 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase, int packed)
         n++;
     }
     if (n && tess_send_device_many(send, n, s) != TESS_OK)
-        die("send");
+        app_tess_fail("send");
     c->waiting = phase;
     advance(ctx, c);
 }
@@ -786,6 +780,7 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
 int main(int argc, char **argv)
 {
     int provided, rank, nprocs;
+    app_tess_set_prog("lulesh_tess");
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK) {
         fprintf(stderr, "tess_init failed: %s\n", tess_error_detail());
@@ -806,10 +801,10 @@ int main(int argc, char **argv)
 #endif
     lul_host_launch     = launch_host;
     lul_xch_host_launch = launch_host;
-    lul_dev_alloc       = tess_dev_alloc;
-    lul_dev_release     = tess_dev_release;
-    lul_pinned_alloc    = tess_pinned_alloc;
-    lul_pinned_release  = tess_pinned_release;
+    lul_dev_alloc       = dom_dev_alloc;
+    lul_dev_release     = dom_dev_release;
+    lul_pinned_alloc    = dom_pinned_alloc;
+    lul_pinned_release  = dom_pinned_release;
 
     /* The global mesh: -g N, or -s per rank of a cube of ranks as the MPI program (else -s). */
     int p = (int)(cbrt((double)nprocs) + 0.5);
@@ -837,7 +832,7 @@ int main(int argc, char **argv)
         tess_entry_register("dtready", on_dtready, &E_DTREADY) != TESS_OK ||
         tess_entry_register("dt", on_dt, &E_DT) != TESS_OK ||
         tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK)
-        die("entry registration");
+        app_tess_fail("entry registration");
     tess_array_params_t ap = {
         .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP |
                       TESS_ARRAY_FIELD_RESUME,
@@ -851,13 +846,13 @@ int main(int argc, char **argv)
         .resume     = E_BALANCED,
     };
     if (tess_array_create(&ap, &chares) != TESS_OK)
-        die("tess_array_create");
+        app_tess_fail("tess_array_create");
 
     /* The run, nodal-mass sum included, is one phase: it ends when no message is left. */
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     if (tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
-        die("tess_run");
+        app_tess_fail("tess_run");
     double elapsed = MPI_Wtime() - t0, elapsed_max = 0;
     MPI_Reduce(&elapsed, &elapsed_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 

@@ -22,7 +22,7 @@ typedef struct mmd_opts {
     int         p[3];      /* decomposition given with -d PXxPYxPZ (0: automatic) */
     const char *ref;       /* reference output to compare with */
     int         small;     /* start every buffer small (tests their growth) */
-    int         timing;    /* Tessera: time the force kernel (a separate timing run) */
+    int         timing;    /* time the force kernel (a separate timing run) */
     int         void_octant; /* a test: an eighth of the box starts empty */
 } mmd_opts_t;
 
@@ -39,7 +39,8 @@ static inline void mmd_usage(const char *prog)
             "  -ref FILE    compare the thermo rows with a stored miniMD run (1e-10 relative at\n"
             "               step 0, 1e-8 after; pressure relative to max(|P|, 1))\n"
             "  --small      start every buffer small, so they all grow during the run\n"
-            "  --timing     Tessera: also time the force kernel (synchronises: a separate run)\n"
+            "  --timing     also time the force kernel (synchronises: a separate run; the MPI\n"
+            "               program times it anyway where it exchanges ghosts)\n"
             "  --void       a test, not the benchmark: the octant [0, L/2)^3 starts empty, so\n"
             "               subdomains start with no atoms and atom counts change a lot\n",
             prog);
@@ -253,7 +254,7 @@ static inline int mmd_report(const char *prog, const mmd_opts_t *o, const mmd_pr
            " %.4e atom-steps/s\n", sec_per_step * 1e3, split_ms[0], split_ms[1], split_ms[2],
            split_ms[3], sec_per_step > 0 ? (double)pr->natoms / sec_per_step : 0.0);
     printf("neighbors per atom %.2f; force kernel %s", neigh_per_atom,
-           gbs > 0 ? "" : "not timed (minimd_tess --timing times it)\n");
+           gbs > 0 ? "" : "not timed (--timing times it)\n");
     if (gbs > 0)
         printf("effective bandwidth %.1f GB/s (list 4 B + position 32 B a neighbor, 60 B an "
                "atom), %.1f GB/s of list and atom data alone\n", gbs, lgbs);

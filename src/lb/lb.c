@@ -135,7 +135,7 @@ static unsigned lb_timing_poll(lb_pe_t *lp, int wait)
             continue;
         }
         float      ms = 0;
-        tess_ctx_h e  = tess_hmap_get(&op->elems, tess_obj_key(t->aid, t->linear));
+        tess_ctx_h e  = tess_obj_elem_find(op, tess_obj_arrays[t->aid], t->linear);
         if (e && tess_gpu->event_elapsed_ms(t->start, t->end, &ms) == TESS_OK)
             e->gpu_ms += ms;
         tess_gpu_evpool_put(&lp->events, t->start);
@@ -248,7 +248,8 @@ static bool lb_report_handler(tess_msg_t *m)
     lb_pe_t *lp = lb_pe_self();
     if (lp && lp->npairs)
         lb_timing_poll(lp, 1);
-    tess_vec_t *v = &a->pe_elems[tess_core_pe_local(tess_core_pe_self())];
+    tess_vec_t *v  = &a->pe_elems[tess_core_pe_local(tess_core_pe_self())];
+    int         pe = tess_core_pe_global(tess_core_pe_self());
     pthread_mutex_lock(&la->lock);
     for (size_t i = 0; i < v->count; i++) {
         tess_ctx_h e = v->items[i];
@@ -260,7 +261,7 @@ static bool lb_report_handler(tess_msg_t *m)
             la->recs = r;
             la->cap  = cap;
         }
-        la->recs[la->nrecs++] = (lb_rec_t){e->linear, lb_elem_load(e), e->pe, 0};
+        la->recs[la->nrecs++] = (lb_rec_t){e->linear, lb_elem_load(e), pe, 0};
         e->load_ticks = 0;
         e->gpu_ms     = 0;
     }
@@ -486,7 +487,7 @@ static bool lb_migrate_handler(tess_msg_t *m)
     int64_t       lin = (int64_t)m->hdr.a1;
     tess_core_msg_free(m);
     obj_pe_t  *op = tess_obj_pe();
-    tess_ctx_h e  = tess_hmap_get(&op->elems, tess_obj_key(a->id, lin));
+    tess_ctx_h e  = tess_obj_elem_find(op, a, lin);
     if (!e)
         tess_fatal("load balancing: element %lld of array '%s' is not on PE %d", (long long)lin,
                    a->name, tess_core_pe_id());

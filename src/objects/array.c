@@ -78,58 +78,87 @@ int tess_obj_map(const tess_array_params_t *p, int64_t size, int64_t linear, int
 
 /* ---- elements ---------------------------------------------------------------------------- */
 
-tess_ctx_h tess_obj_elem_alloc(tess_array_t *a, int64_t linear)
+/* Every element of every array has a header: keep it at most 72 bytes (bench/array). */
+_Static_assert(sizeof(struct tess_ctx) <= 72, "the element header grew past 72 bytes");
+
+static tess_ctx_h elem_init(tess_ctx_h e, tess_array_t *a, int64_t linear)
 {
-    size_t     hdr = TESS_ALIGN_UP(sizeof(struct tess_ctx), 64);
-    tess_ctx_h e   = tess_aligned_alloc(64, hdr + a->elem_size, "an element");
-    if (!e)
-        return NULL;
-    memset(e, 0, hdr + a->elem_size);
     e->array      = a;
     e->linear     = linear;
-    e->index      = tess_obj_delinearize(a, linear);
-    e->state      = (char *)e + hdr;
     e->migrate_to = -1;
     return e;
 }
 
-void tess_obj_elem_free(tess_ctx_h e)
+tess_ctx_h tess_obj_elem_alloc(tess_array_t *a, int local, int64_t linear)
 {
-    free(e);
+    tess_ctx_h e = tess_obj_slab_slot(a, &a->slabs[local], linear);
+    if (e) {
+        if (e->array)
+            tess_fatal("element %lld of array '%s' arrives at PE %d, where it already is",
+                       (long long)linear, a->name, tess_core_pe_id());
+    } else {
+        e = a->state_align > 16 ? tess_aligned_alloc(a->state_align, a->slot_size, "an element")
+                                : tess_malloc(a->slot_size, "an element");
+        if (!e)
+            return NULL;
+    }
+    memset(e, 0, a->slot_size);
+    return elem_init(e, a, linear);
 }
 
-tess_status_t tess_obj_elem_attach(obj_pe_t *op, int local_pe, tess_ctx_h e)
+static int elem_in_slab(tess_ctx_h e, int local)
 {
-    tess_array_t *a  = e->array;
-    tess_status_t st = tess_hmap_put(&op->elems, tess_obj_key(a->id, e->linear), e);
+    return tess_obj_slab_slot(e->array, &e->array->slabs[local], e->linear) == e;
+}
+
+void tess_obj_elem_free(tess_ctx_h e, int local)
+{
+    if (elem_in_slab(e, local))
+        e->array = NULL;
+    else
+        free(e);
+}
+
+tess_status_t tess_obj_elem_attach(obj_pe_t *op, tess_ctx_h e)
+{
+    tess_array_t *a     = e->array;
+    int           local = op->local;
+    int           slab  = elem_in_slab(e, local);
+    tess_status_t st    = TESS_OK;
+    if (!slab)
+        st = tess_hmap_put(&op->elems, tess_obj_key(a->id, e->linear), e);
     if (st != TESS_OK)
         return st;
     tess_obj_array_lock(a);
-    st = tess_vec_push(&a->pe_elems[local_pe], e);
+    e->slot = (uint32_t)a->pe_elems[local].count;
+    st      = tess_vec_push(&a->pe_elems[local], e);
     if (st == TESS_OK)
         tess_obj_red_arrive(a, e);
     tess_obj_array_unlock(a);
     if (st != TESS_OK) {
-        tess_hmap_remove(&op->elems, tess_obj_key(a->id, e->linear));
+        if (!slab)
+            tess_hmap_remove(&op->elems, tess_obj_key(a->id, e->linear));
         return st;
     }
-    e->pe = tess_rt.rank * tess_rt.ppn + local_pe;
     atomic_fetch_add(&a->nlocal, 1);
     return TESS_OK;
 }
 
-void tess_obj_elem_detach(obj_pe_t *op, int local_pe, tess_ctx_h e)
+/* O(1): the element knows its place in the PE's list (the last one moves into it). */
+void tess_obj_elem_detach(obj_pe_t *op, tess_ctx_h e)
 {
     tess_array_t *a = e->array;
-    tess_hmap_remove(&op->elems, tess_obj_key(a->id, e->linear));
+    if (!elem_in_slab(e, op->local))
+        tess_hmap_remove(&op->elems, tess_obj_key(a->id, e->linear));
     tess_obj_array_lock(a);
-    tess_vec_t *v = &a->pe_elems[local_pe];
-    for (size_t i = 0; i < v->count; i++) {
-        if (v->items[i] == e) {
-            tess_vec_swap_remove(v, i);
-            break;
-        }
-    }
+    tess_vec_t *v = &a->pe_elems[op->local];
+    size_t      i = e->slot;
+    if (i >= v->count || v->items[i] != e)
+        tess_fatal("element %lld of array '%s' is not in the list of PE %d", (long long)e->linear,
+                   a->name, tess_core_pe_id());
+    tess_vec_swap_remove(v, i);
+    if (i < v->count)
+        ((tess_ctx_h)v->items[i])->slot = (uint32_t)i;
     tess_obj_red_leave(a, e);
     tess_obj_array_unlock(a);
     atomic_fetch_sub(&a->nlocal, 1);
@@ -254,6 +283,62 @@ static tess_status_t array_check_collective(const tess_array_params_t *p, int64_
     return TESS_OK;
 }
 
+/* State alignment: the largest power of two dividing elem_size, from 8 to 64, so any C type
+ * of that size is aligned as it needs (its alignment divides its size) and elements of a
+ * multiple of 64 bytes start on a cache line, without 56 bytes of padding on small ones. */
+static size_t obj_state_align(size_t elem_size)
+{
+    size_t al = elem_size & -elem_size;
+    return elem_size == 0 || al < 8 ? 8 : al > 64 ? 64 : al;
+}
+
+/* A PE's first elements, seen in increasing linear order: whether they form a progression. */
+typedef struct obj_prog {
+    int64_t first, last, stride, count;
+    int     broken;
+} obj_prog_t;
+
+static void obj_prog_add(obj_prog_t *t, int64_t i)
+{
+    if (t->count == 0)
+        t->first = i;
+    else if (t->count == 1)
+        t->stride = i - t->first;
+    else if (i != t->last + t->stride)
+        t->broken = 1;
+    t->last = i;
+    t->count++;
+}
+
+/* Slabs for the PEs whose elements form a progression; every PE's list sized to its count. */
+static tess_status_t array_alloc_slabs(tess_array_t *a, const obj_prog_t *prog)
+{
+    for (int l = 0; l < tess_rt.ppn; l++) {
+        const obj_prog_t *t = &prog[l];
+        if (!t->count)
+            continue;
+        tess_vec_t *v = &a->pe_elems[l];
+        v->items      = tess_malloc((size_t)t->count * sizeof(*v->items), "an element list");
+        if (!v->items)
+            return TESS_ERR_NO_MEMORY;
+        v->cap = (size_t)t->count;
+        if (t->broken)
+            continue;
+        /* calloc: fresh pages come zeroed, and a vacant slot is one whose array is NULL. */
+        obj_slab_t *s = &a->slabs[l];
+        s->raw = tess_calloc(1, (size_t)t->count * a->slot_size + 64, "an element slab");
+        if (!s->raw)
+            return TESS_ERR_NO_MEMORY;
+        s->mem    = (char *)TESS_ALIGN_UP((uintptr_t)s->raw, 64);
+        s->lo     = t->first;
+        s->stride = t->count > 1 ? t->stride : 1;
+        s->count  = t->count;
+    }
+    return TESS_OK;
+}
+
+static void array_release(tess_array_t *a);
+
 tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *array_p)
 {
     int64_t       size = 0;
@@ -297,10 +382,17 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
     else
         snprintf(a->name, sizeof(a->name), "array%u", a->id);
 
-    int npes = tess_core_num_pes();
+    a->state_align = obj_state_align(p->elem_size);
+    a->state_off   = TESS_ALIGN_UP(sizeof(struct tess_ctx), a->state_align);
+    a->slot_size   = TESS_ALIGN_UP(a->state_off + a->elem_size, a->state_align);
+
+    int npes = tess_core_num_pes(), first = tess_rt.rank * tess_rt.ppn;
+    uint8_t *has = tess_calloc((size_t)tess_rt.size, 1, "an array's processes");
+    obj_prog_t *prog = tess_calloc((size_t)tess_rt.ppn, sizeof(*prog), "per-PE placements");
     a->loc      = tess_malloc((size_t)size * sizeof(*a->loc), "a location table");
     a->pe_elems = tess_calloc((size_t)tess_rt.ppn, sizeof(*a->pe_elems), "per-PE element lists");
-    if (!a->loc || !a->pe_elems) {
+    a->slabs    = tess_calloc((size_t)tess_rt.ppn, sizeof(*a->slabs), "per-PE element slabs");
+    if (!has || !prog || !a->loc || !a->pe_elems || !a->slabs) {
         st = TESS_ERR_NO_MEMORY;
         goto err_free_array;
     }
@@ -312,44 +404,43 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
             goto err_free_array;
         }
         atomic_store_explicit(&a->loc[i], pe, memory_order_relaxed);
+        has[pe / tess_rt.ppn] = 1; /* the reduction tree waits for these processes only */
+        if (pe >= first && pe < first + tess_rt.ppn)
+            obj_prog_add(&prog[pe - first], i);
     }
     st = array_check_placement(a);
     if (st != TESS_OK)
         goto err_free_array;
-    /* Which processes start with elements: the reduction tree waits for those only. */
-    {
-        uint8_t *has = tess_calloc((size_t)tess_rt.size, 1, "an array's processes");
-        if (!has) {
-            st = TESS_ERR_NO_MEMORY;
-            goto err_free_array;
-        }
-        for (int64_t i = 0; i < size; i++)
-            has[atomic_load_explicit(&a->loc[i], memory_order_relaxed) / tess_rt.ppn] = 1;
-        tess_core_reduce_members(a->id, has);
-        free(has);
-    }
+    tess_core_reduce_members(a->id, has);
+    st = array_alloc_slabs(a, prog);
+    if (st != TESS_OK)
+        goto err_free_array;
 
-    int first = tess_rt.rank * tess_rt.ppn;
     int64_t made = 0;
     for (int64_t i = 0; i < size; i++) {
         int pe = atomic_load_explicit(&a->loc[i], memory_order_relaxed);
         if (pe < first || pe >= first + tess_rt.ppn)
             continue;
-        tess_ctx_h e = tess_obj_elem_alloc(a, i);
+        tess_ctx_h e = tess_obj_slab_slot(a, &a->slabs[pe - first], i);
+        e = e ? elem_init(e, a, i) : tess_obj_elem_alloc(a, pe - first, i);
         if (!e) {
             st = TESS_ERR_NO_MEMORY;
-            goto err_free_elems;
+            goto err_free_array;
         }
         e->stream = tess_gpu_pool_stream((size_t)made++);
-        st = tess_obj_elem_attach(obj_pe_of(pe - first), pe - first, e);
+        st = tess_obj_elem_attach(obj_pe_of(pe - first), e);
         if (st != TESS_OK) {
-            tess_obj_elem_free(e);
-            goto err_free_elems;
+            tess_obj_elem_free(e, pe - first);
+            goto err_free_array;
         }
     }
+    free(prog);
+    free(has);
+    prog = NULL;
+    has  = NULL;
     if (MPI_Comm_dup(tess_rt.comm, &a->comm) != MPI_SUCCESS) {
         st = tess_error(TESS_ERR_MPI, "tess_array_create '%s': MPI_Comm_dup failed", a->name);
-        goto err_free_elems;
+        goto err_free_array;
     }
     tess_obj_arrays[tess_obj_narrays++] = a;
     tess_obj_red_start(a);
@@ -359,31 +450,44 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
         for (size_t k = 0; k < v->count; k++) {
             tess_ctx_h e = v->items[k];
             if (a->ctor)
-                a->ctor(e, e->state, a->arg);
+                a->ctor(e, tess_obj_state(e), a->arg);
         }
     }
     tess_dc_streams_dirty(); /* constructors may have enqueued work on element streams */
     *array_p = a;
     return TESS_OK;
 
-err_free_elems:
-    for (int l = 0; l < tess_rt.ppn; l++) {
-        tess_vec_t *v = &a->pe_elems[l];
-        while (v->count) {
-            tess_ctx_h e = v->items[v->count - 1];
-            tess_obj_elem_detach(obj_pe_of(l), l, e);
-            tess_obj_elem_free(e);
-        }
-    }
 err_free_array:
+    free(prog);
+    free(has);
     pthread_mutex_destroy(&a->lock);
-    if (a->pe_elems)
-        for (int l = 0; l < tess_rt.ppn; l++)
-            tess_vec_fini(&a->pe_elems[l]);
+    array_release(a);
     free(a->pe_elems);
+    free(a->slabs);
     free(a->loc);
     free(a);
     return st;
+}
+
+/* Free the elements' memory and the per-PE lists (no destructors, no reductions; main). */
+static void array_release(tess_array_t *a)
+{
+    for (int l = 0; a->pe_elems && l < tess_rt.ppn; l++) {
+        tess_vec_t *v = &a->pe_elems[l];
+        for (size_t k = 0; k < v->count; k++) {
+            tess_ctx_h e = v->items[k];
+            if (!elem_in_slab(e, l)) {
+                tess_hmap_remove(&obj_pe_of(l)->elems, tess_obj_key(a->id, e->linear));
+                free(e);
+            }
+        }
+        tess_vec_fini(v);
+        if (a->slabs) {
+            free(a->slabs[l].raw);
+            a->slabs[l] = (obj_slab_t){0};
+        }
+    }
+    atomic_store(&a->nlocal, 0);
 }
 
 static void array_free_elements(tess_array_t *a)
@@ -391,17 +495,15 @@ static void array_free_elements(tess_array_t *a)
     tess_obj_array_lock(a);
     tess_obj_red_fini(a);
     tess_obj_array_unlock(a);
-    for (int l = 0; l < tess_rt.ppn; l++) {
-        tess_vec_t *v = &a->pe_elems[l];
-        while (v->count) {
-            tess_ctx_h e = v->items[v->count - 1];
-            if (a->dtor)
-                a->dtor(e, e->state, a->arg);
-            tess_obj_elem_detach(obj_pe_of(l), l, e);
-            tess_obj_elem_free(e);
+    if (a->dtor)
+        for (int l = 0; l < tess_rt.ppn; l++) {
+            tess_vec_t *v = &a->pe_elems[l];
+            for (size_t k = v->count; k-- > 0;) {
+                tess_ctx_h e = v->items[k];
+                a->dtor(e, tess_obj_state(e), a->arg);
+            }
         }
-        tess_vec_fini(v);
-    }
+    array_release(a);
 }
 
 tess_status_t tess_array_destroy(tess_array_h a)
@@ -453,7 +555,7 @@ static tess_ctx_h array_find_local(tess_array_h a, int64_t lin)
     int first = tess_rt.rank * tess_rt.ppn;
     if (pe < first || pe >= first + tess_rt.ppn)
         return NULL;
-    return tess_hmap_get(&obj_pe_of(pe - first)->elems, tess_obj_key(a->id, lin));
+    return tess_obj_elem_find(obj_pe_of(pe - first), a, lin);
 }
 
 void *tess_array_local(tess_array_h a, tess_index_t index)
@@ -464,7 +566,7 @@ void *tess_array_local(tess_array_h a, tess_index_t index)
     if (lin < 0)
         return NULL;
     tess_ctx_h e = array_find_local(a, lin);
-    return e ? e->state : NULL;
+    return e ? tess_obj_state(e) : NULL;
 }
 
 int64_t tess_array_num_local(tess_array_h a)
@@ -486,16 +588,19 @@ tess_status_t tess_array_foreach(tess_array_h a, tess_foreach_fn_t fn, void *arg
         tess_vec_t *v = &a->pe_elems[l];
         for (size_t k = 0; k < v->count; k++) {
             tess_ctx_h e = v->items[k];
-            fn(e, e->state, arg);
+            fn(e, tess_obj_state(e), arg);
         }
     }
     return TESS_OK;
 }
 
 /* A NULL ctx is misuse these cannot report as a status: answer as for no element. */
-tess_index_t tess_ctx_index(tess_ctx_h ctx) { return ctx ? ctx->index : tess_idx1(-1); }
+tess_index_t tess_ctx_index(tess_ctx_h ctx)
+{
+    return ctx ? tess_obj_ctx_index(ctx) : tess_idx1(-1);
+}
 tess_array_h tess_ctx_array(tess_ctx_h ctx) { return ctx ? ctx->array : NULL; }
-void        *tess_ctx_elem(tess_ctx_h ctx) { return ctx ? ctx->state : NULL; }
+void        *tess_ctx_elem(tess_ctx_h ctx) { return ctx ? tess_obj_state(ctx) : NULL; }
 int64_t      tess_ctx_linear(tess_ctx_h ctx) { return ctx ? ctx->linear : -1; }
 
 /* ---- layer state ------------------------------------------------------------------------- */
@@ -506,6 +611,7 @@ static void obj_pe_init(tess_pe_t *pe)
     if (!op || tess_hmap_init(&op->elems, 64) != TESS_OK)
         tess_fatal("out of memory setting up PE %d", tess_core_pe_global(pe));
     op->current_entry = -1;
+    op->local         = tess_core_pe_local(pe);
     *tess_core_pe_slot(pe, TESS_SLOT_OBJECTS) = op;
 }
 
@@ -548,10 +654,9 @@ void tess_obj_fini(void)
         if (!a->destroyed) {
             array_free_elements(a);
             MPI_Comm_free(&a->comm);
-        } else
-            for (int l = 0; l < tess_rt.ppn; l++)
-                tess_vec_fini(&a->pe_elems[l]);
+        }
         free(a->pe_elems);
+        free(a->slabs);
         free(a->loc);
         pthread_mutex_destroy(&a->lock);
         free(a);

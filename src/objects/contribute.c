@@ -399,9 +399,7 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
         tess_obj_misuse(file, line, "tess_contribute outside a phase");
     /* The element whose entry runs here is one of this PE's: no lookup for it. */
     if (tess_unlikely(!ctx || (ctx != opp->current &&
-                               (ctx->pe != tess_core_pe_id() ||
-                                tess_hmap_get(&opp->elems, tess_obj_key(ctx->array->id,
-                                                                        ctx->linear)) != ctx))))
+                               !tess_obj_elem_is_on(opp, ctx))))
         tess_obj_misuse(file, line, "tess_contribute with a ctx that is not an element of this "
                         "PE (pass the ctx your entry method received)");
     tess_array_t *a = ctx->array;
@@ -417,14 +415,14 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
         tess_obj_array_unlock(a);
         tess_obj_misuse(file, line, "element %s of array '%s' contributed twice to reduction "
                         "tag %llu (tags must increase)",
-                        tess_obj_index_text(a, ctx->index, idx, sizeof(idx)), a->name,
+                        tess_obj_elem_text(ctx, idx, sizeof(idx)), a->name,
                         (unsigned long long)tag);
     }
     if (tess_unlikely(ctx->contributed && tag < ctx->last_tag)) {
         tess_obj_array_unlock(a);
         tess_obj_misuse(file, line, "element %s of array '%s' contributes to reduction tag %llu, "
                         "lower than the tag of its last contribution (%llu): an element's tags "
-                        "must increase", tess_obj_index_text(a, ctx->index, idx, sizeof(idx)),
+                        "must increase", tess_obj_elem_text(ctx, idx, sizeof(idx)),
                         a->name, (unsigned long long)tag, (unsigned long long)ctx->last_tag);
     }
     obj_red_slot_t *s = a->red;
@@ -459,8 +457,8 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
             tess_obj_array_unlock(a);
             tess_obj_misuse(file, line, "element %s of array '%s' contributes %d x %s (%s) to "
                             "reduction tag %llu, whose other contributions are %d x %s (%s), or "
-                            "names another callback", tess_obj_index_text(a, ctx->index, idx,
-                            sizeof(idx)), a->name, count, tess_dtype_name(type), tess_op_name(op),
+                            "names another callback", tess_obj_elem_text(ctx, idx, sizeof(idx)),
+                            a->name, count, tess_dtype_name(type), tess_op_name(op),
                             (unsigned long long)tag, s->count, tess_dtype_name(s->type),
                             tess_op_name(s->op));
         }

@@ -11,7 +11,7 @@ static tess_ctx_h devmsg_elem(const tess_dc_msg_t *m, obj_pe_t **op_p, tess_entr
     obj_pe_t *op = tess_obj_pe();
     *op_p        = op;
     *entry_p     = (tess_entry_t)(uint32_t)m->a0;
-    return tess_hmap_get(&op->elems, tess_obj_key((uint32_t)(m->a0 >> 32), (int64_t)m->a1));
+    return tess_obj_elem_find(op, tess_obj_arrays[(uint32_t)(m->a0 >> 32)], (int64_t)m->a1);
 }
 
 static tess_status_t devmsg_post(tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p,
@@ -36,7 +36,7 @@ static tess_status_t devmsg_post(tess_dc_msg_t *m, void **dst, tess_gpu_stream_h
             dst[i] = NULL;
     op->current       = e;
     op->current_entry = entry;
-    info->post(e, e->state, m->header, m->header_len, m->nbufs, m->sizes, dst, &stream);
+    info->post(e, tess_obj_state(e), m->header, m->header_len, m->nbufs, m->sizes, dst, &stream);
     op->current       = NULL;
     op->current_entry = -1;
     *stream_p = stream ? (tess_gpu_stream_h)stream : e->stream;

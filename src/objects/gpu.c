@@ -28,7 +28,7 @@ tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, const void *
     obj_pe_t *op = tess_obj_pe();
     if (tess_unlikely(!op || !tess_core_in_phase()))
         tess_obj_misuse(file, line, "tess_gpu_then outside a phase");
-    if (tess_unlikely(!ctx || ctx->pe != tess_core_pe_id()))
+    if (tess_unlikely(!ctx || (ctx != op->current && !tess_obj_elem_is_on(op, ctx))))
         tess_obj_misuse(file, line, "tess_gpu_then with a ctx that is not an element of this PE");
     if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries || tess_obj_entries[entry].post))
         tess_obj_misuse(file, line, "tess_gpu_then to entry %d, which is not a registered host "

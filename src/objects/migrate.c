@@ -93,10 +93,10 @@ static void migrate_arrive(const mig_hdr_t *h, size_t size, void *const *dev,
     uint64_t      tr_t0 = TESS_TRACE_NOW();
     tess_array_t *a     = tess_obj_arrays[h->aid];
     obj_pe_t     *op    = tess_obj_pe();
-    tess_ctx_h    e  = tess_obj_elem_alloc(a, h->linear);
+    tess_ctx_h    e  = tess_obj_elem_alloc(a, op->local, h->linear);
     if (!e || h->state_size != a->elem_size || h->linear < 0 || h->linear >= a->size)
         tess_fatal("cannot receive element %lld of array '%s'", (long long)h->linear, a->name);
-    memcpy(e->state, h + 1, a->elem_size);
+    memcpy(tess_obj_state(e), h + 1, a->elem_size);
     e->contributed   = (int)h->contributed;
     e->last_tag      = h->last_tag;
     e->user_load     = h->user_load;
@@ -110,13 +110,13 @@ static void migrate_arrive(const mig_hdr_t *h, size_t size, void *const *dev,
             p.dev[k]      = dev[k];
             p.dev_size[k] = h->dev_size[k];
         }
-        a->pup(&p, e, e->state);
+        a->pup(&p, e, tess_obj_state(e));
         if (p.pos != p.cap || p.next != h->ndev)
             tess_fatal("PUP of array '%s' unpacked %zu of %zu bytes and %d of %d device buffers",
                        a->name, p.pos, p.cap, p.next, h->ndev);
     }
     tess_pe_t *pe = tess_core_pe_self();
-    if (tess_obj_elem_attach(op, tess_core_pe_local(pe), e) != TESS_OK)
+    if (tess_obj_elem_attach(op, e) != TESS_OK)
         tess_fatal("out of memory receiving element %lld of array '%s'", (long long)h->linear,
                    a->name);
     atomic_store_explicit(&a->loc[h->linear], tess_core_pe_global(pe), memory_order_relaxed);
@@ -194,7 +194,7 @@ static void mig_say_no_pup(const tess_array_t *a)
 void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
 {
     tess_array_t *a = e->array;
-    if (dest == e->pe)
+    if (dest == tess_core_pe_global(tess_core_pe_self()))
         return;
     mig_say_no_pup(a);
     uint64_t tr_t0        = TESS_TRACE_NOW();
@@ -203,7 +203,7 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
 
     struct tess_pup p = {.mode = PUP_SIZE};
     if (a->pup)
-        a->pup(&p, e, e->state);
+        a->pup(&p, e, tess_obj_state(e));
     size_t      pup_size = p.pos;
     size_t      size     = sizeof(mig_hdr_t) + a->elem_size + pup_size;
     mig_hdr_t  *h        = NULL;
@@ -223,7 +223,7 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
                      .has_user_load = e->has_user_load, .ndev = p.ndev, .lb_moved = e->lb_moved,
                      .state_size = a->elem_size, .pup_size = pup_size,
                      .stream = (uint64_t)(uintptr_t)e->stream};
-    memcpy(h + 1, e->state, a->elem_size);
+    memcpy(h + 1, tess_obj_state(e), a->elem_size);
     int ndev = p.ndev;
     if (a->pup) {
         size_t sizes[TESS_DEV_MAX_BUFS];
@@ -231,7 +231,7 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
         p = (struct tess_pup){.mode = PUP_PACK, .buf = (char *)(h + 1) + a->elem_size,
                               .cap = pup_size};
         memcpy(p.dev_size, sizes, sizeof(sizes));
-        a->pup(&p, e, e->state);
+        a->pup(&p, e, tess_obj_state(e));
         if (p.pos != pup_size || p.ndev != ndev)
             tess_fatal("PUP of array '%s' packed %zu bytes and %d device buffers but sized %zu "
                        "and %d", a->name, p.pos, p.ndev, pup_size, ndev);
@@ -240,7 +240,7 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
         h->dev_size[k] = p.dev_size[k];
         h->dev_ptr[k]  = (uint64_t)(uintptr_t)p.dev[k];
     }
-    tess_obj_elem_detach(op, tess_core_pe_local(tess_core_pe_self()), e);
+    tess_obj_elem_detach(op, e);
     /* Send first, then point the table at the destination: a message routed by the new entry
      * is sent after the element, so it cannot overtake it. */
     if (m) {
@@ -265,7 +265,7 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
         free(hbuf);
     }
     atomic_store_explicit(&a->loc[e->linear], dest, memory_order_relaxed);
-    tess_obj_elem_free(e);
+    tess_obj_elem_free(e, op->local);
     if (tess_unlikely(tr_t0))
         tess_trace_span("migration", "migrate out", tr_t0, (uint64_t)tr_linear, (uint64_t)dest);
 }

@@ -26,28 +26,40 @@
 typedef struct tess_array tess_array_t;
 typedef struct obj_red_slot obj_red_slot_t;
 
-/** An element: the runtime's header; the user state follows at `state`. A tess_ctx_h is a
- *  pointer to it. */
+/** An element: the runtime's header; the user state follows at tess_obj_state() (state_off
+ *  bytes in). A tess_ctx_h is a pointer to it. Kept small (72 bytes): every element of every
+ *  array has one. Its index and PE follow from `linear` and the per-PE table it is in. */
 struct tess_ctx {
-    tess_array_t     *array;
+    tess_array_t     *array;       /* NULL: a vacant slot of a slab (below) */
     int64_t           linear;
-    tess_index_t      index;
-    int               pe;          /* global PE that owns it */
     tess_gpu_stream_h stream;
-    void             *state;
     /* Reductions. */
     uint64_t          last_tag;
-    int               contributed;
-    /* Migration and load balancing. */
-    int               migrate_to;  /* requested destination PE, -1 none */
-    int               gpu_pending; /* continuations and device sends not yet done */
-    int               at_sync;
+    /* Load balancing. */
     uint64_t          load_ticks;  /* host time in entries since the last LB step */
     double            gpu_ms;      /* GPU time since the last LB step */
     double            user_load;
-    int               has_user_load;
-    int               lb_moved;    /* arrived by a load-balancing step (cleared by lb) */
+    uint32_t          slot;        /* position in its PE's list (pe_elems) */
+    int32_t           migrate_to;  /* requested destination PE, -1 none */
+    int32_t           gpu_pending; /* continuations and device sends not yet done */
+    uint8_t           contributed;
+    uint8_t           at_sync;
+    uint8_t           has_user_load;
+    uint8_t           lb_moved;    /* arrived by a load-balancing step (cleared by lb) */
 };
+
+/* The elements a PE starts with, when their linear indices form a progression lo, lo + stride,
+ * ... (the block and round-robin maps; a user map whose placement happens to be one): their
+ * headers and states in one block of slots, so an element costs no allocation and no hash
+ * entry, and its slot is found from its index. An element that leaves vacates its slot (array
+ * NULL) and takes it again when it comes back; elements from elsewhere are allocated one by
+ * one and found through the PE's hash map. Only the PE touches its slab (the main thread
+ * outside phases). */
+typedef struct obj_slab {
+    void   *raw;  /* what was allocated (mem is raw aligned to 64) */
+    char   *mem;
+    int64_t lo, stride, count;
+} obj_slab_t;
 
 struct tess_array {
     uint32_t          id;
@@ -56,6 +68,9 @@ struct tess_array {
     int32_t           ext[3];
     int64_t           size;
     size_t            elem_size;
+    size_t            state_off;   /* header bytes before an element's state */
+    size_t            slot_size;   /* header + state, rounded to the state's alignment */
+    size_t            state_align;
     tess_elem_fn_t    ctor, dtor;
     void             *arg;
     tess_pup_fn_t     pup;
@@ -65,6 +80,7 @@ struct tess_array {
     _Atomic int64_t   nlocal;  /* elements on this process */
     int               destroyed;
     tess_vec_t       *pe_elems; /* [local PE] elements of this array on that PE */
+    obj_slab_t       *slabs;    /* [local PE] its first elements (count 0: none) */
     void             *lb;       /* the lb layer's per-array data */
     /* Guards the per-PE element lists against concurrent readers (reductions) and the open
      * reductions of this process (tess_obj_array_lock). */
@@ -107,7 +123,8 @@ static inline void tess_obj_array_unlock(tess_array_t *a)
 
 /* Per-PE state of this layer. */
 typedef struct obj_pe {
-    tess_hmap_t  elems;   /* (array id, linear) -> element */
+    int          local;   /* the PE's index in its process */
+    tess_hmap_t  elems;   /* (array id, linear) -> element, for elements outside its slabs */
     tess_ctx_h   current; /* element whose entry runs now, or NULL */
     tess_entry_t current_entry;
     tess_vec_t   parked;  /* messages for elements expected here but not arrived */
@@ -131,11 +148,54 @@ tess_index_t tess_obj_delinearize(const tess_array_t *a, int64_t linear);
 /** Initial placement of element `linear` by the array's map. */
 int          tess_obj_map(const tess_array_params_t *p, int64_t size, int64_t linear, int npes);
 
+static inline void *tess_obj_state(tess_ctx_h e)
+{
+    return (char *)e + e->array->state_off;
+}
+
+static inline tess_index_t tess_obj_ctx_index(tess_ctx_h e)
+{
+    return tess_obj_delinearize(e->array, e->linear);
+}
+
+/* The slot of `linear` in slab s, or NULL if it has none there. */
+static inline tess_ctx_h tess_obj_slab_slot(const tess_array_t *a, const obj_slab_t *s,
+                                            int64_t linear)
+{
+    int64_t d = linear - s->lo;
+    if (d < 0 || !s->count)
+        return NULL;
+    if (s->stride != 1) {
+        if (d % s->stride)
+            return NULL;
+        d /= s->stride;
+    }
+    return d < s->count ? (tess_ctx_h)(s->mem + (size_t)d * a->slot_size) : NULL;
+}
+
+/** Element `linear` of `a` if it is on PE `op` (that PE's thread, or main outside phases). */
+static inline tess_ctx_h tess_obj_elem_find(obj_pe_t *op, tess_array_t *a, int64_t linear)
+{
+    tess_ctx_h e = tess_obj_slab_slot(a, &a->slabs[op->local], linear);
+    if (e)
+        return e->array ? e : NULL;
+    return tess_hmap_get(&op->elems, tess_obj_key(a->id, linear));
+}
+
+/** Whether e is an element of PE `op` (op may be NULL: not a PE). */
+static inline int tess_obj_elem_is_on(obj_pe_t *op, tess_ctx_h e)
+{
+    return op && e->array && tess_obj_elem_find(op, e->array, e->linear) == e;
+}
+
+/** Memory for element `linear` arriving at (or created on) local PE `local`: its slab slot if
+ *  it has one there, else a new allocation; the header set up, the state zeroed. */
+tess_ctx_h    tess_obj_elem_alloc(tess_array_t *a, int local, int64_t linear);
+/** Release what tess_obj_elem_alloc gave (after detach): vacate the slot or free. */
+void          tess_obj_elem_free(tess_ctx_h e, int local);
 /** Insert an element into the calling PE's tables (PE thread or main before phases). */
-tess_status_t tess_obj_elem_attach(obj_pe_t *op, int local_pe, tess_ctx_h e);
-void          tess_obj_elem_detach(obj_pe_t *op, int local_pe, tess_ctx_h e);
-tess_ctx_h    tess_obj_elem_alloc(tess_array_t *a, int64_t linear);
-void          tess_obj_elem_free(tess_ctx_h e);
+tess_status_t tess_obj_elem_attach(obj_pe_t *op, tess_ctx_h e);
+void          tess_obj_elem_detach(obj_pe_t *op, tess_ctx_h e);
 
 /* entry.c */
 extern tess_entry_info_t *tess_obj_entries;
@@ -210,5 +270,11 @@ void          tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest);
 extern void (*tess_obj_on_arrival)(tess_ctx_h e);
 extern void (*tess_obj_entry_pre)(tess_ctx_h e);
 extern void (*tess_obj_entry_post)(tess_ctx_h e);
+
+/** The index of element e as text, for messages. */
+static inline const char *tess_obj_elem_text(tess_ctx_h e, char *buf, size_t len)
+{
+    return tess_obj_index_text(e->array, tess_obj_ctx_index(e), buf, len);
+}
 
 #endif /* TESS_OBJECTS_H */

@@ -33,7 +33,7 @@ _Noreturn void tess_obj_misuse(const char *file, int line, const char *fmt, ...)
         tess_ctx_h e = op->current;
         snprintf(where, sizeof(where), "in entry '%s' of element %s of array '%s'",
                  tess_entry_name(op->current_entry),
-                 tess_obj_index_text(e->array, e->index, idx, sizeof(idx)), e->array->name);
+                 tess_obj_elem_text(e, idx, sizeof(idx)), e->array->name);
     } else if (tess_core_pe_self()) {
         snprintf(where, sizeof(where), "on PE %d outside any entry method", tess_core_pe_id());
     } else {
@@ -163,7 +163,7 @@ static uint64_t obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, co
     uint64_t tr_t0 = TESS_TRACE_NOW();
     if (!t0 || tess_obj_entry_pre || tr_t0)
         t0 = tess_ticks();
-    tess_obj_entries[entry].fn(e, e->state, msg, size);
+    tess_obj_entries[entry].fn(e, tess_obj_state(e), msg, size);
     uint64_t t1 = tess_ticks();
     e->load_ticks += t1 - t0;
     if (tess_unlikely(tr_t0))
@@ -223,7 +223,7 @@ static bool obj_entry_handler(tess_msg_t *m)
     obj_pe_t  *op  = tess_obj_pe();
     uint32_t   aid = (uint32_t)(m->hdr.a0 >> 32);
     int64_t    lin = (int64_t)m->hdr.a1;
-    tess_ctx_h e   = tess_hmap_get(&op->elems, tess_obj_key(aid, lin));
+    tess_ctx_h e   = tess_obj_elem_find(op, tess_obj_arrays[aid], lin);
     if (tess_unlikely(!e))
         return obj_route_missing(op, m, aid, lin);
     tess_obj_run_entry(op, e, (tess_entry_t)(uint32_t)m->hdr.a0, tess_msg_payload(m),

@@ -23,7 +23,7 @@ static tess_status_t span_check(tess_ctx_h ctx, const char *name, const char *wh
     obj_pe_t *op = tess_obj_pe();
     if (!ctx || !name)
         return tess_error(TESS_ERR_INVALID, "%s: %s is NULL", what, ctx ? "the name" : "ctx");
-    if (!op || ctx->pe != tess_core_pe_id())
+    if (!op || (ctx != op->current && !tess_obj_elem_is_on(op, ctx)))
         return tess_error(TESS_ERR_INVALID, "%s(\"%s\"): not on the PE of the element (call it "
                           "from an entry method with the ctx it received)", what, name);
     return TESS_OK;
