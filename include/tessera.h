@@ -569,12 +569,12 @@ typedef struct tess_ckpt_info {
 /**
  * Read and check the manifest of the current checkpoint of `dir` (or of `dir` itself when it is
  * one checkpoint's directory, D/ckpt.N) and copy up to user_cap bytes of the program's global
- * state into `user` (may be NULL with user_cap 0): what a program needs to rebuild its arrays
- * before tess_restart() (main, between phases; collective). `program` (may be NULL: not
- * checked) must be the name it was written with.
+ * state into `user` (NULL: only info_p->user_size is wanted): what a program needs to rebuild
+ * its arrays before tess_restart() (main, between phases; collective). `program` (may be NULL:
+ * not checked) must be the name it was written with.
  * Errors: TESS_ERR_NOT_FOUND (no checkpoint there), TESS_ERR_CORRUPT (a manifest that is
  * truncated or fails its CRC, or not a Tessera checkpoint), TESS_ERR_MISMATCH (another program,
- * an unknown format version), TESS_ERR_TRUNCATED (user_cap is smaller
+ * an unknown format version), TESS_ERR_TRUNCATED (user is not NULL and user_cap is smaller
  * than the saved bytes: the first user_cap are copied), TESS_ERR_SYSTEM.
  */
 tess_status_t tess_checkpoint_info(const char *dir, const char *program, void *user,

@@ -83,25 +83,45 @@ static inline void app_ckpt_refuse(int rank, const char *flag, const char *given
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
-/* Read the program's state saved with the checkpoint of c->restart; exits with the library's
- * message when there is none or it is not this program's. */
-static inline void app_ckpt_read(const app_ckpt_t *c, const char *program, void *user,
-                                 size_t size, int rank)
+/* The program's state saved with the checkpoint of c->restart (malloc'd, *size_p bytes); exits
+ * with the library's message when there is none or it is not this program's. Collective. */
+static inline void *app_ckpt_read(const app_ckpt_t *c, const char *program, size_t *size_p,
+                                  int rank)
 {
     tess_ckpt_info_t info;
-    memset(&info, 0, sizeof(info));
-    tess_status_t st = tess_checkpoint_info(c->restart, program, user, size, &info);
-    if (st != TESS_OK || info.user_size != size) {
+    void            *user = NULL;
+    tess_status_t    st   = tess_checkpoint_info(c->restart, program, NULL, 0, &info);
+    if (st == TESS_OK) { /* the size, then the bytes */
+        user = malloc(info.user_size ? info.user_size : 1);
+        st   = user ? tess_checkpoint_info(c->restart, program, user, info.user_size, &info)
+                    : TESS_ERR_NO_MEMORY;
+    }
+    if (st != TESS_OK) {
         if (rank == 0)
-            fprintf(stderr, "cannot restart from %s: %s\n", c->restart,
-                    st != TESS_OK ? tess_error_detail()
-                                  : "its program state has another size (another version of "
-                                    "the program)");
+            fprintf(stderr, "cannot restart from %s: %s\n", c->restart, tess_error_detail());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (rank == 0)
         printf("restart: %s, iteration %llu, written by %d processes x %d PEs\n", info.path,
                (unsigned long long)info.step, info.processes, info.ppn);
+    *size_p = info.user_size;
+    return user;
+}
+
+/* As app_ckpt_read, for a state of a fixed size: exits when the saved one has another. */
+static inline void app_ckpt_read_fixed(const app_ckpt_t *c, const char *program, void *user,
+                                       size_t size, int rank)
+{
+    size_t n;
+    void  *saved = app_ckpt_read(c, program, &n, rank);
+    if (n != size) {
+        if (rank == 0)
+            fprintf(stderr, "cannot restart from %s: its program state is %zu bytes, not %zu "
+                            "(another version of the program)\n", c->restart, n, size);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    memcpy(user, saved, size);
+    free(saved);
 }
 
 /* Fill the arrays (every live one) from c->restart; exits with the library's message. */

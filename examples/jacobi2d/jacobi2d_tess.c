@@ -414,7 +414,7 @@ int main(int argc, char **argv)
     jac_saved_t saved;
     opt = jac_parse(argc, argv, rank);
     if (ck.restart) {
-        app_ckpt_read(&ck, "jacobi2d", &saved, sizeof(saved), rank);
+        app_ckpt_read_fixed(&ck, "jacobi2d", &saved, sizeof(saved), rank);
         check_restart_options(argc, argv, &saved.opt, saved.cx, saved.cy, rank);
         int verify = opt.verify;
         opt        = saved.opt;

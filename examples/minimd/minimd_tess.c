@@ -3,8 +3,9 @@
  * subdomain with its own stream. The time-step phase runs as entry methods: the same kernels and
  * the same phases as minimd_mpi, every exchange a device message whose header carries the step,
  * the stage and the direction (so two messages from one chare — 2 chares along a dimension —
- * or from itself are told apart; counts travel with the data), thermo sums as Tessera
- * reductions. Lattice set-up and the final report stay in plain MPI around tess_run.
+ * or from itself are told apart; counts travel with the data), thermo sums gathered on chare
+ * (0,0,0) and added in chare order (the same bits on every shape of the job). Lattice set-up and
+ * the final report stay in plain MPI around tess_run.
  *
  * Stages of a step: 0-2 the ghost update along x, y, z; on rebuild steps 0-2 move atoms to their
  * new owners along x, y, z and 3-5 rebuild the ghosts. Messages land in receive buffers of
@@ -12,14 +13,21 @@
  * when they are for the step the chare is in.
  *
  *   mpirun -np P minimd_tess [+ppn T] [-s N | -nx NX -ny NY -nz NZ] [-n STEPS] -odf N …
+ *          [-checkpoint-every N -checkpoint-dir D] [-restart D]
+ *
+ * Checkpoints (examples/common/app_ckpt.h) are taken between phases, before a step that
+ * rebuilds the neighbor lists (N is a multiple of the rebuild period): a chare's state is then
+ * its owned atoms' positions, velocities and forces; ghosts, lists and buffers are made anew.
  */
 #include "common.h"
 #include "minimd.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <tessera.h>
 #include <tessera/gpu.h>
 
+#include "../common/app_ckpt.h"
 #include "../common/app_tess.h"
 
 typedef struct hdr {
@@ -64,6 +72,19 @@ static int           nslots;
 static mmd_thermo_row_t *rows;
 static int               nrows, lost_atoms;
 static double            t_end;
+
+/* Chare (0,0,0)'s process: each thermo row's partial sums of every chare, [row][chare][4], and
+ * how many are in. */
+static double *thermo_parts;
+static int    *thermo_nparts, nchares;
+
+/* The program's state saved with a checkpoint: the options, the problem, the chare grid, the
+ * step the run continues at, and the thermo rows so far (nrows of them follow). */
+typedef struct mmd_saved {
+    mmd_opts_t    opt;
+    mmd_problem_t pr;
+    int32_t       cg[3], step, nrows, pad;
+} mmd_saved_t;
 
 static void fail(const char *what)
 {
@@ -474,10 +495,10 @@ static void on_thermo_ready(tess_ctx_h ctx, void *e, const void *msg, size_t siz
     (void)size;
     dom_t               *c = e;
     const thermo_note_t *n = msg;
-    double sums[5] = {c->hthermo[3 * n->slot], c->hthermo[3 * n->slot + 1],
-                      c->hthermo[3 * n->slot + 2], (double)n->nlocal, (double)n->step};
-    tess_contribute(ctx, (uint64_t)n->step, sums, 5, TESS_DOUBLE, TESS_SUM,
-                    tess_cb_element(grid, tess_idx3(0, 0, 0), E_THERMO));
+    double part[6] = {(double)tess_ctx_linear(ctx), (double)n->step, c->hthermo[3 * n->slot],
+                      c->hthermo[3 * n->slot + 1], c->hthermo[3 * n->slot + 2],
+                      (double)n->nlocal};
+    tess_send(grid, tess_idx3(0, 0, 0), E_THERMO, part, sizeof(part));
 }
 
 static void on_thermo(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -485,9 +506,17 @@ static void on_thermo(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)ctx;
     (void)e;
     (void)size;
-    const double *s    = msg;
-    int           step = (int)(s[4] / ((double)cg[0] * cg[1] * cg[2]) + 0.5);
-    rows[nrows++]      = mmd_thermo_row(&pr, step, s);
+    const double *m    = msg;
+    int           step = (int)m[1];
+    int           row  = step % opt.thermo ? nslots - 1 : step / opt.thermo;
+    memcpy(&thermo_parts[((size_t)row * nchares + (size_t)m[0]) * 4], m + 2, 4 * sizeof(double));
+    if (++thermo_nparts[row] < nchares)
+        return;
+    double s[5] = {0, 0, 0, 0, (double)step * nchares};
+    for (int i = 0; i < nchares; i++)
+        for (int k = 0; k < 4; k++)
+            s[k] += thermo_parts[((size_t)row * nchares + i) * 4 + k];
+    rows[nrows++] = mmd_thermo_row(&pr, step, s);
     if ((int64_t)(s[3] + 0.5) != pr.natoms)
         lost_atoms = 1;
     if (step == opt.steps && step > 0) {
@@ -515,12 +544,13 @@ static void start_phase(void *arg)
 
 /* ---- set-up (plain MPI around the chares) -------------------------------------------------------- */
 
+static void dom_alloc(tess_ctx_h ctx, dom_t *c);
+
 static void dom_ctor(tess_ctx_h ctx, void *e, void *arg)
 {
     (void)arg;
     dom_t        *c  = e;
     tess_index_t  ix = tess_ctx_index(ctx);
-    tess_stream_t s  = tess_ctx_stream(ctx);
     int           i3[3] = {ix.x, ix.y, ix.z};
     for (int d = 0; d < 3; d++) {
         c->c[d]  = i3[d];
@@ -534,6 +564,13 @@ static void dom_ctor(tess_ctx_h ctx, void *e, void *arg)
     }
     mmd_bins_setup(c->lo, c->hi, pr.cutneigh, opt.small ? 1 : 8, &c->bins);
     c->maxneigh = opt.small ? 4 : 100;
+    dom_alloc(ctx, c);
+}
+
+/* What a chare allocates whatever its atoms. */
+static void dom_alloc(tess_ctx_h ctx, dom_t *c)
+{
+    tess_stream_t s = tess_ctx_stream(ctx);
     c->status   = dev_alloc(2 * sizeof(int));
     c->dcount   = dev_alloc(2 * sizeof(int));
     c->scratch  = dev_alloc(MMD_SCAN_SCRATCH * sizeof(int));
@@ -575,6 +612,74 @@ static void dom_dtor(tess_ctx_h ctx, void *e, void *arg)
     tess_gpu_free_host(c->hstatus);
     tess_gpu_free_host(c->hcount);
     tess_gpu_free_host(c->hthermo);
+}
+
+/* Checkpoints only (the chares do not migrate), before a rebuild step: the owned atoms'
+ * positions, velocities and forces (the next step's first half uses them). Restored, the chare
+ * keeps its geometry, bins, counters and step, and makes everything else anew. */
+static void dom_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
+{
+    dom_t *c = e;
+    if (tess_pup_is_packing(p)) {
+        fprintf(stderr, "minimd_tess: chares do not migrate\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (tess_pup_is_unpacking(p)) {
+        dom_t keep = *c;
+        memset(c, 0, sizeof(*c));
+        memcpy(c->c, keep.c, sizeof(c->c));
+        memcpy(c->lo, keep.lo, sizeof(c->lo));
+        memcpy(c->hi, keep.hi, sizeof(c->hi));
+        memcpy(c->nbr, keep.nbr, sizeof(c->nbr));
+        c->nlocal   = keep.nlocal;
+        c->bins     = keep.bins;
+        c->maxneigh = keep.maxneigh;
+        c->step     = keep.step;
+        c->nthermo  = keep.nthermo;
+        dom_alloc(ctx, c);
+    }
+    size_t n = (size_t)c->nlocal;
+    tess_pup_device(p, (void **)&c->x, n * MMD_XW * sizeof(double));
+    tess_pup_device(p, (void **)&c->v, n * 3 * sizeof(double));
+    tess_pup_device(p, (void **)&c->f, n * 3 * sizeof(double));
+    if (tess_pup_is_unpacking(p)) {
+        c->cap_all = c->cap_own = c->nlocal;
+        c->eatom   = dev_alloc(n * sizeof(double));
+        c->watom   = dev_alloc(n * sizeof(double));
+    }
+}
+
+/* A restart takes the problem from the checkpoint: an option given with another value is
+ * refused. */
+static void check_restart_options(int argc, char **argv, const mmd_opts_t *saved, int rank)
+{
+    mmd_opts_t g = mmd_parse(argc, argv, rank);
+    char       a[64], b[64];
+#define MMD_SAME(flag, field)                                                                   \
+    if (app_arg_given(argc, argv, flag) && g.field != saved->field) {                          \
+        snprintf(a, sizeof(a), "%d", g.field);                                                  \
+        snprintf(b, sizeof(b), "%d", saved->field);                                             \
+        app_ckpt_refuse(rank, flag, a, b);                                                      \
+    }
+    MMD_SAME("-s", nx)
+    MMD_SAME("-s", ny)
+    MMD_SAME("-s", nz)
+    MMD_SAME("-nx", nx)
+    MMD_SAME("-ny", ny)
+    MMD_SAME("-nz", nz)
+    MMD_SAME("-n", steps)
+    MMD_SAME("-i", steps)
+    MMD_SAME("--nsteps", steps)
+    MMD_SAME("--thermo", thermo)
+    MMD_SAME("-odf", odf)
+    MMD_SAME("--small", small)
+    MMD_SAME("--void", void_octant)
+#undef MMD_SAME
+    if (app_arg_given(argc, argv, "-d") && memcmp(g.p, saved->p, sizeof(g.p))) {
+        snprintf(a, sizeof(a), "%dx%dx%d", g.p[0], g.p[1], g.p[2]);
+        snprintf(b, sizeof(b), "%dx%dx%d", saved->p[0], saved->p[1], saved->p[2]);
+        app_ckpt_refuse(rank, "-d", a, b);
+    }
 }
 
 /* The lattice: each local chare's sites, then the velocities centred and scaled over all of
@@ -624,51 +729,9 @@ static void sum_times(tess_ctx_h ctx, void *e, void *arg)
     t[2] += (double)n;
 }
 
-static int cmp_rows(const void *a, const void *b)
+/* Plain MPI: the lattice of every local chare and the reference's velocities. */
+static void make_lattice(void)
 {
-    return ((const mmd_thermo_row_t *)a)->step - ((const mmd_thermo_row_t *)b)->step;
-}
-
-int main(int argc, char **argv)
-{
-    int provided, rank, nprocs;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK)
-        fail("tess_init");
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    opt = mmd_parse(argc, argv, rank);
-    pr  = mmd_problem(opt.nx, opt.ny, opt.nz);
-    pr.void_octant = opt.void_octant;
-#ifdef MINIMD_CUDA
-    mmd_backend = tess_gpu_backend() == TESS_GPU_CUDA ? MMD_CUDA : MMD_HOST;
-#endif
-    mmd_host_launch = launch_host;
-    int gpus = app_count_gpus();
-    mmd_grid(&opt, &pr, opt.odf * gpus, "chares", rank, cg);
-    nslots = mmd_thermo_rows(&opt);
-    rows   = calloc((size_t)nslots, sizeof(*rows));
-
-    if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
-        tess_entry_register_device("atoms", atoms_post, on_atoms, 0, &E_ATOMS) != TESS_OK ||
-        tess_entry_register("counted", on_counted, &E_COUNTED) != TESS_OK ||
-        tess_entry_register("neighbors", on_neigh, &E_NEIGH) != TESS_OK ||
-        tess_entry_register("thermo_ready", on_thermo_ready, &E_THERMO_READY) != TESS_OK ||
-        tess_entry_register("thermo", on_thermo, &E_THERMO) != TESS_OK)
-        fail("entry registration");
-    tess_array_params_t ap = {
-        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR,
-        .name       = "minimd",
-        .ndims      = 3,
-        .extents    = {cg[0], cg[1], cg[2]},
-        .elem_size  = sizeof(dom_t),
-        .ctor       = dom_ctor,
-        .dtor       = dom_dtor,
-    };
-    if (tess_array_create(&ap, &grid) != TESS_OK)
-        fail("tess_array_create");
-
-    /* Plain MPI: the lattice of every local chare and the reference's velocities. */
     int64_t   nl = tess_array_num_local(grid);
     lattice_t l  = {0, calloc(nl, sizeof(double *)), calloc(nl, sizeof(double *)),
                     calloc(nl, sizeof(int64_t)), calloc(nl, sizeof(dom_t *)),
@@ -695,21 +758,130 @@ int main(int argc, char **argv)
     free(l.count);
     free(l.dom);
     free(l.stream);
+}
+
+static int cmp_rows(const void *a, const void *b)
+{
+    return ((const mmd_thermo_row_t *)a)->step - ((const mmd_thermo_row_t *)b)->step;
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, nprocs;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK)
+        fail("tess_init");
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    app_ckpt_t   ck    = app_ckpt_args(&argc, argv, rank);
+    mmd_saved_t *saved = NULL;
+    opt = mmd_parse(argc, argv, rank);
+    pr  = mmd_problem(opt.nx, opt.ny, opt.nz);
+    pr.void_octant = opt.void_octant;
+    if (ck.restart) {
+        size_t n;
+        saved = app_ckpt_read(&ck, "minimd", &n, rank);
+        if (n < sizeof(*saved) || n != sizeof(*saved) + (size_t)saved->nrows * sizeof(*rows)) {
+            if (rank == 0)
+                fprintf(stderr, "cannot restart from %s: its program state is not this "
+                                "program's\n", ck.restart);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        check_restart_options(argc, argv, &saved->opt, rank);
+        const char *ref    = opt.ref;
+        int         timing = opt.timing;
+        opt                = saved->opt;
+        opt.ref            = ref;
+        opt.timing         = timing;
+        pr                 = saved->pr;
+    }
+    if (ck.every && ck.every % pr.reneigh) {
+        if (rank == 0)
+            fprintf(stderr, "-checkpoint-every %d: checkpoints come before a step that rebuilds "
+                            "the neighbor lists, every %d steps: give a multiple of %d\n",
+                    ck.every, pr.reneigh, pr.reneigh);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+#ifdef MINIMD_CUDA
+    mmd_backend = tess_gpu_backend() == TESS_GPU_CUDA ? MMD_CUDA : MMD_HOST;
+#endif
+    mmd_host_launch = launch_host;
+    int gpus = app_count_gpus();
+    if (saved)
+        memcpy(cg, saved->cg, sizeof(cg)); /* the chares are the unit that moves: they stay */
+    else
+        mmd_grid(&opt, &pr, opt.odf * gpus, "chares", rank, cg);
+    nslots  = mmd_thermo_rows(&opt);
+    rows    = calloc((size_t)nslots, sizeof(*rows));
+    nchares = cg[0] * cg[1] * cg[2];
+    thermo_parts  = calloc((size_t)nslots * (size_t)nchares * 4, sizeof(double));
+    thermo_nparts = calloc((size_t)nslots, sizeof(int));
+    int step = 1; /* the next step to run */
+    if (saved) {
+        step  = saved->step;
+        nrows = saved->nrows;
+        memcpy(rows, saved + 1, (size_t)nrows * sizeof(*rows));
+        free(saved);
+    }
+
+    if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
+        tess_entry_register_device("atoms", atoms_post, on_atoms, 0, &E_ATOMS) != TESS_OK ||
+        tess_entry_register("counted", on_counted, &E_COUNTED) != TESS_OK ||
+        tess_entry_register("neighbors", on_neigh, &E_NEIGH) != TESS_OK ||
+        tess_entry_register("thermo_ready", on_thermo_ready, &E_THERMO_READY) != TESS_OK ||
+        tess_entry_register("thermo", on_thermo, &E_THERMO) != TESS_OK)
+        fail("entry registration");
+    tess_array_params_t ap = {
+        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP,
+        .name       = "minimd",
+        .ndims      = 3,
+        .extents    = {cg[0], cg[1], cg[2]},
+        .elem_size  = sizeof(dom_t),
+        .ctor       = dom_ctor,
+        .dtor       = dom_dtor,
+        .pup        = dom_pup,
+    };
+    if (tess_array_create(&ap, &grid) != TESS_OK)
+        fail("tess_array_create");
+
+    if (ck.restart)
+        app_ckpt_restore(&ck, "minimd", rank);
+    else
+        make_lattice();
 
     /* Step 0 (exchange, ghosts, lists, force, thermo) as a phase of its own, then the timed
-     * steps. */
-    phase_target = 0;
-    if (tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
-        fail("tess_run");
-    tess_array_foreach(grid, sync_dom, NULL);
+     * steps: a phase ends at each checkpoint. */
     double tz[3] = {0, 0, 0};
-    tess_array_foreach(grid, sum_times, tz); /* the set-up's share, taken off below */
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = tess_wtime();
-    if (opt.steps > 0) {
-        phase_target = opt.steps;
-        if (tess_run(TESS_RUN_UNTIL_EXIT, start_phase, NULL) != TESS_OK)
+    if (!ck.restart) {
+        phase_target = 0;
+        if (tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
             fail("tess_run");
+        tess_array_foreach(grid, sync_dom, NULL);
+        tess_array_foreach(grid, sum_times, tz); /* the set-up's share, taken off below */
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0     = tess_wtime(), ckpt_s = 0;
+    int    first  = step, nckpt = 0;
+    while (step <= opt.steps) {
+        int next = ck.every ? (step / ck.every + 1) * ck.every : INT_MAX;
+        phase_target = next - 1 < opt.steps ? next - 1 : opt.steps;
+        if (tess_run(phase_target == opt.steps ? TESS_RUN_UNTIL_EXIT : TESS_RUN_UNTIL_QUIESCENCE,
+                     start_phase, NULL) != TESS_OK)
+            fail("tess_run");
+        step = phase_target + 1;
+        if (step <= opt.steps) { /* before step `step`, which rebuilds */
+            size_t       n = sizeof(mmd_saved_t) + (size_t)nrows * sizeof(*rows);
+            mmd_saved_t *sv = calloc(1, n);
+            if (!sv)
+                fail("malloc");
+            *sv = (mmd_saved_t){.opt = opt, .pr = pr, .cg = {cg[0], cg[1], cg[2]}, .step = step,
+                                .nrows = nrows};
+            sv->opt.ref = NULL;
+            memcpy(sv + 1, rows, (size_t)nrows * sizeof(*rows));
+            ckpt_s += app_ckpt_write(&ck, "minimd", sv, n, step, rank);
+            nckpt++;
+            free(sv);
+        }
     }
     double tl[3] = {-tz[0], -tz[1], 0}, tsum[3];
     tess_array_foreach(grid, sum_times, tl);
@@ -717,8 +889,12 @@ int main(int argc, char **argv)
 
     int st = 0;
     if (rank == 0) {
-        int    ns  = opt.steps > 0 ? opt.steps : 1;
-        double per = opt.steps > 0 ? (t_end - t0) / ns : 0;
+        int    ns  = opt.steps - first + 1 > 0 ? opt.steps - first + 1 : 1;
+        double per = opt.steps >= first ? (t_end - t0) / ns : 0;
+        if (ck.every)
+            printf("checkpoints: %d in %s, %.3f s (%.2f%% of the timed part)\n", nckpt, ck.dir,
+                   ckpt_s, t_end > t0 ? 100 * ckpt_s / (t_end - t0) : 0.0);
+
         /* Kernel time summed over a GPU's chares (the --timing run only); the rest is not split. */
         double split[4] = {-1, -1, -1, -1};
         if (opt.timing) {
@@ -742,6 +918,8 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&st, 1, MPI_INT, 0, MPI_COMM_WORLD);
     free(rows);
+    free(thermo_parts);
+    free(thermo_nparts);
     tess_array_destroy(grid);
     tess_finalize();
     MPI_Finalize();

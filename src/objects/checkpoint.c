@@ -101,9 +101,41 @@ static void crc_init(void)
             crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
 }
 
+#if defined(__x86_64__)
+/* The SSE 4.2 instruction computes CRC-32C: 8 bytes a cycle or so, against about 1.5 GB/s for
+ * the tables, which would be slower than the file system and the device copies. */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const void *buf,
+                                                             size_t len)
+{
+    const unsigned char *p = buf;
+    uint64_t             c = ~crc;
+    while (len && ((uintptr_t)p & 7)) {
+        c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+        len--;
+    }
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+        p += 8;
+        len -= 8;
+    }
+    while (len--)
+        c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+    return ~(uint32_t)c;
+}
+#endif
+
 /* Continue `crc` (0 to start) over len bytes. */
 static uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 {
+#if defined(__x86_64__)
+    static int hw = -1;
+    if (hw < 0)
+        hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    if (hw)
+        return crc32c_hw(crc, buf, len);
+#endif
     const unsigned char *p = buf;
     pthread_once(&crc_once, crc_init);
     crc = ~crc;
@@ -907,7 +939,7 @@ tess_status_t tess_checkpoint_info(const char *dir, const char *program, void *u
     size_t n = TESS_MIN(user_cap, (size_t)m.hdr->user_size);
     if (n && user)
         memcpy(user, m.user, n);
-    if (m.hdr->user_size > user_cap)
+    if (user && m.hdr->user_size > user_cap)
         st = tess_error(TESS_ERR_TRUNCATED, "tess_checkpoint_info: %s holds %llu user bytes, "
                         "the buffer %zu", m.path, (unsigned long long)m.hdr->user_size, user_cap);
     manifest_free(&m);
