@@ -591,8 +591,9 @@ tess_status_t tess_checkpoint_info(const char *dir, const char *program, void *u
  * each local element, the destructor runs (freeing what the constructor made), the saved state
  * bytes replace the state, device buffers are allocated and filled on the element's stream,
  * and the PUP function unpacks (as after a migration). So a refused checkpoint leaves every
- * element as its constructor made it. Host memory: the records of the process's elements are
- * held while they are checked.
+ * element as its constructor made it. Memory: while the records are checked, the process holds
+ * their host parts, and their device bytes in new device memory (filled on each element's
+ * stream through pinned staging) beside what the constructors allocated.
  * Errors (the same on every process, naming the file and what is wrong): those of
  * tess_checkpoint_info, TESS_ERR_CORRUPT (a record fails its CRC or header check, a data file
  * is shorter or longer than written), TESS_ERR_MISMATCH (arrays or entries differ: the text

@@ -974,17 +974,54 @@ static tess_status_t check_arrays(const manifest_t *m, const ckpt_set_t *set)
     return TESS_OK;
 }
 
+/* A record read and checked: its host part, and its device bytes already in new device memory
+ * (filled on the element's stream; the element itself is unchanged until every process agrees). */
 typedef struct loaded {
     tess_ctx_h e;
-    char      *rec; /* the whole record */
+    char      *head; /* rec_hdr_t, state bytes, PUP bytes */
+    void      *dev[TESS_DEV_MAX_BUFS];
 } loaded_t;
 
-/* Read and check the record of local element e. */
-static tess_status_t load_record(const manifest_t *m, int *fds, uint32_t ai, tess_ctx_h e,
-                                 char **rec_p)
+static void loaded_free_dev(loaded_t *l)
+{
+    const rec_hdr_t *h = (const rec_hdr_t *)l->head;
+    for (uint32_t k = 0; h && k < h->ndev; k++)
+        if (l->dev[k])
+            tess_gpu_mem_release(l->dev[k]);
+    memset(l->dev, 0, sizeof(l->dev));
+}
+
+/* Device bytes from fd at off into new device memory `dst` through the staging halves: the
+ * read of chunk c + 1 overlaps the copy of chunk c to the device. */
+static tess_status_t stage_in(stage_t *sg, int fd, const char *path, uint64_t off, char *dst,
+                              size_t size, tess_gpu_stream_h stream, uint32_t *crc)
+{
+    for (size_t pos = 0, c = 0; pos < size; pos += CKPT_CHUNK, c++) {
+        size_t n = TESS_MIN(CKPT_CHUNK, size - pos);
+        char  *h = sg->buf + (c & 1) * CKPT_CHUNK;
+        if (tess_gpu->event_sync(sg->ev[c & 1]) != TESS_OK) /* its last copy is done */
+            return tess_error(TESS_ERR_GPU, "restart: waiting for a device copy: %s",
+                              tess_error_detail());
+        tess_status_t st = read_at(fd, h, n, off + pos, path);
+        if (st != TESS_OK)
+            return st;
+        *crc = crc32c(*crc, h, n);
+        if (tess_gpu->memcpy_async(dst + pos, h, n, stream) != TESS_OK ||
+            tess_gpu->event_record(sg->ev[c & 1], stream) != TESS_OK)
+            return tess_error(TESS_ERR_GPU, "restart: copying %zu bytes to the device: %s", n,
+                              tess_error_detail());
+    }
+    return TESS_OK;
+}
+
+/* Read and check the record of local element e into l. */
+static tess_status_t load_record(const manifest_t *m, int *fds, stage_t *sg, uint32_t ai,
+                                 tess_ctx_h e, loaded_t *l)
 {
     const man_rec_t *x = &m->recs[m->base[ai] + e->linear];
     char             path[CKPT_PATH];
+    memset(l, 0, sizeof(*l));
+    l->e = e;
     pathf(path, "%s/data.%u", m->path, x->file);
     if (fds[x->file] < 0) {
         int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1006,57 +1043,65 @@ static tess_status_t load_record(const manifest_t *m, int *fds, uint32_t ai, tes
         }
         fds[x->file] = fd;
     }
-    char *rec = tess_malloc(x->length, "a checkpoint record");
-    if (!rec)
+    int       fd = fds[x->file];
+    rec_hdr_t     h;
+    tess_status_t st = read_at(fd, &h, sizeof(h), x->offset, path);
+    if (st != TESS_OK)
+        return st;
+    uint64_t len = sizeof(h) + h.state_size + h.pup_size;
+    for (uint32_t k = 0; k < h.ndev && k < TESS_DEV_MAX_BUFS; k++)
+        len += h.dev_size[k];
+    if (h.magic != CKPT_REC_MAGIC || h.array != ai || h.linear != e->linear ||
+        h.state_size != e->array->elem_size || h.ndev > TESS_DEV_MAX_BUFS || len != x->length ||
+        (!e->array->pup && (h.pup_size || h.ndev)))
+        return tess_error(TESS_ERR_CORRUPT, "%s: the record of element %lld of array '%s' has a "
+                          "wrong header", path, (long long)e->linear, e->array->name);
+    size_t hbytes = sizeof(h) + h.state_size + h.pup_size;
+    l->head       = tess_malloc(hbytes, "a checkpoint record");
+    if (!l->head)
         return TESS_ERR_NO_MEMORY;
-    tess_status_t st = read_at(fds[x->file], rec, x->length, x->offset, path);
-    if (st == TESS_OK && crc32c(0, rec, x->length) != x->crc)
+    memcpy(l->head, &h, sizeof(h));
+    st = read_at(fd, l->head + sizeof(h), hbytes - sizeof(h), x->offset + sizeof(h), path);
+    uint32_t crc = st == TESS_OK ? crc32c(0, l->head, hbytes) : 0;
+    uint64_t off = x->offset + hbytes;
+    for (uint32_t k = 0; st == TESS_OK && k < h.ndev; k++) {
+        if (!h.dev_size[k])
+            continue;
+        if (tess_gpu->mem_alloc(h.dev_size[k], &l->dev[k]) != TESS_OK) {
+            st = tess_error(TESS_ERR_NO_MEMORY, "restart: %llu bytes of device memory for "
+                            "element %lld of array '%s': %s", (unsigned long long)h.dev_size[k],
+                            (long long)e->linear, e->array->name, tess_error_detail());
+            break;
+        }
+        st = stage_in(sg, fd, path, off, l->dev[k], h.dev_size[k], e->stream, &crc);
+        off += h.dev_size[k];
+    }
+    if (st == TESS_OK && crc != x->crc)
         st = tess_error(TESS_ERR_CORRUPT, "%s: the record of element %lld of array '%s' (bytes "
                         "%llu to %llu) fails its checksum (CRC-32C)", path, (long long)e->linear,
                         e->array->name, (unsigned long long)x->offset,
                         (unsigned long long)(x->offset + x->length));
-    const rec_hdr_t *h = (const rec_hdr_t *)rec;
-    if (st == TESS_OK) {
-        uint64_t len = sizeof(*h) + h->state_size + h->pup_size;
-        for (uint32_t k = 0; k < h->ndev && k < TESS_DEV_MAX_BUFS; k++)
-            len += h->dev_size[k];
-        if (h->magic != CKPT_REC_MAGIC || h->array != ai || h->linear != e->linear ||
-            h->state_size != e->array->elem_size || h->ndev > TESS_DEV_MAX_BUFS ||
-            len != x->length || (!e->array->pup && (h->pup_size || h->ndev)))
-            st = tess_error(TESS_ERR_CORRUPT, "%s: the record of element %lld of array '%s' "
-                            "has a wrong header", path, (long long)e->linear, e->array->name);
-    }
-    if (st != TESS_OK)
-        free(rec);
-    else
-        *rec_p = rec;
     return st;
 }
 
-/* After every process checked its records: replace each element's state. */
-static void apply_record(tess_ctx_h e, const char *rec)
+/* After every process checked its records: replace the element's state. */
+static void apply_record(loaded_t *l)
 {
+    tess_ctx_h       e = l->e;
     tess_array_t    *a = e->array;
-    const rec_hdr_t *h = (const rec_hdr_t *)rec;
+    const rec_hdr_t *h = (const rec_hdr_t *)l->head;
     if (a->dtor)
         a->dtor(e, e->state, a->arg);
     memcpy(e->state, h + 1, a->elem_size);
     if (!a->pup)
         return;
-    const char     *src = (const char *)(h + 1) + a->elem_size + h->pup_size;
-    struct tess_pup p   = {.mode = PUP_UNPACK, .buf = (char *)(h + 1) + a->elem_size,
-                           .cap = h->pup_size, .ndev = (int)h->ndev};
+    struct tess_pup p = {.mode = PUP_UNPACK, .buf = (char *)(h + 1) + a->elem_size,
+                         .cap = h->pup_size, .ndev = (int)h->ndev};
     for (uint32_t k = 0; k < h->ndev; k++) {
+        p.dev[k]      = l->dev[k];
         p.dev_size[k] = h->dev_size[k];
-        if (!h->dev_size[k])
-            continue;
-        if (tess_gpu->mem_alloc(h->dev_size[k], &p.dev[k]) != TESS_OK ||
-            tess_gpu->memcpy_async(p.dev[k], src, h->dev_size[k], e->stream) != TESS_OK)
-            tess_fatal("restart: cannot put %llu bytes of element %lld of array '%s' on the "
-                       "device: %s", (unsigned long long)h->dev_size[k], (long long)e->linear,
-                       a->name, tess_error_detail());
-        src += h->dev_size[k];
     }
+    memset(l->dev, 0, sizeof(l->dev)); /* the element's now */
     a->pup(&p, e, e->state);
     if (p.pos != p.cap || p.next != (int)h->ndev)
         tess_fatal("restart: the PUP function of array '%s' unpacked %zu of %zu bytes and %d of "
@@ -1092,14 +1137,22 @@ tess_status_t tess_restart(const tess_ckpt_params_t *p)
     else
         st = check_arrays(&m, set);
 
-    /* Read and check every record this process needs before any element changes. */
+    /* Read and check every record this process needs before any element changes: host parts
+     * to host memory, device bytes through pinned staging into new device memory. */
     loaded_t *ld  = NULL;
     size_t    nld = 0, cap = 0;
+    stage_t   sg  = {0};
     int      *fds = tess_malloc(m.hdr->nprocs * sizeof(int), "checkpoint files");
     if (!fds)
         tess_fatal("out of memory restarting");
     for (uint32_t f = 0; f < m.hdr->nprocs; f++)
         fds[f] = -1;
+    if (st == TESS_OK && tess_gpu->host_alloc(2 * CKPT_CHUNK, (void **)&sg.buf) != TESS_OK)
+        st = tess_error(TESS_ERR_NO_MEMORY, "restart: %zu bytes of pinned staging memory: %s",
+                        2 * CKPT_CHUNK, tess_error_detail());
+    for (int i = 0; st == TESS_OK && i < 2; i++)
+        if (tess_gpu->event_create(0, &sg.ev[i]) != TESS_OK)
+            st = tess_error(TESS_ERR_GPU, "restart: creating an event: %s", tess_error_detail());
     for (int ai = 0; st == TESS_OK && ai < set->n; ai++) {
         size_t      n;
         tess_ctx_h *v = local_elems(set->a[ai], &n);
@@ -1117,10 +1170,8 @@ tess_status_t tess_restart(const tess_ckpt_params_t *p)
                 }
                 ld = nv;
             }
-            ld[nld].e = v[k];
-            st        = load_record(&m, fds, (uint32_t)ai, v[k], &ld[nld].rec);
-            if (st == TESS_OK)
-                nld++;
+            st = load_record(&m, fds, &sg, (uint32_t)ai, v[k], &ld[nld]);
+            nld++; /* kept even when it failed: what it allocated is freed below */
         }
         free(v);
     }
@@ -1128,19 +1179,27 @@ tess_status_t tess_restart(const tess_ckpt_params_t *p)
         if (fds[f] >= 0)
             close(fds[f]);
     free(fds);
+    /* The copies read the staging buffer and write memory that may be freed below. */
+    for (size_t i = 0; i < nld; i++)
+        if (tess_gpu->stream_sync(ld[i].e->stream) != TESS_OK && st == TESS_OK)
+            st = tess_error(TESS_ERR_GPU, "restart: a device copy failed: %s",
+                            tess_error_detail());
+    for (int i = 0; i < 2; i++)
+        if (sg.ev[i])
+            tess_gpu->event_destroy(sg.ev[i]);
+    if (sg.buf)
+        tess_gpu->host_free(sg.buf);
     st = ckpt_agree(st);
     if (st == TESS_OK) {
         for (size_t i = 0; i < nld; i++)
-            apply_record(ld[i].e, ld[i].rec);
-        /* The copies read the records: they complete before the records go. */
-        for (size_t i = 0; i < nld; i++)
-            if (tess_gpu->stream_sync(ld[i].e->stream) != TESS_OK)
-                tess_fatal("restart: a device copy failed: %s", tess_error_detail());
-        tess_dc_streams_dirty();
+            apply_record(&ld[i]);
+        tess_dc_streams_dirty(); /* the restored buffers were written on element streams */
         tess_debug("restarted %zu elements from %s", nld, m.path);
     }
-    for (size_t i = 0; i < nld; i++)
-        free(ld[i].rec);
+    for (size_t i = 0; i < nld; i++) {
+        loaded_free_dev(&ld[i]); /* nothing left after apply_record */
+        free(ld[i].head);
+    }
     free(ld);
     manifest_free(&m);
     free(set);
