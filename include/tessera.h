@@ -418,6 +418,11 @@ TESS_API void tess_pup_bytes(tess_pup_h pup, void *ptr, size_t size);
  *  source buffer is freed by the runtime after the move. */
 TESS_API void tess_pup_device(tess_pup_h pup, void **dptr_p, size_t size);
 
+/** Nonzero while the PUP function runs for tess_checkpoint(): it copies the element out like
+ *  packing (tess_pup_bytes copies from ptr, tess_pup_device names the buffer to save) but the
+ *  element stays, so it must not free anything; tess_pup_is_packing() is 0 then. */
+TESS_API int tess_pup_is_checkpointing(tess_pup_h pup);
+
 /** Move this element to global PE `dest_pe` once the current entry returns (entry). Messages sent
  *  to it meanwhile are forwarded, never lost. The state bytes move before the PUP function runs
  *  and the old ones are freed: work still queued on the element's stream (in a process its
@@ -468,6 +473,115 @@ typedef struct tess_tree_stats {
     int64_t late;      /**< partials forwarded alone */
 } tess_tree_stats_t;
 TESS_API tess_status_t tess_tree_get_stats(tess_tree_stats_t *stats_p);
+
+/* ---- checkpoint and restart -------------------------------------------------------------- */
+
+/**
+ * A checkpoint is every element of the chosen arrays — its state bytes, and through the array's
+ * PUP function the host bytes and device buffers it owns — plus each array's metadata (name,
+ * extents, element size), the set of registered entries, a program name and the program's own
+ * global state (a byte string: its options, its cycle). It is written under a directory D:
+ *
+ *     D/ckpt.N/data.R   records of the elements process R held (header, state, PUP bytes,
+ *                       device bytes), each with a CRC-32C
+ *     D/ckpt.N/manifest the arrays, the entries' hash, the user bytes, and an index
+ *                       (array, element) -> (file, offset, length, CRC); written last, with a
+ *                       CRC of its own
+ *     D/current         "ckpt.N": the newest complete checkpoint
+ *
+ * Checkpoint N is written as D/ckpt.N.tmp and renamed to D/ckpt.N once every process has
+ * written and synced its file and process 0 the manifest; then D/current moves to it by a
+ * rename. So a job killed at any point of a checkpoint leaves the previous one current and
+ * whole. The previous checkpoint is kept, older ones are removed.
+ *
+ * A restart reads a checkpoint on any number of processes and PEs: the arrays are created
+ * again (same names, dimensions, extents and element sizes, in the same order; the map places
+ * the elements on the new shape) and tess_restart() fills every local element. Device buffers
+ * go from each element's stream into pinned staging memory and to the file; on restart into
+ * new device memory on the element's stream.
+ *
+ * Not saved: messages in flight (there are none between phases), reduction and load-balancing
+ * state (tags start afresh: an element's first contribution after a restart may use any tag),
+ * the location of elements (the map places them again), timeline traces, and anything the
+ * PUP function does not name. tess_result() of the last phase is not saved either.
+ */
+enum tess_ckpt_field {
+    TESS_CKPT_FIELD_PROGRAM = 1u << 0,
+    TESS_CKPT_FIELD_USER    = 1u << 1,
+    TESS_CKPT_FIELD_ARRAYS  = 1u << 2,
+    TESS_CKPT_FIELD_STEP    = 1u << 3
+};
+
+typedef struct tess_ckpt_params {
+    uint64_t            field_mask; /**< TESS_CKPT_FIELD_* of the optional fields set */
+    const char         *dir;        /**< the directory (required; created if missing) */
+    const char         *program;    /**< the program's name (< 64 bytes, default ""): a restart
+                                         with another name is refused */
+    const void         *user;       /**< tess_checkpoint: the program's global state, saved */
+    size_t              user_size;  /**<   with the checkpoint (<= 1 GiB, may be 0) */
+    int                 narrays;    /**< the arrays (default: every live array, in creation */
+    const tess_array_h *arrays;     /**<   order); a restart names the same set */
+    uint64_t            step;       /**< tess_checkpoint: N of ckpt.N (default: the current N
+                                         + 1, or 1); a cycle number works */
+} tess_ckpt_params_t;
+
+/**
+ * Write a checkpoint (main, between phases; collective over every process, which pass the same
+ * dir, program, step and arrays; the user bytes of process 0 are saved). Streams of the
+ * elements are not synchronised as a whole: each element's device buffers are copied on its own
+ * stream after the work already enqueued there. Returns when the checkpoint is complete and
+ * current on every process.
+ * Errors (the same on every process, naming the process and what failed; D/current is then
+ * unchanged): TESS_ERR_INVALID (params), TESS_ERR_STATE (inside a phase, not initialised),
+ * TESS_ERR_SYSTEM (a file or directory operation, with its errno text), TESS_ERR_GPU,
+ * TESS_ERR_NO_MEMORY, TESS_ERR_MISMATCH (processes passed different arguments).
+ */
+TESS_API tess_status_t tess_checkpoint(const tess_ckpt_params_t *params);
+
+/** What a checkpoint holds (from its manifest). */
+typedef struct tess_ckpt_info {
+    uint64_t step;       /**< N */
+    int      processes;  /**< processes and PEs per process that wrote it */
+    int      ppn;
+    int      narrays;
+    size_t   user_size;  /**< bytes of the program's global state */
+    char     path[1024]; /**< the checkpoint's directory (D/ckpt.N) */
+} tess_ckpt_info_t;
+
+/**
+ * Read and check the manifest of the current checkpoint of `dir` (or of `dir` itself when it is
+ * one checkpoint's directory, D/ckpt.N) and copy up to user_cap bytes of the program's global
+ * state into `user` (NULL: only info_p->user_size is wanted): what a program needs to rebuild
+ * its arrays before tess_restart() (main, between phases; collective). `program` (may be NULL:
+ * not checked) must be the name it was written with.
+ * Errors: TESS_ERR_NOT_FOUND (no checkpoint there), TESS_ERR_CORRUPT (a manifest that is
+ * truncated or fails its CRC, or not a Tessera checkpoint), TESS_ERR_MISMATCH (another program,
+ * an unknown format version), TESS_ERR_TRUNCATED (user is not NULL and user_cap is smaller
+ * than the saved bytes: the first user_cap are copied), TESS_ERR_SYSTEM.
+ */
+TESS_API tess_status_t tess_checkpoint_info(const char *dir, const char *program, void *user,
+                                            size_t user_cap, tess_ckpt_info_t *info_p);
+
+/**
+ * Fill the local elements of freshly created arrays from the current checkpoint of
+ * params->dir (main, between phases, before the arrays' first phase; collective). The arrays
+ * (params->arrays, or every live array) must match the checkpoint's in order, name,
+ * dimensions, extents, element size and whether they have a PUP function, and the program
+ * name and the registered entries (names, in order) must be those that wrote it. Every process
+ * first reads and checks everything it needs (manifest, file sizes, each record's CRC and
+ * header); only when all processes found everything right does any element change: then, for
+ * each local element, the destructor runs (freeing what the constructor made), the saved state
+ * bytes replace the state, device buffers are allocated and filled on the element's stream,
+ * and the PUP function unpacks (as after a migration). So a refused checkpoint leaves every
+ * element as its constructor made it. Memory: while the records are checked, the process holds
+ * their host parts, and their device bytes in new device memory (filled on each element's
+ * stream through pinned staging) beside what the constructors allocated.
+ * Errors (the same on every process, naming the file and what is wrong): those of
+ * tess_checkpoint_info, TESS_ERR_CORRUPT (a record fails its CRC or header check, a data file
+ * is shorter or longer than written), TESS_ERR_MISMATCH (arrays or entries differ: the text
+ * says which and how), TESS_ERR_GPU, TESS_ERR_NO_MEMORY.
+ */
+TESS_API tess_status_t tess_restart(const tess_ckpt_params_t *params);
 
 /* ---- timeline trace ---------------------------------------------------------------------- */
 

@@ -8,14 +8,21 @@
  * still in use, and no source-done callback is needed: the transfers are stream-ordered.
  *
  *   mpirun -np P jacobi2d_tess [+ppn T] -x NX -y NY -i ITERS -odf N [-verify] …
+ *          [-checkpoint-every N -checkpoint-dir D] [-restart D]
+ *
+ * Checkpoints (examples/common/app_ckpt.h) are taken between phases: a phase runs to the next
+ * checkpoint's iteration and the blocks hold that iteration's halos back, so nothing is in
+ * flight and a block's state is its two arrays and its iteration.
  */
 #include "common.h"
 #include "jacobi.h"
 
+#include <inttypes.h>
 #include <mpi.h>
 #include <tessera.h>
 #include <tessera/gpu.h>
 
+#include "../common/app_ckpt.h"
 #include "../common/app_tess.h"
 
 enum { DIR_N = 0, DIR_S = 1, DIR_W = 2, DIR_E = 3 };
@@ -39,6 +46,8 @@ typedef struct block {
     int      iter, target;
     int      got[2];       /* halos of iteration k counted in got[k % 2] */
     int      finished;
+    int      hold;      /* the phase ends at `target` with this iteration's halos held back */
+    int      held;      /* they were: send them when the next phase starts */
     int      balancing; /* in a load-balancing step: halos are counted, not acted on */
     double   sum;
 } block_t;
@@ -47,6 +56,17 @@ static jac_opts_t   opt;
 static tess_array_h grid;
 static tess_entry_t E_RESUME, E_HALO, E_SUMMED, E_RESULT, E_BALANCED;
 static int          cx = 1, cy = 1;
+
+/* What a phase runs to (the message of E_RESUME). */
+typedef struct phase_msg {
+    int32_t target, hold;
+} phase_msg_t;
+
+/* The program's state saved with a checkpoint. */
+typedef struct jac_saved {
+    jac_opts_t opt;
+    int32_t    cx, cy, iter, pad;
+} jac_saved_t;
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
 
@@ -196,8 +216,12 @@ static void advance(tess_ctx_h ctx, block_t *b)
             tess_at_sync(ctx);
             return;
         }
-        if (b->iter < opt.warmup + opt.iters)
-            send_halos(ctx, b, b->iter, 0);
+        if (b->iter < opt.warmup + opt.iters) {
+            if (b->hold && b->iter == b->target)
+                b->held = 1;
+            else
+                send_halos(ctx, b, b->iter, 0);
+        }
     }
     if (b->iter == opt.warmup + opt.iters && !b->finished) {
         b->finished = 1;
@@ -248,17 +272,24 @@ static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     /* Neighbours that resumed first may have sent this iteration's halos already: they were
      * counted, and are used now. */
     b->balancing = 0;
-    send_halos(ctx, b, b->iter, 1); /* the column buffers were made anew if it moved */
+    if (b->hold && b->iter == b->target)
+        b->held = 1; /* a checkpoint's iteration: the next phase sends them */
+    else
+        send_halos(ctx, b, b->iter, 1); /* the column buffers were made anew if it moved */
     advance(ctx, b);
 }
 
 static void on_resume(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     (void)size;
-    block_t *b = e;
-    b->target  = *(const int *)msg;
-    if (b->iter == 0 && b->target > 0)
-        send_halos(ctx, b, 0, 1);
+    block_t           *b = e;
+    const phase_msg_t *m = msg;
+    b->target            = m->target;
+    b->hold              = m->hold;
+    if ((b->iter == 0 || b->held) && b->iter < b->target) {
+        send_halos(ctx, b, b->iter, 1);
+        b->held = 0;
+    }
     advance(ctx, b);
 }
 
@@ -270,20 +301,33 @@ static void on_summed(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     b->sum     = 0;
     for (int64_t i = 0; i < b->bx; i++)
         b->sum += b->rows_host[i];
-    tess_contribute(ctx, 0, &b->sum, 1, TESS_DOUBLE, TESS_SUM,
-                    tess_cb_element(grid, tess_idx2(0, 0), E_RESULT));
+    /* The blocks' sums are added in the order of the blocks (on block (0,0)), not in the order
+     * a reduction meets them: the checksum is the same bit for bit on every shape of the job,
+     * which a restart on another shape relies on. */
+    double part[2] = {(double)tess_ctx_linear(ctx), b->sum};
+    tess_send(grid, tess_idx2(0, 0), E_RESULT, part, sizeof(part));
 }
 
 typedef struct result {
     double t_end, checksum;
 } result_t;
 
+static double *block_sums; /* [cx * cy] on block (0,0)'s process */
+static int     nblock_sums;
+
 static void on_result(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     (void)ctx;
     (void)e;
     (void)size;
-    result_t r = {tess_wtime(), *(const double *)msg};
+    const double *part = msg;
+    block_sums[(int64_t)part[0]] = part[1];
+    if (++nblock_sums < cx * cy)
+        return;
+    result_t r = {tess_wtime(), 0};
+    for (int i = 0; i < cx * cy; i++)
+        r.checksum += block_sums[i];
+    nblock_sums = 0;
     tess_exit_with(&r, sizeof(r));
 }
 
@@ -294,12 +338,42 @@ static void sync_block(tess_ctx_h ctx, void *e, void *arg)
     tess_gpu_stream_sync(tess_ctx_stream(ctx));
 }
 
-static int phase_target;
+static phase_msg_t phase;
 static void start_phase(void *arg)
 {
     (void)arg;
     if (tess_process() == 0)
-        tess_broadcast(grid, E_RESUME, &phase_target, sizeof(phase_target));
+        tess_broadcast(grid, E_RESUME, &phase, sizeof(phase));
+}
+
+/* A restart takes the problem from the checkpoint: an option given with another value is
+ * refused. */
+static void check_restart_options(int argc, char **argv, const jac_opts_t *saved, int scx,
+                                  int scy, int rank)
+{
+    jac_opts_t g = jac_parse(argc, argv, rank);
+    char       a[64], b[64];
+#define JAC_SAME(flag, field, fmt)                                                             \
+    if (app_arg_given(argc, argv, flag) && g.field != saved->field) {                          \
+        snprintf(a, sizeof(a), fmt, g.field);                                                   \
+        snprintf(b, sizeof(b), fmt, saved->field);                                              \
+        app_ckpt_refuse(rank, flag, a, b);                                                      \
+    }
+    JAC_SAME("-x", nx, "%" PRId64)
+    JAC_SAME("-y", ny, "%" PRId64)
+    JAC_SAME("-i", iters, "%d")
+    JAC_SAME("-w", warmup, "%d")
+    JAC_SAME("-imbalance", imbalance, "%d")
+    JAC_SAME("-heavy", heavy, "%g")
+    JAC_SAME("-lb", lb_period, "%d")
+    JAC_SAME("-halos", halos_in_place, "%d")
+    JAC_SAME("-odf", odf, "%d")
+#undef JAC_SAME
+    if (app_arg_given(argc, argv, "-d") && (g.px != scx || g.py != scy)) {
+        snprintf(a, sizeof(a), "%dx%d", g.px, g.py);
+        snprintf(b, sizeof(b), "%dx%d", scx, scy);
+        app_ckpt_refuse(rank, "-d", a, b);
+    }
 }
 
 /* ---- main ------------------------------------------------------------------------------------ */
@@ -315,7 +389,16 @@ int main(int argc, char **argv)
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    app_ckpt_t  ck = app_ckpt_args(&argc, argv, rank);
+    jac_saved_t saved;
     opt = jac_parse(argc, argv, rank);
+    if (ck.restart) {
+        app_ckpt_read_fixed(&ck, "jacobi2d", &saved, sizeof(saved), rank);
+        check_restart_options(argc, argv, &saved.opt, saved.cx, saved.cy, rank);
+        int verify = opt.verify;
+        opt        = saved.opt;
+        opt.verify = verify;
+    }
 #ifdef JACOBI_CUDA
     jac_backend = tess_gpu_backend() == TESS_GPU_CUDA ? JAC_CUDA : JAC_HOST;
 #endif
@@ -323,7 +406,10 @@ int main(int argc, char **argv)
 
     int gpus   = app_count_gpus();
     int chares = opt.odf * gpus;
-    if (opt.px) {
+    if (ck.restart) {
+        cx = saved.cx; /* the chares are the unit that moves: their grid stays */
+        cy = saved.cy;
+    } else if (opt.px) {
         cx = opt.px;
         cy = opt.py;
     } else {
@@ -364,18 +450,43 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
-    /* Warm-up iterations (untimed), then the timed ones; both phases end when quiet. */
-    phase_target = opt.warmup;
-    if (opt.warmup && tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    /* The phase ended when no message was left, but the warm-up kernels may still be running:
-     * wait for them, as the MPI program does before its clock starts. */
-    tess_array_foreach(grid, sync_block, NULL);
-    MPI_Barrier(MPI_COMM_WORLD);
-    phase_target = opt.warmup + opt.iters;
-    double t0    = tess_wtime();
-    if (tess_run(TESS_RUN_UNTIL_EXIT, start_phase, NULL) != TESS_OK)
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    block_sums = calloc((size_t)cx * (size_t)cy, sizeof(double));
+    int iter   = 0;
+    if (ck.restart) {
+        app_ckpt_restore(&ck, "jacobi2d", rank);
+        iter = saved.iter;
+    }
+
+    /* Warm-up iterations (untimed), then the timed ones. A phase ends at the end of the
+     * warm-up and at each checkpoint (when quiet), the last one when the result is in. */
+    int    total = opt.warmup + opt.iters, timed = 0, nckpt = 0;
+    double t0 = 0, ckpt_s = 0;
+    for (;;) {
+        if (!timed && iter >= opt.warmup) {
+            /* The phase ended when no message was left, but the warm-up kernels may still be
+             * running: wait for them, as the MPI program does before its clock starts. */
+            tess_array_foreach(grid, sync_block, NULL);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0    = tess_wtime();
+            timed = total - iter;
+        }
+        int next = iter < opt.warmup ? opt.warmup : total;
+        if (ck.every && (iter / ck.every + 1) * ck.every < next)
+            next = (iter / ck.every + 1) * ck.every;
+        phase.target = next;
+        phase.hold   = ck.every && next % ck.every == 0 && next < total;
+        if (tess_run(next == total ? TESS_RUN_UNTIL_EXIT : TESS_RUN_UNTIL_QUIESCENCE,
+                     start_phase, NULL) != TESS_OK)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        iter = next;
+        if (iter == total)
+            break;
+        if (phase.hold) {
+            saved = (jac_saved_t){.opt = opt, .cx = cx, .cy = cy, .iter = iter};
+            ckpt_s += app_ckpt_write(&ck, "jacobi2d", &saved, sizeof(saved), iter, rank);
+            nckpt++;
+        }
+    }
     result_t r;
     if (tess_result(&r, sizeof(r), NULL) != TESS_OK) {
         fprintf(stderr, "no result: %s\n", tess_error_detail());
@@ -384,7 +495,7 @@ int main(int argc, char **argv)
     /* Element (0,0) lives on process 0, whose clock gave t0. */
     double per_iter = 0;
     if (rank == 0)
-        per_iter = (r.t_end - t0) / opt.iters;
+        per_iter = (r.t_end - t0) / timed;
 
     int status = 0;
     if (rank == 0) {
@@ -393,6 +504,9 @@ int main(int argc, char **argv)
                (long long)opt.ny, opt.iters, opt.warmup, nprocs, tess_ppn(), gpus, opt.odf, cx,
                cy, tess_gpu_backend_name());
         printf("time per iteration: %.6f ms\nchecksum: %.15e\n", per_iter * 1e3, r.checksum);
+        if (ck.every)
+            printf("checkpoints: %d in %s, %.3f s (%.2f%% of the timed part)\n", nckpt, ck.dir,
+                   ckpt_s, 100 * ckpt_s / (r.t_end - t0));
         tess_lb_stats_t lbs;
         if (opt.lb_period && tess_lb_get_stats(grid, &lbs) == TESS_OK)
             printf("load balancing: %llu steps; the last moved %lld chares, imbalance %.3f -> "
@@ -415,6 +529,7 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
     tess_array_destroy(grid);
+    free(block_sums);
     tess_finalize();
     MPI_Finalize();
     return status;

@@ -21,6 +21,12 @@
  *
  *   mpirun -np P lulesh_tess [+ppn T] -g N [-odf K | -d CXxCYxCZ] [-i ITS] [-r R] [-b B] [-c C]
  *                            [-lb K] [-rotate P] [-verify CASE] (common.h has the rest)
+ *                            [-checkpoint-every N -checkpoint-dir D] [-restart D]
+ *
+ * Checkpoints (examples/common/app_ckpt.h) are taken between phases: with them the run is a
+ * phase per N cycles; each ends when the chares have the minima of a checkpoint's cycle and
+ * hold them (dt_held) instead of starting the next cycle. A chare's state is then its arena
+ * (as for a migration) and the held minima; the next phase (E_RESUME) goes on from there.
  */
 #include "common.h"
 #include "exchange.h"
@@ -36,6 +42,7 @@
 #include <tessera.h>
 #include <tessera/gpu.h>
 
+#include "../common/app_ckpt.h"
 #include "../common/app_tess.h"
 
 enum { PH_FORCE = 0, PH_POSVEL = 1, PH_MONOQ = 2, PH_MASS = 3, NPHASES = 4 };
@@ -76,13 +83,23 @@ typedef struct chare {
     int64_t      kernel_ns_step;   /* … at the last load-balancing step */
     int          force_ready;      /* the next cycle's forces are already enqueued */
     int          force_packed;     /* … and packed for the node-sum (lul_fuse_t) */
+    int          held;             /* the phase ended with the minima of this cycle held */
+    double       dt_held[2];
 } chare_t;
 
-static lul_opts_t      opt;
-static lul_tess_opts_t topt;
-static tess_array_h    chares;
-static tess_entry_t    E_START, E_XCH, E_DTREADY, E_DT, E_BALANCED;
-static int             grid3[3];
+static lul_opts_t   opt;
+static lul_tess_opts_t  topt;
+static tess_array_h chares;
+static tess_entry_t E_START, E_XCH, E_DTREADY, E_DT, E_BALANCED, E_RESUME;
+static int          grid3[3];
+static int          stop_cycle = 1 << 30; /* a phase ends once the chares are at this cycle */
+
+/* The program's state saved with a checkpoint. */
+typedef struct lul_saved {
+    lul_opts_t  opt;
+    lul_tess_opts_t topt;
+    int32_t     grid3[3], cycle;
+} lul_saved_t;
 
 /* ---- memory hooks for lulesh.h ---------------------------------------------------------------
  *
@@ -646,6 +663,8 @@ static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 
 /* The global minima of the last cycle's constraints: the next cycle starts (or the run ends,
  * everywhere at once: every chare has the same time and cycle). */
+static void next_cycle(tess_ctx_h ctx, chare_t *c, const double *m);
+
 static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     (void)size;
@@ -656,6 +675,28 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         lul_stats_cycle(c->d.time < c->d.stoptime && c->d.cycle < opt.its ? c->d.cycle : -1);
     if (!(c->d.time < c->d.stoptime && c->d.cycle < opt.its))
         return; /* the end: every chare stops here, and the phase ends when all is quiet */
+    if (c->d.cycle >= stop_cycle) { /* a checkpoint's cycle: the next phase goes on */
+        c->held       = 1;
+        c->dt_held[0] = m[0];
+        c->dt_held[1] = m[1];
+        return;
+    }
+    next_cycle(ctx, c, m);
+}
+
+static void on_resume(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    chare_t *c = e;
+    if (!c->held)
+        return;
+    c->held = 0;
+    next_cycle(ctx, c, c->dt_held);
+}
+
+static void next_cycle(tess_ctx_h ctx, chare_t *c, const double *m)
+{
     if (!c->force_ready)
         stage_force(ctx, c); /* for d.cycle + 1: the cycle about to start */
     lul_time_increment(&c->d, m[0], m[1]);
@@ -666,11 +707,60 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     exchange(ctx, c, PH_FORCE, c->force_packed);
 }
 
+static void parse_tess(int *argc, char **argv, int rank);
+
 static void start_phase(void *arg)
 {
-    (void)arg;
+    int resume = *(const int *)arg;
     if (tess_process() == 0)
-        tess_broadcast(chares, E_START, NULL, 0);
+        tess_broadcast(chares, resume ? E_RESUME : E_START, NULL, 0);
+}
+
+/* A restart takes the problem from the checkpoint: an option given with another value is
+ * refused. */
+static void check_restart_options(int argc, char **argv, const lul_saved_t *sv, int rank)
+{
+    /* Parse a copy: parse_tess takes its options out of the array it is given. */
+    char **cp = malloc(sizeof(char *) * (size_t)(argc + 1));
+    if (!cp)
+        app_tess_fail("malloc");
+    memcpy(cp, argv, sizeof(char *) * (size_t)(argc + 1));
+    int         n    = argc;
+    lul_tess_opts_t keep = topt;
+    topt             = (lul_tess_opts_t){0};
+    parse_tess(&n, cp, rank);
+    lul_tess_opts_t gt = topt;
+    topt           = keep;
+    lul_opts_t g   = lul_parse(n, cp, rank);
+    free(cp);
+    char a[64], b[64];
+#define LUL_SAME(flag, given, saved)                                                            \
+    if (app_arg_given(argc, argv, flag) && (given) != (saved)) {                               \
+        snprintf(a, sizeof(a), "%lld", (long long)(given));                                     \
+        snprintf(b, sizeof(b), "%lld", (long long)(saved));                                     \
+        app_ckpt_refuse(rank, flag, a, b);                                                      \
+    }
+    LUL_SAME("-s", g.s, sv->opt.s)
+    LUL_SAME("-g", g.g, sv->opt.g)
+    LUL_SAME("-i", g.its, sv->opt.its)
+    LUL_SAME("-r", g.numReg, sv->opt.numReg)
+    LUL_SAME("-b", g.balance, sv->opt.balance)
+    LUL_SAME("-c", g.cost, sv->opt.cost)
+    LUL_SAME("-odf", g.odf, sv->opt.odf)
+    LUL_SAME("-lb", gt.lb_period, sv->topt.lb_period)
+    LUL_SAME("-lbfirst", gt.lb_first, sv->topt.lb_first)
+#undef LUL_SAME
+    if (app_arg_given(argc, argv, "-rotate") && memcmp(g.rot, sv->opt.rot, sizeof(g.rot))) {
+        snprintf(a, sizeof(a), "%dx%dx%d", g.rot[0], g.rot[1], g.rot[2]);
+        snprintf(b, sizeof(b), "%dx%dx%d", sv->opt.rot[0], sv->opt.rot[1], sv->opt.rot[2]);
+        app_ckpt_refuse(rank, "-rotate", a, b);
+    }
+    if (app_arg_given(argc, argv, "-d") &&
+        (gt.cx != sv->grid3[0] || gt.cy != sv->grid3[1] || gt.cz != sv->grid3[2])) {
+        snprintf(a, sizeof(a), "%dx%dx%d", gt.cx, gt.cy, gt.cz);
+        snprintf(b, sizeof(b), "%dx%dx%d", sv->grid3[0], sv->grid3[1], sv->grid3[2]);
+        app_ckpt_refuse(rank, "-d", a, b);
+    }
 }
 
 /* ---- options and the chare grid -------------------------------------------------------------- */
@@ -751,6 +841,20 @@ static void factor3(int parts, int64_t n, int g[3])
 
 /* ---- the final report (plain MPI) -------------------------------------------------------------- */
 
+/* After a phase: whether a chare holds a checkpoint's minima, and its cycle. */
+static void chare_held(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)ctx;
+    *(int *)arg |= ((chare_t *)e)->held;
+}
+
+static void chare_cycle(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)ctx;
+    int *m = arg, k = ((chare_t *)e)->d.cycle;
+    *m     = k > *m ? k : *m;
+}
+
 typedef struct gather {
     double *plane; /* n × n energies of the global plane z = 0 */
     int     cycles;
@@ -788,8 +892,26 @@ int main(int argc, char **argv)
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    app_ckpt_t  ck = app_ckpt_args(&argc, argv, rank);
+    lul_saved_t saved;
+    if (ck.restart) {
+        app_ckpt_read_fixed(&ck, "lulesh", &saved, sizeof(saved), rank);
+        check_restart_options(argc, argv, &saved, rank);
+    }
     parse_tess(&argc, argv, rank);
     opt = lul_parse(argc, argv, rank);
+    if (ck.restart) { /* the problem from the checkpoint; how to report from the command line */
+        lul_opts_t cl = opt;
+        int        stats = topt.stats;
+        opt           = saved.opt;
+        topt          = saved.topt;
+        opt.progress  = cl.progress;
+        opt.quiet     = cl.quiet;
+        opt.verify    = cl.verify;
+        opt.refcsv    = cl.refcsv;
+        opt.tol       = cl.tol;
+        topt.stats    = stats;
+    }
     lul_fuse(); /* LULESH_FUSE, LULESH_NODECOPY and LULESH_EOS_SPLIT checked before the run */
     lul_node_copy_ring();
     (void)lul_eos_split(0);
@@ -808,9 +930,12 @@ int main(int argc, char **argv)
 
     /* The global mesh: -g N, or -s per rank of a cube of ranks as the MPI program (else -s). */
     int p = (int)(cbrt((double)nprocs) + 0.5);
-    topt.n = opt.g ? opt.g : (int64_t)opt.s * (p * p * p == nprocs ? p : 1);
+    if (!ck.restart)
+        topt.n = opt.g ? opt.g : (int64_t)opt.s * (p * p * p == nprocs ? p : 1);
     int gpus = app_count_gpus();
-    if (topt.cx) {
+    if (ck.restart) { /* the chares are the unit that moves: their grid stays */
+        grid3[0] = saved.grid3[0], grid3[1] = saved.grid3[1], grid3[2] = saved.grid3[2];
+    } else if (topt.cx) {
         grid3[0] = topt.cx, grid3[1] = topt.cy, grid3[2] = topt.cz;
     } else {
         factor3(opt.odf * gpus, topt.n, grid3);
@@ -831,7 +956,8 @@ int main(int argc, char **argv)
                                    TESS_ENTRY_BATCH | TESS_ENTRY_SENDER_ORDERED, &E_XCH) != TESS_OK ||
         tess_entry_register("dtready", on_dtready, &E_DTREADY) != TESS_OK ||
         tess_entry_register("dt", on_dt, &E_DT) != TESS_OK ||
-        tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK)
+        tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK ||
+        tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK)
         app_tess_fail("entry registration");
     tess_array_params_t ap = {
         .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP |
@@ -848,11 +974,37 @@ int main(int argc, char **argv)
     if (tess_array_create(&ap, &chares) != TESS_OK)
         app_tess_fail("tess_array_create");
 
-    /* The run, nodal-mass sum included, is one phase: it ends when no message is left. */
+    int cycle0 = 0, resume = 0;
+    if (ck.restart) {
+        app_ckpt_restore(&ck, "lulesh", rank);
+        cycle0 = saved.cycle;
+        resume = 1;
+    }
+
+    /* The run, nodal-mass sum included, is one phase (with checkpoints, one per N cycles): it
+     * ends when no message is left. */
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    if (tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
-        app_tess_fail("tess_run");
+    double t0 = MPI_Wtime(), ckpt_s = 0;
+    int    nckpt = 0;
+    for (int cycle = cycle0;;) {
+        stop_cycle = ck.every ? (cycle / ck.every + 1) * ck.every : 1 << 30;
+        if (tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, &resume) != TESS_OK)
+            app_tess_fail("tess_run");
+        resume = 1;
+        int held = 0, reached = 0;
+        tess_array_foreach(chares, chare_held, &held);
+        MPI_Allreduce(MPI_IN_PLACE, &held, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (!held)
+            break; /* the end */
+        tess_array_foreach(chares, chare_cycle, &reached);
+        MPI_Allreduce(MPI_IN_PLACE, &reached, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        cycle = reached;
+        saved = (lul_saved_t){.opt = opt, .topt = topt,
+                              .grid3 = {grid3[0], grid3[1], grid3[2]}, .cycle = cycle};
+        saved.opt.verify = saved.opt.refcsv = NULL;
+        ckpt_s += app_ckpt_write(&ck, "lulesh", &saved, sizeof(saved), cycle, rank);
+        nckpt++;
+    }
     double elapsed = MPI_Wtime() - t0, elapsed_max = 0;
     MPI_Reduce(&elapsed, &elapsed_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
@@ -882,10 +1034,13 @@ int main(int argc, char **argv)
             printf("load balancing: %llu steps; the last moved %lld chares, imbalance %.3f -> "
                    "%.3f\n", (unsigned long long)lbs.steps, (long long)lbs.migrations,
                    lbs.imbalance_before, lbs.imbalance_after);
+        if (ck.every)
+            printf("checkpoints: %d in %s, %.3f s (%.2f%% of the run)\n", nckpt, ck.dir, ckpt_s,
+                   100 * ckpt_s / elapsed_max);
         printf("RESULT-TESS chares=%dx%dx%d gpus=%d lb=%d rotate=%dx%dx%d ms_per_cycle=%.6f\n",
                grid3[0], grid3[1], grid3[2], gpus, topt.lb_period, opt.rot[0], opt.rot[1],
                opt.rot[2],
-               cycles ? elapsed_max * 1e3 / cycles : 0.0);
+               cycles > cycle0 ? elapsed_max * 1e3 / (cycles - cycle0) : 0.0);
         fflush(stdout);
     }
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);

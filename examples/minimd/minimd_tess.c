@@ -3,8 +3,9 @@
  * subdomain with its own stream. The time-step phase runs as entry methods: the same kernels and
  * the same phases as minimd_mpi, every exchange a device message whose header carries the step,
  * the stage and the direction (so two messages from one chare — 2 chares along a dimension —
- * or from itself are told apart; counts travel with the data), thermo sums as Tessera
- * reductions. Lattice set-up and the final report stay in plain MPI around tess_run.
+ * or from itself are told apart; counts travel with the data), thermo sums gathered on chare
+ * (0,0,0) and added in chare order (the same bits on every shape of the job). Lattice set-up and
+ * the final report stay in plain MPI around tess_run.
  *
  * Stages of a step: 0-2 the ghost update along x, y, z; on rebuild steps 0-2 move atoms to their
  * new owners along x, y, z and 3-5 rebuild the ghosts. Messages land in receive buffers of
@@ -12,15 +13,21 @@
  * when they are for the step the chare is in.
  *
  *   mpirun -np P minimd_tess [+ppn T] [-s N | -nx NX -ny NY -nz NZ] [-n STEPS] -odf N …
+ *          [-checkpoint-every N -checkpoint-dir D] [-restart D]
+ *
+ * Checkpoints (examples/common/app_ckpt.h) are taken between phases, before a step that
+ * rebuilds the neighbor lists (N is a multiple of the rebuild period): a chare's state is then
+ * its owned atoms' positions, velocities and forces; ghosts, lists and buffers are made anew.
  */
 #include "common.h"
-#include "domain.h"
 #include "minimd.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <tessera.h>
 #include <tessera/gpu.h>
 
+#include "../common/app_ckpt.h"
 #include "../common/app_tess.h"
 
 typedef struct hdr {
@@ -29,12 +36,24 @@ typedef struct hdr {
 } hdr_t;
 
 typedef struct dom {
-    mmd_dom_t    m; /* what a subdomain of minimd_mpi has too (domain.h) */
+    int          c[3];
+    double       lo[3], hi[3];
     tess_index_t nbr[3][2];
+    int64_t      nlocal, nghost, cap_all, cap_own;
+    double      *x, *v, *f, *eatom, *watom;
+    int         *neigh, *numneigh, maxneigh;
+    int64_t      neigh_cap, neigh_alloc, stride;
+    mmd_bins_t   bins;
+    int         *bincount, *binatoms, *status, *dcount, *scratch, *hstatus, *hcount;
+    int64_t      bincount_cap, binatoms_cap;
+    int         *xlist[2], *blist[3][2];
+    int64_t      xlist_cap[2], blist_cap[3][2], bcount[3][2], roff[3][2], rcnt[3][2];
     double      *sbuf[2][6][2], *rbuf[2][6][2]; /* [parity][stage][side] */
     int64_t      sbuf_cap[2][6][2], rbuf_cap[2][6][2], rcount[2][6][2];
     int          arrived[2][6][2], direct[2][6][2];
+    double      *thermo_out, *hthermo;
     int          step, stage, target, waiting, nthermo;
+    double       t_force, t_neigh;
 } dom_t;
 
 typedef struct thermo_note {
@@ -53,6 +72,82 @@ static int           nslots;
 static mmd_thermo_row_t *rows;
 static int               nrows, lost_atoms;
 static double            t_end;
+
+/* Chare (0,0,0)'s process: each thermo row's partial sums of every chare, [row][chare][4], and
+ * how many are in. */
+static double *thermo_parts;
+static int    *thermo_nparts, nchares;
+
+/* The program's state saved with a checkpoint: the options, the problem, the chare grid, the
+ * step the run continues at, and the thermo rows so far (nrows of them follow). */
+typedef struct mmd_saved {
+    mmd_opts_t    opt;
+    mmd_problem_t pr;
+    int32_t       cg[3], step, nrows, pad;
+} mmd_saved_t;
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "minimd_tess: %s failed: %s\n", what, tess_error_detail());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void launch_host(void *stream, mmd_host_fn_t fn, const void *args, size_t size)
+{
+    if (tess_gpu_launch_host(stream, fn, args, size) != TESS_OK)
+        fail("launch");
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (tess_gpu_malloc(&p, bytes ? bytes : 8) != TESS_OK)
+        fail("device allocation");
+    return p;
+}
+
+/* Make *p hold `need` elements (with headroom), keeping the first `keep`; the old buffer is
+ * freed once the stream has drained (nothing may still read it). */
+static void grow(tess_stream_t s, void **p, int64_t *cap, int64_t need, int64_t keep,
+                 size_t elem)
+{
+    if (need <= *cap)
+        return;
+    int64_t n = need + need / 4 + 16;
+    void   *q = dev_alloc((size_t)n * elem);
+    if (keep > 0)
+        tess_gpu_memcpy_async(q, *p, (size_t)keep * elem, s);
+    if (*p) {
+        tess_gpu_stream_sync(s);
+        tess_gpu_free(*p);
+    }
+    *p   = q;
+    *cap = n;
+}
+
+static void grow_atoms(tess_stream_t s, dom_t *c, int64_t need_all, int64_t need_own,
+                       int64_t keep)
+{
+    if (need_own > c->cap_own) {
+        int64_t k = c->cap_own;
+        grow(s, (void **)&c->v, &k, need_own, keep, 3 * sizeof(double));
+        k = c->cap_own;
+        grow(s, (void **)&c->f, &k, need_own, 0, 3 * sizeof(double));
+        k = c->cap_own;
+        grow(s, (void **)&c->eatom, &k, need_own, 0, sizeof(double));
+        k = c->cap_own;
+        grow(s, (void **)&c->watom, &k, need_own, 0, sizeof(double));
+        c->cap_own = k;
+    }
+    grow(s, (void **)&c->x, &c->cap_all, need_all, keep, MMD_XW * sizeof(double));
+}
+
+static double shift_of(const dom_t *c, int d, int s)
+{
+    if (s == 0)
+        return c->c[d] == 0 ? pr.L[d] : 0.0;
+    return c->c[d] == cg[d] - 1 ? -pr.L[d] : 0.0;
+}
 
 static int is_rebuild(int step)
 {
@@ -98,13 +193,13 @@ static void atoms_post(tess_ctx_h ctx, void *e, const void *header, size_t heade
      * Only from this process, whose copies are ordered on this chare's stream (an RDMA get from
      * another node is not, and could overwrite positions that force still reads). */
     if (!is_rebuild(h->step) && h->step == c->step && h->proc == tess_process() &&
-        sizes[0] == (size_t)c->m.rcnt[st][from] * MMD_XW * sizeof(double)) {
-        dst[0]              = c->m.x + MMD_XW * c->m.roff[st][from];
+        sizes[0] == (size_t)c->rcnt[st][from] * MMD_XW * sizeof(double)) {
+        dst[0]              = c->x + MMD_XW * c->roff[st][from];
         c->direct[p][st][from] = 1;
     } else {
         int64_t n = (int64_t)(sizes[0] / sizeof(double));
-        mmd_grow(tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from], &c->rbuf_cap[p][st][from], n,
-                 0, sizeof(double));
+        grow(tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from], &c->rbuf_cap[p][st][from], n,
+             0, sizeof(double));
         dst[0]              = sizes[0] ? c->rbuf[p][st][from] : NULL;
         c->direct[p][st][from] = 0;
     }
@@ -122,32 +217,32 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
     c->arrived[p][st][0] = c->arrived[p][st][1] = 0;
     if (is_rebuild(c->step) && st < 3) { /* atoms moving in: MMD_MOVE_W doubles each */
         int64_t r0 = c->rcount[p][st][0] / MMD_MOVE_W, r1 = c->rcount[p][st][1] / MMD_MOVE_W;
-        mmd_grow_atoms(s, &c->m, c->m.nlocal + r0 + r1, c->m.nlocal + r0 + r1, c->m.nlocal);
-        mmd_unpack(s, c->rbuf[p][st][0], r0, c->m.x, c->m.v, c->m.nlocal);
-        mmd_unpack(s, c->rbuf[p][st][1], r1, c->m.x, c->m.v, c->m.nlocal + r0);
-        c->m.nlocal += r0 + r1;
+        grow_atoms(s, c, c->nlocal + r0 + r1, c->nlocal + r0 + r1, c->nlocal);
+        mmd_unpack(s, c->rbuf[p][st][0], r0, c->x, c->v, c->nlocal);
+        mmd_unpack(s, c->rbuf[p][st][1], r1, c->x, c->v, c->nlocal + r0);
+        c->nlocal += r0 + r1;
         c->stage++;
         exch_stage(ctx, c);
     } else if (is_rebuild(c->step)) { /* new ghosts */
         int     d = st - 3;
-        int64_t n = c->m.nlocal + c->m.nghost;
-        c->m.rcnt[d][0] = c->rcount[p][st][0] / MMD_XW;
-        c->m.rcnt[d][1] = c->rcount[p][st][1] / MMD_XW;
-        c->m.roff[d][0] = n;
-        c->m.roff[d][1] = n + c->m.rcnt[d][0];
-        mmd_grow_atoms(s, &c->m, n + c->m.rcnt[d][0] + c->m.rcnt[d][1], 0, n);
+        int64_t n = c->nlocal + c->nghost;
+        c->rcnt[d][0] = c->rcount[p][st][0] / MMD_XW;
+        c->rcnt[d][1] = c->rcount[p][st][1] / MMD_XW;
+        c->roff[d][0] = n;
+        c->roff[d][1] = n + c->rcnt[d][0];
+        grow_atoms(s, c, n + c->rcnt[d][0] + c->rcnt[d][1], 0, n);
         for (int k = 0; k < 2; k++)
-            if (c->m.rcnt[d][k])
-                tess_gpu_memcpy_async(c->m.x + MMD_XW * c->m.roff[d][k], c->rbuf[p][st][k],
-                                      (size_t)c->m.rcnt[d][k] * MMD_XW * sizeof(double), s);
-        c->m.nghost += c->m.rcnt[d][0] + c->m.rcnt[d][1];
+            if (c->rcnt[d][k])
+                tess_gpu_memcpy_async(c->x + MMD_XW * c->roff[d][k], c->rbuf[p][st][k],
+                                      (size_t)c->rcnt[d][k] * MMD_XW * sizeof(double), s);
+        c->nghost += c->rcnt[d][0] + c->rcnt[d][1];
         c->stage++;
         border_stage(ctx, c);
     } else { /* ghost positions */
         for (int k = 0; k < 2; k++)
-            if (!c->direct[p][st][k] && c->m.rcnt[st][k])
-                tess_gpu_memcpy_async(c->m.x + MMD_XW * c->m.roff[st][k], c->rbuf[p][st][k],
-                                      (size_t)c->m.rcnt[st][k] * MMD_XW * sizeof(double), s);
+            if (!c->direct[p][st][k] && c->rcnt[st][k])
+                tess_gpu_memcpy_async(c->x + MMD_XW * c->roff[st][k], c->rbuf[p][st][k],
+                                      (size_t)c->rcnt[st][k] * MMD_XW * sizeof(double), s);
         c->stage++;
         ghost_stage(ctx, c);
     }
@@ -170,23 +265,26 @@ static void on_atoms(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 static void select_two(tess_ctx_h ctx, dom_t *c, int d, int64_t n, const double a[2],
                        const double b[2], int *list[2], const int64_t cap[2])
 {
-    mmd_select_two(tess_ctx_stream(ctx), &c->m, d, n, a, b, list, cap);
+    tess_stream_t s = tess_ctx_stream(ctx);
+    for (int k = 0; k < 2; k++)
+        mmd_select(s, c->x, 0, n, d, a[k], b[k], list[k], c->dcount + k, cap[k], c->scratch);
+    tess_gpu_memcpy_async(c->hcount, c->dcount, 2 * sizeof(int), s);
     tess_gpu_then(ctx, E_COUNTED, NULL, 0);
 }
 
 static void exch_select(tess_ctx_h ctx, dom_t *c)
 {
     int    d    = c->stage;
-    double a[2] = {-INFINITY, c->m.hi[d]}, b[2] = {c->m.lo[d], INFINITY};
-    select_two(ctx, c, d, c->m.nlocal, a, b, c->m.xlist, c->m.xlist_cap);
+    double a[2] = {-INFINITY, c->hi[d]}, b[2] = {c->lo[d], INFINITY};
+    select_two(ctx, c, d, c->nlocal, a, b, c->xlist, c->xlist_cap);
 }
 
 static void border_select(tess_ctx_h ctx, dom_t *c)
 {
     int    d    = c->stage - 3;
-    double a[2] = {c->m.lo[d], c->m.hi[d] - pr.cutneigh};
-    double b[2] = {nextafter(c->m.lo[d] + pr.cutneigh, INFINITY), nextafter(c->m.hi[d], INFINITY)};
-    select_two(ctx, c, d, c->m.nlocal + c->m.nghost, a, b, c->m.blist[d], c->m.blist_cap[d]);
+    double a[2] = {c->lo[d], c->hi[d] - pr.cutneigh};
+    double b[2] = {nextafter(c->lo[d] + pr.cutneigh, INFINITY), nextafter(c->hi[d], INFINITY)};
+    select_two(ctx, c, d, c->nlocal + c->nghost, a, b, c->blist[d], c->blist_cap[d]);
 }
 
 /* Atoms that left go to the lower or upper neighbor along x, then y, then z (an atom that left
@@ -197,7 +295,7 @@ static void exch_stage(tess_ctx_h ctx, dom_t *c)
     while (c->stage < 3 && cg[c->stage] == 1)
         c->stage++;
     if (c->stage == 3) {
-        c->m.nghost = 0;
+        c->nghost = 0;
         border_stage(ctx, c);
         return;
     }
@@ -221,12 +319,12 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     tess_stream_t s   = tess_ctx_stream(ctx);
     int           st  = c->stage, p = c->step % 2, exch = st < 3;
     int           d   = exch ? st : st - 3;
-    int         **lst = exch ? c->m.xlist : c->m.blist[d];
-    int64_t      *cap = exch ? c->m.xlist_cap : c->m.blist_cap[d];
-    int64_t       n[2] = {c->m.hcount[0], c->m.hcount[1]};
+    int         **lst = exch ? c->xlist : c->blist[d];
+    int64_t      *cap = exch ? c->xlist_cap : c->blist_cap[d];
+    int64_t       n[2] = {c->hcount[0], c->hcount[1]};
     if (n[0] > cap[0] || n[1] > cap[1]) { /* a list did not fit: grow it, select again */
         for (int k = 0; k < 2; k++)
-            mmd_grow(s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
+            grow(s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
         if (exch)
             exch_select(ctx, c);
         else
@@ -235,39 +333,36 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     }
     if (exch) {
         for (int k = 0; k < 2; k++) {
-            mmd_grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_MOVE_W * n[k], 0,
-                     sizeof(double));
-            mmd_pack(s, c->m.x, c->m.v, lst[k], n[k], d, mmd_shift_of(&c->m, d, k),
-                     c->sbuf[p][st][k]);
+            grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_MOVE_W * n[k], 0,
+                 sizeof(double));
+            mmd_pack(s, c->x, c->v, lst[k], n[k], d, shift_of(c, d, k), c->sbuf[p][st][k]);
         }
-        mmd_remove(s, c->m.x, c->m.v, lst[0], n[0], lst[1], n[1], c->m.nlocal);
-        c->m.nlocal -= n[0] + n[1];
+        mmd_remove(s, c->x, c->v, lst[0], n[0], lst[1], n[1], c->nlocal);
+        c->nlocal -= n[0] + n[1];
         send_two(ctx, c, d, n, MMD_MOVE_W);
         try_consume(ctx, c);
         return;
     }
-    c->m.bcount[d][0] = n[0];
-    c->m.bcount[d][1] = n[1];
+    c->bcount[d][0] = n[0];
+    c->bcount[d][1] = n[1];
     if (cg[d] == 1) { /* its own neighbor on both sides: the ghosts are packed in place */
-        int64_t base = c->m.nlocal + c->m.nghost;
-        c->m.rcnt[d][0] = n[1];
-        c->m.rcnt[d][1] = n[0];
-        c->m.roff[d][0] = base;
-        c->m.roff[d][1] = base + n[1];
-        mmd_grow_atoms(s, &c->m, base + n[0] + n[1], 0, base);
-        mmd_pack(s, c->m.x, NULL, lst[1], n[1], d, mmd_shift_of(&c->m, d, 1),
-                 c->m.x + MMD_XW * c->m.roff[d][0]);
-        mmd_pack(s, c->m.x, NULL, lst[0], n[0], d, mmd_shift_of(&c->m, d, 0),
-                 c->m.x + MMD_XW * c->m.roff[d][1]);
-        c->m.nghost += n[0] + n[1];
+        int64_t base = c->nlocal + c->nghost;
+        c->rcnt[d][0] = n[1];
+        c->rcnt[d][1] = n[0];
+        c->roff[d][0] = base;
+        c->roff[d][1] = base + n[1];
+        grow_atoms(s, c, base + n[0] + n[1], 0, base);
+        mmd_pack(s, c->x, NULL, lst[1], n[1], d, shift_of(c, d, 1), c->x + MMD_XW * c->roff[d][0]);
+        mmd_pack(s, c->x, NULL, lst[0], n[0], d, shift_of(c, d, 0), c->x + MMD_XW * c->roff[d][1]);
+        c->nghost += n[0] + n[1];
         c->stage++;
         border_stage(ctx, c);
         return;
     }
     for (int k = 0; k < 2; k++) {
-        mmd_grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
-                 sizeof(double));
-        mmd_pack(s, c->m.x, NULL, lst[k], n[k], d, mmd_shift_of(&c->m, d, k), c->sbuf[p][st][k]);
+        grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
+             sizeof(double));
+        mmd_pack(s, c->x, NULL, lst[k], n[k], d, shift_of(c, d, k), c->sbuf[p][st][k]);
     }
     send_two(ctx, c, d, n, MMD_XW);
     try_consume(ctx, c);
@@ -278,28 +373,27 @@ static void do_force(tess_ctx_h ctx, dom_t *c);
 static void build_neighbors(tess_ctx_h ctx, dom_t *c)
 {
     tess_stream_t s     = tess_ctx_stream(ctx);
-    int64_t       nbins = (int64_t)c->m.bins.n[0] * c->m.bins.n[1] * c->m.bins.n[2];
+    int64_t       nbins = (int64_t)c->bins.n[0] * c->bins.n[1] * c->bins.n[2];
     double        t     = 0;
-    mmd_grow(s, (void **)&c->m.bincount, &c->m.bincount_cap, nbins, 0, sizeof(int));
-    mmd_grow(s, (void **)&c->m.binatoms, &c->m.binatoms_cap, nbins * c->m.bins.cap, 0, sizeof(int));
-    mmd_grow(s, (void **)&c->m.numneigh, &c->m.neigh_cap, c->m.cap_own, 0, sizeof(int));
-    mmd_grow(s, (void **)&c->m.neigh, &c->m.neigh_alloc, (int64_t)c->m.maxneigh * c->m.cap_own, 0,
-             sizeof(int));
-    c->m.stride = c->m.cap_own;
+    grow(s, (void **)&c->bincount, &c->bincount_cap, nbins, 0, sizeof(int));
+    grow(s, (void **)&c->binatoms, &c->binatoms_cap, nbins * c->bins.cap, 0, sizeof(int));
+    grow(s, (void **)&c->numneigh, &c->neigh_cap, c->cap_own, 0, sizeof(int));
+    grow(s, (void **)&c->neigh, &c->neigh_alloc, (int64_t)c->maxneigh * c->cap_own, 0,
+         sizeof(int));
+    c->stride = c->cap_own;
     if (opt.timing) {
         tess_gpu_stream_sync(s);
         t = tess_wtime();
     }
-    mmd_bin(s, c->m.x, c->m.nlocal + c->m.nghost, c->m.bins, c->m.bincount, c->m.binatoms,
-            c->m.status);
-    mmd_neighbor(s, c->m.x, c->m.nlocal, c->m.bins, c->m.bincount, c->m.binatoms,
-                 pr.cutneigh * pr.cutneigh, c->m.neigh, c->m.numneigh, c->m.stride, c->m.maxneigh,
-                 c->m.status);
+    mmd_bin(s, c->x, c->nlocal + c->nghost, c->bins, c->bincount, c->binatoms, c->status);
+    mmd_neighbor(s, c->x, c->nlocal, c->bins, c->bincount, c->binatoms,
+                 pr.cutneigh * pr.cutneigh, c->neigh, c->numneigh, c->stride, c->maxneigh,
+                 c->status);
     if (opt.timing) {
         tess_gpu_stream_sync(s);
-        c->m.t_neigh += tess_wtime() - t;
+        c->t_neigh += tess_wtime() - t;
     }
-    tess_gpu_memcpy_async(c->m.hstatus, c->m.status, 2 * sizeof(int), s);
+    tess_gpu_memcpy_async(c->hstatus, c->status, 2 * sizeof(int), s);
     tess_gpu_then(ctx, E_NEIGH, NULL, 0);
 }
 
@@ -308,11 +402,11 @@ static void on_neigh(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)msg;
     (void)size;
     dom_t *c = e;
-    if (c->m.hstatus[0] > c->m.bins.cap || c->m.hstatus[1] > c->m.maxneigh) {
-        if (c->m.hstatus[0] > c->m.bins.cap)
-            c->m.bins.cap = c->m.hstatus[0] + 2;
+    if (c->hstatus[0] > c->bins.cap || c->hstatus[1] > c->maxneigh) {
+        if (c->hstatus[0] > c->bins.cap)
+            c->bins.cap = c->hstatus[0] + 2;
         else
-            c->m.maxneigh = c->m.hstatus[1] + 8;
+            c->maxneigh = c->hstatus[1] + 8;
         build_neighbors(ctx, c);
         return;
     }
@@ -327,10 +421,10 @@ static void ghost_stage(tess_ctx_h ctx, dom_t *c)
     int           p = c->step % 2;
     while (c->stage < 3 && cg[c->stage] == 1) { /* its own neighbor: in place */
         int d = c->stage;
-        mmd_pack(s, c->m.x, NULL, c->m.blist[d][1], c->m.bcount[d][1], d, mmd_shift_of(&c->m, d, 1),
-                 c->m.x + MMD_XW * c->m.roff[d][0]);
-        mmd_pack(s, c->m.x, NULL, c->m.blist[d][0], c->m.bcount[d][0], d, mmd_shift_of(&c->m, d, 0),
-                 c->m.x + MMD_XW * c->m.roff[d][1]);
+        mmd_pack(s, c->x, NULL, c->blist[d][1], c->bcount[d][1], d, shift_of(c, d, 1),
+                 c->x + MMD_XW * c->roff[d][0]);
+        mmd_pack(s, c->x, NULL, c->blist[d][0], c->bcount[d][0], d, shift_of(c, d, 0),
+                 c->x + MMD_XW * c->roff[d][1]);
         c->stage++;
     }
     if (c->stage == 3) {
@@ -339,12 +433,12 @@ static void ghost_stage(tess_ctx_h ctx, dom_t *c)
     }
     int d = c->stage;
     for (int k = 0; k < 2; k++) {
-        mmd_grow(s, (void **)&c->sbuf[p][d][k], &c->sbuf_cap[p][d][k], MMD_XW * c->m.bcount[d][k],
-                 0, sizeof(double));
-        mmd_pack(s, c->m.x, NULL, c->m.blist[d][k], c->m.bcount[d][k], d, mmd_shift_of(&c->m, d, k),
+        grow(s, (void **)&c->sbuf[p][d][k], &c->sbuf_cap[p][d][k], MMD_XW * c->bcount[d][k], 0,
+             sizeof(double));
+        mmd_pack(s, c->x, NULL, c->blist[d][k], c->bcount[d][k], d, shift_of(c, d, k),
                  c->sbuf[p][d][k]);
     }
-    send_two(ctx, c, d, c->m.bcount[d], MMD_XW);
+    send_two(ctx, c, d, c->bcount[d], MMD_XW);
     try_consume(ctx, c);
 }
 
@@ -357,19 +451,19 @@ static void do_force(tess_ctx_h ctx, dom_t *c)
         tess_gpu_stream_sync(s);
         t = tess_wtime();
     }
-    mmd_force(s, c->m.x, c->m.f, c->m.neigh, c->m.numneigh, c->m.stride, c->m.nlocal,
-              pr.cutforce * pr.cutforce, thermo ? c->m.eatom : NULL, thermo ? c->m.watom : NULL);
+    mmd_force(s, c->x, c->f, c->neigh, c->numneigh, c->stride, c->nlocal,
+              pr.cutforce * pr.cutforce, thermo ? c->eatom : NULL, thermo ? c->watom : NULL);
     if (opt.timing) {
         tess_gpu_stream_sync(s);
-        c->m.t_force += tess_wtime() - t;
+        c->t_force += tess_wtime() - t;
     }
     if (c->step > 0)
-        mmd_final_integrate(s, c->m.v, c->m.f, c->m.nlocal, pr.dtforce);
+        mmd_final_integrate(s, c->v, c->f, c->nlocal, pr.dtforce);
     if (thermo) {
         int slot = c->nthermo++ % nslots;
-        mmd_thermo_sums(s, c->m.v, c->m.eatom, c->m.watom, c->m.nlocal, c->m.thermo_out);
-        tess_gpu_memcpy_async(c->m.hthermo + 3 * slot, c->m.thermo_out, 3 * sizeof(double), s);
-        thermo_note_t note = {c->step, slot, c->m.nlocal};
+        mmd_thermo_sums(s, c->v, c->eatom, c->watom, c->nlocal, c->thermo_out);
+        tess_gpu_memcpy_async(c->hthermo + 3 * slot, c->thermo_out, 3 * sizeof(double), s);
+        thermo_note_t note = {c->step, slot, c->nlocal};
         tess_gpu_then(ctx, E_THERMO_READY, &note, sizeof(note));
     }
     c->step++;
@@ -381,13 +475,13 @@ static void begin_step(tess_ctx_h ctx, dom_t *c)
 {
     tess_stream_t s = tess_ctx_stream(ctx);
     if (c->step > 0)
-        mmd_initial_integrate(s, c->m.x, c->m.v, c->m.f, c->m.nlocal, pr.dt, pr.dtforce);
+        mmd_initial_integrate(s, c->x, c->v, c->f, c->nlocal, pr.dt, pr.dtforce);
     c->stage = 0;
     if (is_rebuild(c->step)) {
         double wrap[3];
         for (int d = 0; d < 3; d++)
             wrap[d] = cg[d] == 1 ? pr.L[d] : 0.0;
-        mmd_pbc(s, c->m.x, c->m.nlocal, wrap);
+        mmd_pbc(s, c->x, c->nlocal, wrap);
         exch_stage(ctx, c);
     } else {
         ghost_stage(ctx, c);
@@ -401,10 +495,10 @@ static void on_thermo_ready(tess_ctx_h ctx, void *e, const void *msg, size_t siz
     (void)size;
     dom_t               *c = e;
     const thermo_note_t *n = msg;
-    double sums[5] = {c->m.hthermo[3 * n->slot], c->m.hthermo[3 * n->slot + 1],
-                      c->m.hthermo[3 * n->slot + 2], (double)n->nlocal, (double)n->step};
-    tess_contribute(ctx, (uint64_t)n->step, sums, 5, TESS_DOUBLE, TESS_SUM,
-                    tess_cb_element(grid, tess_idx3(0, 0, 0), E_THERMO));
+    double part[6] = {(double)tess_ctx_linear(ctx), (double)n->step, c->hthermo[3 * n->slot],
+                      c->hthermo[3 * n->slot + 1], c->hthermo[3 * n->slot + 2],
+                      (double)n->nlocal};
+    tess_send(grid, tess_idx3(0, 0, 0), E_THERMO, part, sizeof(part));
 }
 
 static void on_thermo(tess_ctx_h ctx, void *e, const void *msg, size_t size)
@@ -412,9 +506,17 @@ static void on_thermo(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)ctx;
     (void)e;
     (void)size;
-    const double *s    = msg;
-    int           step = (int)(s[4] / ((double)cg[0] * cg[1] * cg[2]) + 0.5);
-    rows[nrows++]      = mmd_thermo_row(&pr, step, s);
+    const double *m    = msg;
+    int           step = (int)m[1];
+    int           row  = step % opt.thermo ? nslots - 1 : step / opt.thermo;
+    memcpy(&thermo_parts[((size_t)row * nchares + (size_t)m[0]) * 4], m + 2, 4 * sizeof(double));
+    if (++thermo_nparts[row] < nchares)
+        return;
+    double s[5] = {0, 0, 0, 0, (double)step * nchares};
+    for (int i = 0; i < nchares; i++)
+        for (int k = 0; k < 4; k++)
+            s[k] += thermo_parts[((size_t)row * nchares + i) * 4 + k];
+    rows[nrows++] = mmd_thermo_row(&pr, step, s);
     if ((int64_t)(s[3] + 0.5) != pr.natoms)
         lost_atoms = 1;
     if (step == opt.steps && step > 0) {
@@ -442,39 +544,46 @@ static void start_phase(void *arg)
 
 /* ---- set-up (plain MPI around the chares) -------------------------------------------------------- */
 
+static void dom_alloc(tess_ctx_h ctx, dom_t *c);
+
 static void dom_ctor(tess_ctx_h ctx, void *e, void *arg)
 {
     (void)arg;
     dom_t        *c  = e;
     tess_index_t  ix = tess_ctx_index(ctx);
-    tess_stream_t s  = tess_ctx_stream(ctx);
     int           i3[3] = {ix.x, ix.y, ix.z};
     for (int d = 0; d < 3; d++) {
-        c->m.c[d]    = i3[d];
-        c->m.grid[d] = cg[d];
-        c->m.L[d]    = pr.L[d];
-        c->m.lo[d]   = mmd_bound(pr.L[d], cg[d], i3[d]);
-        c->m.hi[d]   = mmd_bound(pr.L[d], cg[d], i3[d] + 1);
+        c->c[d]  = i3[d];
+        c->lo[d] = mmd_bound(pr.L[d], cg[d], i3[d]);
+        c->hi[d] = mmd_bound(pr.L[d], cg[d], i3[d] + 1);
         for (int k = 0; k < 2; k++) {
             int n[3] = {i3[0], i3[1], i3[2]};
             n[d]     = (n[d] + (k ? 1 : -1) + cg[d]) % cg[d];
             c->nbr[d][k] = tess_idx3(n[0], n[1], n[2]);
         }
     }
-    mmd_bins_setup(c->m.lo, c->m.hi, pr.cutneigh, opt.small ? 1 : 8, &c->m.bins);
-    c->m.maxneigh   = opt.small ? 4 : 100;
-    c->m.status     = app_tess_dev_alloc(2 * sizeof(int));
-    c->m.dcount     = app_tess_dev_alloc(2 * sizeof(int));
-    c->m.scratch    = app_tess_dev_alloc(MMD_SCAN_SCRATCH * sizeof(int));
-    c->m.thermo_out = app_tess_dev_alloc(MMD_THERMO_OUT * sizeof(double));
-    c->m.hstatus    = app_tess_pinned_alloc(2 * sizeof(int));
-    c->m.hcount     = app_tess_pinned_alloc(2 * sizeof(int));
-    c->m.hthermo    = app_tess_pinned_alloc(3 * sizeof(double) * (size_t)nslots);
-    int64_t c0      = opt.small ? 1 : 1024;
+    mmd_bins_setup(c->lo, c->hi, pr.cutneigh, opt.small ? 1 : 8, &c->bins);
+    c->maxneigh = opt.small ? 4 : 100;
+    dom_alloc(ctx, c);
+}
+
+/* What a chare allocates whatever its atoms. */
+static void dom_alloc(tess_ctx_h ctx, dom_t *c)
+{
+    tess_stream_t s = tess_ctx_stream(ctx);
+    c->status   = dev_alloc(2 * sizeof(int));
+    c->dcount   = dev_alloc(2 * sizeof(int));
+    c->scratch  = dev_alloc(MMD_SCAN_SCRATCH * sizeof(int));
+    c->thermo_out = dev_alloc(MMD_THERMO_OUT * sizeof(double));
+    if (tess_gpu_malloc_host((void **)&c->hstatus, 2 * sizeof(int)) != TESS_OK ||
+        tess_gpu_malloc_host((void **)&c->hcount, 2 * sizeof(int)) != TESS_OK ||
+        tess_gpu_malloc_host((void **)&c->hthermo, 3 * sizeof(double) * (size_t)nslots) != TESS_OK)
+        fail("pinned allocation");
     for (int k = 0; k < 2; k++) {
-        mmd_grow(s, (void **)&c->m.xlist[k], &c->m.xlist_cap[k], c0, 0, sizeof(int));
+        grow(s, (void **)&c->xlist[k], &c->xlist_cap[k], opt.small ? 1 : 1024, 0, sizeof(int));
         for (int d = 0; d < 3; d++)
-            mmd_grow(s, (void **)&c->m.blist[d][k], &c->m.blist_cap[d][k], c0, 0, sizeof(int));
+            grow(s, (void **)&c->blist[d][k], &c->blist_cap[d][k], opt.small ? 1 : 1024, 0,
+                 sizeof(int));
     }
 }
 
@@ -483,16 +592,15 @@ static void dom_dtor(tess_ctx_h ctx, void *e, void *arg)
     (void)arg;
     dom_t *c = e;
     tess_gpu_stream_sync(tess_ctx_stream(ctx));
-    void *dev[] = {c->m.x, c->m.v, c->m.f, c->m.eatom, c->m.watom, c->m.neigh, c->m.numneigh,
-                   c->m.bincount,
-                   c->m.binatoms, c->m.status, c->m.dcount, c->m.scratch, c->m.thermo_out};
+    void *dev[] = {c->x, c->v, c->f, c->eatom, c->watom, c->neigh, c->numneigh, c->bincount,
+                   c->binatoms, c->status, c->dcount, c->scratch, c->thermo_out};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         if (dev[i])
             tess_gpu_free(dev[i]);
     for (int k = 0; k < 2; k++) {
-        tess_gpu_free(c->m.xlist[k]);
+        tess_gpu_free(c->xlist[k]);
         for (int d = 0; d < 3; d++)
-            tess_gpu_free(c->m.blist[d][k]);
+            tess_gpu_free(c->blist[d][k]);
         for (int p = 0; p < 2; p++)
             for (int st = 0; st < 6; st++) {
                 if (c->sbuf[p][st][k])
@@ -501,9 +609,77 @@ static void dom_dtor(tess_ctx_h ctx, void *e, void *arg)
                     tess_gpu_free(c->rbuf[p][st][k]);
             }
     }
-    tess_gpu_free_host(c->m.hstatus);
-    tess_gpu_free_host(c->m.hcount);
-    tess_gpu_free_host(c->m.hthermo);
+    tess_gpu_free_host(c->hstatus);
+    tess_gpu_free_host(c->hcount);
+    tess_gpu_free_host(c->hthermo);
+}
+
+/* Checkpoints only (the chares do not migrate), before a rebuild step: the owned atoms'
+ * positions, velocities and forces (the next step's first half uses them). Restored, the chare
+ * keeps its geometry, bins, counters and step, and makes everything else anew. */
+static void dom_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
+{
+    dom_t *c = e;
+    if (tess_pup_is_packing(p)) {
+        fprintf(stderr, "minimd_tess: chares do not migrate\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (tess_pup_is_unpacking(p)) {
+        dom_t keep = *c;
+        memset(c, 0, sizeof(*c));
+        memcpy(c->c, keep.c, sizeof(c->c));
+        memcpy(c->lo, keep.lo, sizeof(c->lo));
+        memcpy(c->hi, keep.hi, sizeof(c->hi));
+        memcpy(c->nbr, keep.nbr, sizeof(c->nbr));
+        c->nlocal   = keep.nlocal;
+        c->bins     = keep.bins;
+        c->maxneigh = keep.maxneigh;
+        c->step     = keep.step;
+        c->nthermo  = keep.nthermo;
+        dom_alloc(ctx, c);
+    }
+    size_t n = (size_t)c->nlocal;
+    tess_pup_device(p, (void **)&c->x, n * MMD_XW * sizeof(double));
+    tess_pup_device(p, (void **)&c->v, n * 3 * sizeof(double));
+    tess_pup_device(p, (void **)&c->f, n * 3 * sizeof(double));
+    if (tess_pup_is_unpacking(p)) {
+        c->cap_all = c->cap_own = c->nlocal;
+        c->eatom   = dev_alloc(n * sizeof(double));
+        c->watom   = dev_alloc(n * sizeof(double));
+    }
+}
+
+/* A restart takes the problem from the checkpoint: an option given with another value is
+ * refused. */
+static void check_restart_options(int argc, char **argv, const mmd_opts_t *saved, int rank)
+{
+    mmd_opts_t g = mmd_parse(argc, argv, rank);
+    char       a[64], b[64];
+#define MMD_SAME(flag, field)                                                                   \
+    if (app_arg_given(argc, argv, flag) && g.field != saved->field) {                          \
+        snprintf(a, sizeof(a), "%d", g.field);                                                  \
+        snprintf(b, sizeof(b), "%d", saved->field);                                             \
+        app_ckpt_refuse(rank, flag, a, b);                                                      \
+    }
+    MMD_SAME("-s", nx)
+    MMD_SAME("-s", ny)
+    MMD_SAME("-s", nz)
+    MMD_SAME("-nx", nx)
+    MMD_SAME("-ny", ny)
+    MMD_SAME("-nz", nz)
+    MMD_SAME("-n", steps)
+    MMD_SAME("-i", steps)
+    MMD_SAME("--nsteps", steps)
+    MMD_SAME("--thermo", thermo)
+    MMD_SAME("-odf", odf)
+    MMD_SAME("--small", small)
+    MMD_SAME("--void", void_octant)
+#undef MMD_SAME
+    if (app_arg_given(argc, argv, "-d") && memcmp(g.p, saved->p, sizeof(g.p))) {
+        snprintf(a, sizeof(a), "%dx%dx%d", g.p[0], g.p[1], g.p[2]);
+        snprintf(b, sizeof(b), "%dx%dx%d", saved->p[0], saved->p[1], saved->p[2]);
+        app_ckpt_refuse(rank, "-d", a, b);
+    }
 }
 
 /* The lattice: each local chare's sites, then the velocities centred and scaled over all of
@@ -520,8 +696,8 @@ static void lattice_make(tess_ctx_h ctx, void *e, void *arg)
 {
     lattice_t *l = arg;
     dom_t     *c = e;
-    if (mmd_lattice(&pr, c->m.lo, c->m.hi, &l->x[l->n], &l->v[l->n], &l->count[l->n]) != 0)
-        app_tess_fail("lattice allocation");
+    if (mmd_lattice(&pr, c->lo, c->hi, &l->x[l->n], &l->v[l->n], &l->count[l->n]) != 0)
+        fail("lattice allocation");
     l->dom[l->n]    = c;
     l->stream[l->n] = tess_ctx_stream(ctx);
     l->n++;
@@ -539,69 +715,23 @@ static void sum_times(tess_ctx_h ctx, void *e, void *arg)
 {
     dom_t  *c = e;
     double *t = arg;
-    t[0] += c->m.t_force;
-    t[1] += c->m.t_neigh;
-    int *hn = malloc(sizeof(int) * (size_t)(c->m.nlocal ? c->m.nlocal : 1));
+    t[0] += c->t_force;
+    t[1] += c->t_neigh;
+    int *hn = malloc(sizeof(int) * (size_t)(c->nlocal ? c->nlocal : 1));
     if (!hn)
-        app_tess_fail("malloc");
-    tess_gpu_memcpy_async(hn, c->m.numneigh, sizeof(int) * (size_t)c->m.nlocal,
-                          tess_ctx_stream(ctx));
+        fail("malloc");
+    tess_gpu_memcpy_async(hn, c->numneigh, sizeof(int) * (size_t)c->nlocal, tess_ctx_stream(ctx));
     tess_gpu_stream_sync(tess_ctx_stream(ctx));
     int64_t n = 0;
-    for (int64_t i = 0; i < c->m.nlocal; i++)
+    for (int64_t i = 0; i < c->nlocal; i++)
         n += hn[i];
     free(hn);
     t[2] += (double)n;
 }
 
-static int cmp_rows(const void *a, const void *b)
+/* Plain MPI: the lattice of every local chare and the reference's velocities. */
+static void make_lattice(void)
 {
-    return ((const mmd_thermo_row_t *)a)->step - ((const mmd_thermo_row_t *)b)->step;
-}
-
-int main(int argc, char **argv)
-{
-    int provided, rank, nprocs;
-    app_tess_set_prog("minimd_tess");
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK)
-        app_tess_fail("tess_init");
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    opt = mmd_parse(argc, argv, rank);
-    pr  = mmd_problem(opt.nx, opt.ny, opt.nz);
-    pr.void_octant = opt.void_octant;
-#ifdef MINIMD_CUDA
-    mmd_backend = tess_gpu_backend() == TESS_GPU_CUDA ? MMD_CUDA : MMD_HOST;
-#endif
-    mmd_host_launch = app_tess_launch_host;
-    mmd_mem         = (mmd_mem_t){app_tess_dev_alloc, app_tess_pinned_alloc, app_tess_dev_free,
-                                  app_tess_pinned_free, app_tess_copy, app_tess_sync};
-    int gpus = app_count_gpus();
-    mmd_grid(&opt, &pr, opt.odf * gpus, "chares", rank, cg);
-    nslots = mmd_thermo_rows(&opt);
-    rows   = calloc((size_t)nslots, sizeof(*rows));
-
-    if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
-        tess_entry_register_device("atoms", atoms_post, on_atoms, 0, &E_ATOMS) != TESS_OK ||
-        tess_entry_register("counted", on_counted, &E_COUNTED) != TESS_OK ||
-        tess_entry_register("neighbors", on_neigh, &E_NEIGH) != TESS_OK ||
-        tess_entry_register("thermo_ready", on_thermo_ready, &E_THERMO_READY) != TESS_OK ||
-        tess_entry_register("thermo", on_thermo, &E_THERMO) != TESS_OK)
-        app_tess_fail("entry registration");
-    tess_array_params_t ap = {
-        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR,
-        .name       = "minimd",
-        .ndims      = 3,
-        .extents    = {cg[0], cg[1], cg[2]},
-        .elem_size  = sizeof(dom_t),
-        .ctor       = dom_ctor,
-        .dtor       = dom_dtor,
-    };
-    if (tess_array_create(&ap, &grid) != TESS_OK)
-        app_tess_fail("tess_array_create");
-
-    /* Plain MPI: the lattice of every local chare and the reference's velocities. */
     int64_t   nl = tess_array_num_local(grid);
     lattice_t l  = {0, calloc(nl, sizeof(double *)), calloc(nl, sizeof(double *)),
                     calloc(nl, sizeof(int64_t)), calloc(nl, sizeof(dom_t *)),
@@ -613,14 +743,13 @@ int main(int argc, char **argv)
         dom_t  *c = l.dom[k];
         int64_t n = l.count[k], g = 1;
         for (int d = 0; d < 3; d++)
-            g *= (int64_t)(c->m.hi[d] - c->m.lo[d] + 2 * pr.cutneigh) + 1;
+            g *= (int64_t)(c->hi[d] - c->lo[d] + 2 * pr.cutneigh) + 1;
         g = (int64_t)(density * (double)g);
-        mmd_grow_atoms(l.stream[k], &c->m, opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64,
-                       0);
-        tess_gpu_memcpy_async(c->m.x, l.x[k], sizeof(double) * MMD_XW * (size_t)n, l.stream[k]);
-        tess_gpu_memcpy_async(c->m.v, l.v[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
+        grow_atoms(l.stream[k], c, opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64, 0);
+        tess_gpu_memcpy_async(c->x, l.x[k], sizeof(double) * MMD_XW * (size_t)n, l.stream[k]);
+        tess_gpu_memcpy_async(c->v, l.v[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
         tess_gpu_stream_sync(l.stream[k]);
-        c->m.nlocal = n;
+        c->nlocal = n;
         free(l.x[k]);
         free(l.v[k]);
     }
@@ -629,21 +758,130 @@ int main(int argc, char **argv)
     free(l.count);
     free(l.dom);
     free(l.stream);
+}
+
+static int cmp_rows(const void *a, const void *b)
+{
+    return ((const mmd_thermo_row_t *)a)->step - ((const mmd_thermo_row_t *)b)->step;
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, nprocs;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK)
+        fail("tess_init");
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    app_ckpt_t   ck    = app_ckpt_args(&argc, argv, rank);
+    mmd_saved_t *saved = NULL;
+    opt = mmd_parse(argc, argv, rank);
+    pr  = mmd_problem(opt.nx, opt.ny, opt.nz);
+    pr.void_octant = opt.void_octant;
+    if (ck.restart) {
+        size_t n;
+        saved = app_ckpt_read(&ck, "minimd", &n, rank);
+        if (n < sizeof(*saved) || n != sizeof(*saved) + (size_t)saved->nrows * sizeof(*rows)) {
+            if (rank == 0)
+                fprintf(stderr, "cannot restart from %s: its program state is not this "
+                                "program's\n", ck.restart);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        check_restart_options(argc, argv, &saved->opt, rank);
+        const char *ref    = opt.ref;
+        int         timing = opt.timing;
+        opt                = saved->opt;
+        opt.ref            = ref;
+        opt.timing         = timing;
+        pr                 = saved->pr;
+    }
+    if (ck.every && ck.every % pr.reneigh) {
+        if (rank == 0)
+            fprintf(stderr, "-checkpoint-every %d: checkpoints come before a step that rebuilds "
+                            "the neighbor lists, every %d steps: give a multiple of %d\n",
+                    ck.every, pr.reneigh, pr.reneigh);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+#ifdef MINIMD_CUDA
+    mmd_backend = tess_gpu_backend() == TESS_GPU_CUDA ? MMD_CUDA : MMD_HOST;
+#endif
+    mmd_host_launch = launch_host;
+    int gpus = app_count_gpus();
+    if (saved)
+        memcpy(cg, saved->cg, sizeof(cg)); /* the chares are the unit that moves: they stay */
+    else
+        mmd_grid(&opt, &pr, opt.odf * gpus, "chares", rank, cg);
+    nslots  = mmd_thermo_rows(&opt);
+    rows    = calloc((size_t)nslots, sizeof(*rows));
+    nchares = cg[0] * cg[1] * cg[2];
+    thermo_parts  = calloc((size_t)nslots * (size_t)nchares * 4, sizeof(double));
+    thermo_nparts = calloc((size_t)nslots, sizeof(int));
+    int step = 1; /* the next step to run */
+    if (saved) {
+        step  = saved->step;
+        nrows = saved->nrows;
+        memcpy(rows, saved + 1, (size_t)nrows * sizeof(*rows));
+        free(saved);
+    }
+
+    if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
+        tess_entry_register_device("atoms", atoms_post, on_atoms, 0, &E_ATOMS) != TESS_OK ||
+        tess_entry_register("counted", on_counted, &E_COUNTED) != TESS_OK ||
+        tess_entry_register("neighbors", on_neigh, &E_NEIGH) != TESS_OK ||
+        tess_entry_register("thermo_ready", on_thermo_ready, &E_THERMO_READY) != TESS_OK ||
+        tess_entry_register("thermo", on_thermo, &E_THERMO) != TESS_OK)
+        fail("entry registration");
+    tess_array_params_t ap = {
+        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP,
+        .name       = "minimd",
+        .ndims      = 3,
+        .extents    = {cg[0], cg[1], cg[2]},
+        .elem_size  = sizeof(dom_t),
+        .ctor       = dom_ctor,
+        .dtor       = dom_dtor,
+        .pup        = dom_pup,
+    };
+    if (tess_array_create(&ap, &grid) != TESS_OK)
+        fail("tess_array_create");
+
+    if (ck.restart)
+        app_ckpt_restore(&ck, "minimd", rank);
+    else
+        make_lattice();
 
     /* Step 0 (exchange, ghosts, lists, force, thermo) as a phase of its own, then the timed
-     * steps. */
-    phase_target = 0;
-    if (tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
-        app_tess_fail("tess_run");
-    tess_array_foreach(grid, sync_dom, NULL);
+     * steps: a phase ends at each checkpoint. */
     double tz[3] = {0, 0, 0};
-    tess_array_foreach(grid, sum_times, tz); /* the set-up's share, taken off below */
+    if (!ck.restart) {
+        phase_target = 0;
+        if (tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
+            fail("tess_run");
+        tess_array_foreach(grid, sync_dom, NULL);
+        tess_array_foreach(grid, sum_times, tz); /* the set-up's share, taken off below */
+    }
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = tess_wtime();
-    if (opt.steps > 0) {
-        phase_target = opt.steps;
-        if (tess_run(TESS_RUN_UNTIL_EXIT, start_phase, NULL) != TESS_OK)
-            app_tess_fail("tess_run");
+    double t0     = tess_wtime(), ckpt_s = 0;
+    int    first  = step, nckpt = 0;
+    while (step <= opt.steps) {
+        int next = ck.every ? (step / ck.every + 1) * ck.every : INT_MAX;
+        phase_target = next - 1 < opt.steps ? next - 1 : opt.steps;
+        if (tess_run(phase_target == opt.steps ? TESS_RUN_UNTIL_EXIT : TESS_RUN_UNTIL_QUIESCENCE,
+                     start_phase, NULL) != TESS_OK)
+            fail("tess_run");
+        step = phase_target + 1;
+        if (step <= opt.steps) { /* before step `step`, which rebuilds */
+            size_t       n = sizeof(mmd_saved_t) + (size_t)nrows * sizeof(*rows);
+            mmd_saved_t *sv = calloc(1, n);
+            if (!sv)
+                fail("malloc");
+            *sv = (mmd_saved_t){.opt = opt, .pr = pr, .cg = {cg[0], cg[1], cg[2]}, .step = step,
+                                .nrows = nrows};
+            sv->opt.ref = NULL;
+            memcpy(sv + 1, rows, (size_t)nrows * sizeof(*rows));
+            ckpt_s += app_ckpt_write(&ck, "minimd", sv, n, step, rank);
+            nckpt++;
+            free(sv);
+        }
     }
     double tl[3] = {-tz[0], -tz[1], 0}, tsum[3];
     tess_array_foreach(grid, sum_times, tl);
@@ -651,8 +889,12 @@ int main(int argc, char **argv)
 
     int st = 0;
     if (rank == 0) {
-        int    ns  = opt.steps > 0 ? opt.steps : 1;
-        double per = opt.steps > 0 ? (t_end - t0) / ns : 0;
+        int    ns  = opt.steps - first + 1 > 0 ? opt.steps - first + 1 : 1;
+        double per = opt.steps >= first ? (t_end - t0) / ns : 0;
+        if (ck.every)
+            printf("checkpoints: %d in %s, %.3f s (%.2f%% of the timed part)\n", nckpt, ck.dir,
+                   ckpt_s, t_end > t0 ? 100 * ckpt_s / (t_end - t0) : 0.0);
+
         /* Kernel time summed over a GPU's chares (the --timing run only); the rest is not split. */
         double split[4] = {-1, -1, -1, -1};
         if (opt.timing) {
@@ -676,6 +918,8 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&st, 1, MPI_INT, 0, MPI_COMM_WORLD);
     free(rows);
+    free(thermo_parts);
+    free(thermo_nparts);
     tess_array_destroy(grid);
     tess_finalize();
     MPI_Finalize();

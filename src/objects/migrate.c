@@ -9,16 +9,6 @@
 
 #include <stdlib.h>
 
-enum { PUP_SIZE = 0, PUP_PACK = 1, PUP_UNPACK = 2 };
-
-struct tess_pup {
-    int    mode;
-    char  *buf;
-    size_t pos, cap;
-    int    ndev, next;
-    void  *dev[TESS_DEV_MAX_BUFS]; /* packing: the sources; unpacking: the destinations */
-    size_t dev_size[TESS_DEV_MAX_BUFS];
-};
 
 typedef struct mig_hdr {
     uint32_t aid;
@@ -43,6 +33,7 @@ void (*tess_obj_on_arrival)(tess_ctx_h e);
 int tess_pup_is_unpacking(tess_pup_h p) { return p->mode == PUP_UNPACK; }
 int tess_pup_is_packing(tess_pup_h p) { return p->mode == PUP_PACK; }
 int tess_pup_is_sizing(tess_pup_h p) { return p->mode == PUP_SIZE; }
+int tess_pup_is_checkpointing(tess_pup_h p) { return p->mode == PUP_CKPT; }
 
 void tess_pup_bytes(tess_pup_h p, void *ptr, size_t size)
 {
@@ -52,9 +43,9 @@ void tess_pup_bytes(tess_pup_h p, void *ptr, size_t size)
                    (void *)p);
     if (p->mode != PUP_SIZE && p->pos + size > p->cap)
         tess_fatal("PUP: the function %s more bytes than it sized (%zu > %zu); it must pup the "
-                   "same data in every mode", p->mode == PUP_PACK ? "packed" : "unpacked",
+                   "same data in every mode", p->mode == PUP_UNPACK ? "unpacked" : "packed",
                    p->pos + size, p->cap);
-    if (p->mode == PUP_PACK)
+    if (p->mode == PUP_PACK || p->mode == PUP_CKPT)
         memcpy(p->buf + p->pos, ptr, size);
     else if (p->mode == PUP_UNPACK)
         memcpy(ptr, p->buf + p->pos, size);
@@ -72,9 +63,9 @@ void tess_pup_device(tess_pup_h p, void **dptr_p, size_t size)
         tess_fatal("PUP: more than %d device buffers in one element", TESS_DEV_MAX_BUFS);
     if (p->mode != PUP_SIZE && size != p->dev_size[k])
         tess_fatal("PUP: device buffer %d is %zu bytes when %s but was %zu when sized", k, size,
-                   p->mode == PUP_PACK ? "packing" : "unpacking", p->dev_size[k]);
+                   p->mode == PUP_UNPACK ? "unpacking" : "packing", p->dev_size[k]);
     p->dev_size[k] = size;
-    if (p->mode == PUP_PACK)
+    if (p->mode == PUP_PACK || p->mode == PUP_CKPT)
         p->dev[k] = *dptr_p;
     else if (p->mode == PUP_UNPACK)
         *dptr_p = p->dev[k];

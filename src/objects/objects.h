@@ -262,6 +262,18 @@ void          tess_obj_migrate_deliver(const tess_dc_msg_t *m, void *const *dst,
                                        tess_gpu_stream_h stream);
 
 /* migrate.c */
+/* A PUP pass: sizing, packing for a migration, copying out for a checkpoint (the element
+ * stays), or unpacking (migration or restart). */
+enum { PUP_SIZE = 0, PUP_PACK = 1, PUP_UNPACK = 2, PUP_CKPT = 3 };
+struct tess_pup {
+    int    mode;
+    char  *buf;
+    size_t pos, cap;
+    int    ndev, next;
+    void  *dev[TESS_DEV_MAX_BUFS]; /* packing: the sources; unpacking: the destinations */
+    size_t dev_size[TESS_DEV_MAX_BUFS];
+};
+
 tess_status_t tess_obj_migrate_init(void);
 /** Move element e (on the calling PE) to global PE `dest` now. */
 void          tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest);

@@ -1,0 +1,436 @@
+/* test_ckpt — checkpoint and restart of two arrays: "cells" (1-D, a PUP function with host
+ * bytes and two device buffers of sizes that differ by element, some empty) and "plain" (2-D,
+ * state bytes only). Each step is a phase: every element changes its state (host and device)
+ * and sends its value to its right neighbour, which adds it up. The expected state of every
+ * element after any number of steps comes from a serial model of the same updates.
+ *
+ *   test_ckpt run DIR steps=S [every=E] [kill=K:R]   S steps, a checkpoint every E; with kill,
+ *                                                     process R kills itself with SIGKILL in
+ *                                                     the middle of checkpoint K
+ *   test_ckpt restart DIR [every=E]                   continue from DIR's current checkpoint
+ *   test_ckpt refuse DIR [prog=P] [extraentry] [bigger] [cells=N]
+ *                                                     tess_restart must fail; every element
+ *                                                     must still be as constructed
+ * run and restart check every element against the model after the last step (restart also
+ * right after loading) and print "RESULT step=S digest=D". Driven by test/mpi/check-ckpt. */
+#include "tess_test.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#define NCELLS_DEFAULT 24
+#define PLAIN_X        3
+#define PLAIN_Y        5
+
+typedef struct cell {
+    uint64_t  value, acc;
+    uint32_t  hn, dn[2];
+    uint64_t *host;
+    uint64_t *dev[2];
+} cell_t;
+
+typedef struct plain {
+    uint64_t v;
+    double   w;
+} plain_t;
+
+typedef struct user_state {
+    int32_t done, total, ncells, pad;
+} user_state_t;
+
+static tess_array_h cells, plain;
+static tess_entry_t E_CSTEP, E_CRECV, E_PSTEP, E_EXTRA;
+static int32_t      ncells = NCELLS_DEFAULT;
+static int          kill_step = -1, kill_rank = -1, ckpt_now = 0, ckpt_count = 0;
+
+/* ---- the model: initial state and one step, shared by elements and the serial model ---- */
+
+static uint32_t cell_hn(int64_t l) { return (uint32_t)(1 + l % 4); }
+static uint32_t cell_dn(int64_t l, int k)
+{
+    return k == 0 ? (uint32_t)(16 + 64 * (l % 3)) : l % 5 == 0 ? 0 : (uint32_t)(8 * (1 + l % 2));
+}
+static uint64_t cell_init_host(int64_t l, uint32_t i) { return test_mix((uint64_t)l * 100 + i); }
+static uint64_t cell_init_dev(int64_t l, int k, uint32_t i)
+{
+    return test_mix((uint64_t)l * 1000 + (uint64_t)k * 100 + i + 7);
+}
+
+static void cell_step_words(uint64_t *v, uint64_t *h, uint32_t hn, uint64_t *d[2],
+                            const uint32_t dn[2], int s)
+{
+    *v = test_mix(*v ^ (uint64_t)s);
+    for (uint32_t i = 0; i < hn; i++)
+        h[i] = test_mix(h[i] + (uint64_t)s);
+    for (int k = 0; k < 2; k++)
+        for (uint32_t i = 0; i < dn[k]; i++)
+            d[k][i] = test_mix(d[k][i] ^ (uint64_t)(s + k));
+}
+
+static void plain_step(plain_t *p, int s)
+{
+    p->v = test_mix(p->v + (uint64_t)s);
+    p->w = p->w * 0.5 + s;
+}
+
+static uint64_t digest_words(uint64_t h, const uint64_t *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = test_mix(h ^ w[i]);
+    return h;
+}
+
+/* The serial model of every element after `steps` steps: digests by linear index. */
+static void model_digests(int steps, uint64_t *cd, uint64_t *pd)
+{
+    cell_t *m = calloc((size_t)ncells, sizeof(*m));
+    CHECK(m);
+    for (int64_t l = 0; l < ncells; l++) {
+        m[l].value = test_mix((uint64_t)l + 1);
+        m[l].hn    = cell_hn(l);
+        m[l].host  = malloc(m[l].hn * 8);
+        for (uint32_t i = 0; i < m[l].hn; i++)
+            m[l].host[i] = cell_init_host(l, i);
+        for (int k = 0; k < 2; k++) {
+            m[l].dn[k]  = cell_dn(l, k);
+            m[l].dev[k] = malloc(m[l].dn[k] * 8 + 8);
+            for (uint32_t i = 0; i < m[l].dn[k]; i++)
+                m[l].dev[k][i] = cell_init_dev(l, k, i);
+        }
+    }
+    for (int s = 1; s <= steps; s++) {
+        for (int64_t l = 0; l < ncells; l++)
+            cell_step_words(&m[l].value, m[l].host, m[l].hn, m[l].dev, m[l].dn, s);
+        for (int64_t l = 0; l < ncells; l++)
+            m[(l + 1) % ncells].acc += m[l].value;
+    }
+    for (int64_t l = 0; l < ncells; l++) {
+        uint64_t h = test_mix(m[l].value ^ 0x51);
+        h          = test_mix(h ^ m[l].acc);
+        h          = digest_words(h, m[l].host, m[l].hn);
+        h          = digest_words(h, m[l].dev[0], m[l].dn[0]);
+        cd[l]      = digest_words(h, m[l].dev[1], m[l].dn[1]);
+        free(m[l].host);
+        free(m[l].dev[0]);
+        free(m[l].dev[1]);
+    }
+    free(m);
+    for (int64_t l = 0; l < PLAIN_X * PLAIN_Y; l++) {
+        plain_t p = {test_mix((uint64_t)l + 7), (double)l};
+        for (int s = 1; s <= steps; s++)
+            plain_step(&p, s);
+        uint64_t w;
+        memcpy(&w, &p.w, 8);
+        pd[l] = test_mix(test_mix(p.v) ^ w);
+    }
+}
+
+/* ---- the elements ---------------------------------------------------------------------------- */
+
+static void dev_get(uint64_t *dst, const uint64_t *src, uint32_t n, tess_stream_t s)
+{
+    if (!n)
+        return;
+    CHECK_OK(tess_gpu_memcpy_async(dst, src, n * 8, s));
+    CHECK_OK(tess_gpu_stream_sync(s));
+}
+
+static void dev_put(uint64_t *dst, const uint64_t *src, uint32_t n, tess_stream_t s)
+{
+    if (!n)
+        return;
+    CHECK_OK(tess_gpu_memcpy_async(dst, src, n * 8, s));
+    CHECK_OK(tess_gpu_stream_sync(s));
+}
+
+static void cell_ctor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    cell_t *c = e;
+    int64_t l = tess_ctx_linear(ctx);
+    c->value  = test_mix((uint64_t)l + 1);
+    c->hn     = cell_hn(l);
+    c->host   = malloc(c->hn * 8);
+    CHECK(c->host);
+    for (uint32_t i = 0; i < c->hn; i++)
+        c->host[i] = cell_init_host(l, i);
+    uint64_t tmp[256];
+    for (int k = 0; k < 2; k++) {
+        c->dn[k]  = cell_dn(l, k);
+        c->dev[k] = NULL;
+        if (!c->dn[k])
+            continue;
+        CHECK_OK(tess_gpu_malloc((void **)&c->dev[k], c->dn[k] * 8));
+        for (uint32_t i = 0; i < c->dn[k]; i++)
+            tmp[i] = cell_init_dev(l, k, i);
+        dev_put(c->dev[k], tmp, c->dn[k], tess_ctx_stream(ctx));
+    }
+}
+
+static void cell_dtor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)ctx, (void)arg;
+    cell_t *c = e;
+    free(c->host);
+    for (int k = 0; k < 2; k++)
+        if (c->dev[k])
+            tess_gpu_free(c->dev[k]);
+}
+
+static void cell_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
+{
+    cell_t *c = e;
+    if (tess_pup_is_checkpointing(p) && ckpt_now == kill_step && tess_process() == kill_rank &&
+        ++ckpt_count == 2) {
+        printf("test_ckpt: process %d kills itself in checkpoint %d\n", kill_rank, kill_step);
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+    if (tess_pup_is_unpacking(p))
+        c->host = malloc(c->hn * 8);
+    tess_pup_bytes(p, c->host, c->hn * 8);
+    if (tess_pup_is_packing(p))
+        free(c->host);
+    (void)ctx;
+    for (int k = 0; k < 2; k++)
+        tess_pup_device(p, (void **)&c->dev[k], c->dn[k] * 8);
+}
+
+static uint64_t cell_digest(tess_ctx_h ctx, const cell_t *c)
+{
+    uint64_t tmp[2][256];
+    for (int k = 0; k < 2; k++)
+        dev_get(tmp[k], c->dev[k], c->dn[k], tess_ctx_stream(ctx));
+    uint64_t h = test_mix(c->value ^ 0x51);
+    h          = test_mix(h ^ c->acc);
+    h          = digest_words(h, c->host, c->hn);
+    h          = digest_words(h, tmp[0], c->dn[0]);
+    return digest_words(h, tmp[1], c->dn[1]);
+}
+
+static void on_cstep(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    cell_t  *c = e;
+    int      s = *(const int *)msg;
+    uint64_t tmp[2][256], *d[2] = {tmp[0], tmp[1]};
+    for (int k = 0; k < 2; k++)
+        dev_get(tmp[k], c->dev[k], c->dn[k], tess_ctx_stream(ctx));
+    cell_step_words(&c->value, c->host, c->hn, d, c->dn, s);
+    for (int k = 0; k < 2; k++)
+        dev_put(c->dev[k], tmp[k], c->dn[k], tess_ctx_stream(ctx));
+    int64_t l = tess_ctx_linear(ctx);
+    CHECK_OK(tess_send(cells, tess_idx1((int32_t)((l + 1) % ncells)), E_CRECV, &c->value, 8));
+}
+
+static void on_crecv(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)ctx, (void)size;
+    cell_t  *c = e;
+    uint64_t v;
+    memcpy(&v, msg, 8);
+    c->acc += v;
+}
+
+static void plain_ctor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    plain_t *p = e;
+    int64_t  l = tess_ctx_linear(ctx);
+    p->v       = test_mix((uint64_t)l + 7);
+    p->w       = (double)l;
+}
+
+static void on_pstep(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)ctx, (void)size;
+    plain_step(e, *(const int *)msg);
+}
+
+static void on_extra(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)ctx, (void)e, (void)msg, (void)size;
+}
+
+static int step_now;
+static void start_step(void *arg)
+{
+    (void)arg;
+    if (tess_process() == 0) {
+        CHECK_OK(tess_broadcast(cells, E_CSTEP, &step_now, sizeof(step_now)));
+        CHECK_OK(tess_broadcast(plain, E_PSTEP, &step_now, sizeof(step_now)));
+    }
+}
+
+typedef struct digests {
+    uint64_t *got;
+    uint8_t  *has;
+} digests_t;
+
+static void cell_digest_fn(tess_ctx_h ctx, void *e, void *arg)
+{
+    digests_t *d = arg;
+    int64_t    l = tess_ctx_linear(ctx);
+    d->got[l]    = cell_digest(ctx, e);
+    d->has[l]    = 1;
+}
+
+/* Every local element against the model after `steps` steps; returns the XOR of all digests
+ * (the same on every process). */
+static uint64_t check_all(int steps, const char *when)
+{
+    uint64_t *cd = malloc((size_t)ncells * 8), pd[PLAIN_X * PLAIN_Y];
+    CHECK(cd);
+    model_digests(steps, cd, pd);
+    uint64_t x = 0;
+    int      bad = 0;
+    uint64_t *got = calloc((size_t)ncells, 8);
+    uint8_t  *has = calloc((size_t)ncells, 1);
+    CHECK(got && has);
+    digests_t dg = {got, has};
+    CHECK_OK(tess_array_foreach(cells, cell_digest_fn, &dg));
+    for (int32_t l = 0; l < ncells; l++) {
+        if (!has[l])
+            continue;
+        if (got[l] != cd[l]) {
+            fprintf(stderr, "%s: cell %d differs from the model after %d steps\n", when, l,
+                    steps);
+            bad++;
+        }
+        x ^= got[l];
+    }
+    free(got);
+    free(has);
+    for (int32_t i = 0; i < PLAIN_X; i++)
+        for (int32_t j = 0; j < PLAIN_Y; j++) {
+            plain_t *p = tess_array_local(plain, tess_idx2(i, j));
+            if (!p)
+                continue;
+            uint64_t w;
+            memcpy(&w, &p->w, 8);
+            uint64_t h = test_mix(test_mix(p->v) ^ w);
+            if (h != pd[i * PLAIN_Y + j]) {
+                fprintf(stderr, "%s: plain (%d,%d) differs from the model\n", when, i, j);
+                bad++;
+            }
+            x ^= h;
+        }
+    free(cd);
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_BXOR, MPI_COMM_WORLD);
+    CHECK_MSG(bad == 0, "%d elements differ from the model (%s)", bad, when);
+    return x;
+}
+
+static void make_arrays(int bigger, int extra)
+{
+    CHECK_OK(tess_entry_register("cstep", on_cstep, &E_CSTEP));
+    CHECK_OK(tess_entry_register("crecv", on_crecv, &E_CRECV));
+    CHECK_OK(tess_entry_register("pstep", on_pstep, &E_PSTEP));
+    if (extra)
+        CHECK_OK(tess_entry_register("extra", on_extra, &E_EXTRA));
+    tess_array_params_t cp = {
+        .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP |
+                      TESS_ARRAY_FIELD_MAP,
+        .name = "cells", .ndims = 1, .extents = {ncells},
+        .elem_size = sizeof(cell_t) + (bigger ? 8 : 0), .ctor = cell_ctor, .dtor = cell_dtor,
+        .pup = cell_pup, .map = TESS_MAP_ROUND_ROBIN};
+    CHECK_OK(tess_array_create(&cp, &cells));
+    tess_array_params_t pp = {.field_mask = TESS_ARRAY_FIELD_NAME, .name = "plain", .ndims = 2,
+                              .extents = {PLAIN_X, PLAIN_Y}, .elem_size = sizeof(plain_t),
+                              .ctor = plain_ctor};
+    CHECK_OK(tess_array_create(&pp, &plain));
+}
+
+static void checkpoint(const char *dir, int done, int total)
+{
+    user_state_t u = {done, total, ncells, 0};
+    tess_ckpt_params_t cp = {.field_mask = TESS_CKPT_FIELD_PROGRAM | TESS_CKPT_FIELD_USER |
+                                           TESS_CKPT_FIELD_STEP,
+                             .dir = dir, .program = "test_ckpt", .user = &u,
+                             .user_size = sizeof(u), .step = (uint64_t)done};
+    ckpt_now   = done;
+    ckpt_count = 0;
+    CHECK_OK(tess_checkpoint(&cp));
+    ckpt_now = 0;
+}
+
+static void run_steps(const char *dir, int from, int total, int every)
+{
+    for (int s = from + 1; s <= total; s++) {
+        step_now = s;
+        CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_step, NULL));
+        if (every && s % every == 0 && s < total)
+            checkpoint(dir, s, total);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    test_init(&argc, &argv);
+    CHECK_MSG(argc >= 3, "usage: test_ckpt run|restart|refuse DIR [key=value ...]");
+    const char *mode = argv[1], *dir = argv[2], *prog = "test_ckpt";
+    int         steps = 6, every = 0, bigger = 0, extra = 0;
+    for (int i = 3; i < argc; i++) {
+        if (!strncmp(argv[i], "steps=", 6))
+            steps = atoi(argv[i] + 6);
+        else if (!strncmp(argv[i], "every=", 6))
+            every = atoi(argv[i] + 6);
+        else if (!strncmp(argv[i], "kill=", 5))
+            CHECK(sscanf(argv[i] + 5, "%d:%d", &kill_step, &kill_rank) == 2);
+        else if (!strncmp(argv[i], "prog=", 5))
+            prog = argv[i] + 5;
+        else if (!strncmp(argv[i], "cells=", 6))
+            ncells = atoi(argv[i] + 6);
+        else if (!strcmp(argv[i], "bigger"))
+            bigger = 1;
+        else if (!strcmp(argv[i], "extraentry"))
+            extra = 1;
+        else
+            CHECK_MSG(0, "unknown argument %s", argv[i]);
+    }
+    int rank = tess_process();
+
+    if (!strcmp(mode, "run")) {
+        make_arrays(0, 0);
+        run_steps(dir, 0, steps, every);
+        uint64_t x = check_all(steps, "run");
+        if (rank == 0)
+            printf("RESULT step=%d digest=%016llx\n", steps, (unsigned long long)x);
+    } else if (!strcmp(mode, "restart")) {
+        user_state_t     u;
+        tess_ckpt_info_t info;
+        CHECK_OK(tess_checkpoint_info(dir, "test_ckpt", &u, sizeof(u), &info));
+        CHECK(info.user_size == sizeof(u) && info.step == (uint64_t)u.done);
+        ncells = u.ncells;
+        make_arrays(0, 0);
+        tess_ckpt_params_t rp = {.field_mask = TESS_CKPT_FIELD_PROGRAM, .dir = dir,
+                                 .program = "test_ckpt"};
+        CHECK_OK(tess_restart(&rp));
+        check_all(u.done, "restart");
+        if (rank == 0)
+            printf("test_ckpt: restarted at step %d of %d from %s (written by %d x %d PEs) on "
+                   "%d x %d PEs\n", u.done, u.total, info.path, info.processes, info.ppn,
+                   tess_num_processes(), tess_ppn());
+        run_steps(dir, u.done, u.total, every);
+        uint64_t x = check_all(u.total, "restart");
+        if (rank == 0)
+            printf("RESULT step=%d digest=%016llx\n", u.total, (unsigned long long)x);
+    } else if (!strcmp(mode, "refuse")) {
+        make_arrays(bigger, extra);
+        tess_ckpt_params_t rp = {.field_mask = TESS_CKPT_FIELD_PROGRAM, .dir = dir,
+                                 .program = prog};
+        tess_status_t st = tess_restart(&rp);
+        CHECK_MSG(st != TESS_OK, "tess_restart accepted what it must refuse");
+        if (rank == 0)
+            printf("refused (%s): %s\n", tess_status_string(st), tess_error_detail());
+        fflush(stdout);
+        check_all(0, "refused restart"); /* nothing was loaded */
+    } else {
+        CHECK_MSG(0, "unknown mode %s", mode);
+    }
+    CHECK_OK(tess_array_destroy(plain));
+    CHECK_OK(tess_array_destroy(cells));
+    test_fini();
+    return 0;
+}
