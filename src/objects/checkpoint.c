@@ -693,7 +693,7 @@ tess_status_t tess_checkpoint(const tess_ckpt_params_t *p)
     tess_status_t st = tess_obj_check_main("tess_checkpoint");
     if (st != TESS_OK)
         return st;
-    double     t0  = tess_wtime();
+    uint64_t    t0  = tess_time_ns();
     ckpt_set_t *set = tess_malloc(sizeof(*set), "a checkpoint's arrays");
     if (!set)
         return TESS_ERR_NO_MEMORY;
@@ -764,7 +764,7 @@ tess_status_t tess_checkpoint(const tess_ckpt_params_t *p)
     st = ckpt_agree(st);
     if (st == TESS_OK)
         tess_debug("checkpoint %llu of %s written in %.3f s", (unsigned long long)sc[0], p->dir,
-                   tess_wtime() - t0);
+                   (double)(tess_time_ns() - t0) * 1e-9);
 out:
     free(set);
     return st;
