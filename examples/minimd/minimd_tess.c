@@ -20,6 +20,7 @@
  * its owned atoms' positions, velocities and forces; ghosts, lists and buffers are made anew.
  */
 #include "common.h"
+#include "domain.h"
 #include "minimd.h"
 
 #include <limits.h>
@@ -36,24 +37,12 @@ typedef struct hdr {
 } hdr_t;
 
 typedef struct dom {
-    int          c[3];
-    double       lo[3], hi[3];
+    mmd_dom_t    m; /* what a subdomain of minimd_mpi has too (domain.h) */
     tess_index_t nbr[3][2];
-    int64_t      nlocal, nghost, cap_all, cap_own;
-    double      *x, *v, *f, *eatom, *watom;
-    int         *neigh, *numneigh, maxneigh;
-    int64_t      neigh_cap, neigh_alloc, stride;
-    mmd_bins_t   bins;
-    int         *bincount, *binatoms, *status, *dcount, *scratch, *hstatus, *hcount;
-    int64_t      bincount_cap, binatoms_cap;
-    int         *xlist[2], *blist[3][2];
-    int64_t      xlist_cap[2], blist_cap[3][2], bcount[3][2], roff[3][2], rcnt[3][2];
     double      *sbuf[2][6][2], *rbuf[2][6][2]; /* [parity][stage][side] */
     int64_t      sbuf_cap[2][6][2], rbuf_cap[2][6][2], rcount[2][6][2];
     int          arrived[2][6][2], direct[2][6][2];
-    double      *thermo_out, *hthermo;
     int          step, stage, target, waiting, nthermo;
-    double       t_force, t_neigh;
 } dom_t;
 
 typedef struct thermo_note {
@@ -85,69 +74,6 @@ typedef struct mmd_saved {
     mmd_problem_t pr;
     int32_t       cg[3], step, nrows, pad;
 } mmd_saved_t;
-
-static void fail(const char *what)
-{
-    fprintf(stderr, "minimd_tess: %s failed: %s\n", what, tess_error_detail());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-static void launch_host(void *stream, mmd_host_fn_t fn, const void *args, size_t size)
-{
-    if (tess_gpu_launch_host(stream, fn, args, size) != TESS_OK)
-        fail("launch");
-}
-
-static void *dev_alloc(size_t bytes)
-{
-    void *p = NULL;
-    if (tess_gpu_malloc(&p, bytes ? bytes : 8) != TESS_OK)
-        fail("device allocation");
-    return p;
-}
-
-/* Make *p hold `need` elements (with headroom), keeping the first `keep`; the old buffer is
- * freed once the stream has drained (nothing may still read it). */
-static void grow(tess_stream_t s, void **p, int64_t *cap, int64_t need, int64_t keep,
-                 size_t elem)
-{
-    if (need <= *cap)
-        return;
-    int64_t n = need + need / 4 + 16;
-    void   *q = dev_alloc((size_t)n * elem);
-    if (keep > 0)
-        tess_gpu_memcpy_async(q, *p, (size_t)keep * elem, s);
-    if (*p) {
-        tess_gpu_stream_sync(s);
-        tess_gpu_free(*p);
-    }
-    *p   = q;
-    *cap = n;
-}
-
-static void grow_atoms(tess_stream_t s, dom_t *c, int64_t need_all, int64_t need_own,
-                       int64_t keep)
-{
-    if (need_own > c->cap_own) {
-        int64_t k = c->cap_own;
-        grow(s, (void **)&c->v, &k, need_own, keep, 3 * sizeof(double));
-        k = c->cap_own;
-        grow(s, (void **)&c->f, &k, need_own, 0, 3 * sizeof(double));
-        k = c->cap_own;
-        grow(s, (void **)&c->eatom, &k, need_own, 0, sizeof(double));
-        k = c->cap_own;
-        grow(s, (void **)&c->watom, &k, need_own, 0, sizeof(double));
-        c->cap_own = k;
-    }
-    grow(s, (void **)&c->x, &c->cap_all, need_all, keep, MMD_XW * sizeof(double));
-}
-
-static double shift_of(const dom_t *c, int d, int s)
-{
-    if (s == 0)
-        return c->c[d] == 0 ? pr.L[d] : 0.0;
-    return c->c[d] == cg[d] - 1 ? -pr.L[d] : 0.0;
-}
 
 static int is_rebuild(int step)
 {
@@ -193,13 +119,13 @@ static void atoms_post(tess_ctx_h ctx, void *e, const void *header, size_t heade
      * Only from this process, whose copies are ordered on this chare's stream (an RDMA get from
      * another node is not, and could overwrite positions that force still reads). */
     if (!is_rebuild(h->step) && h->step == c->step && h->proc == tess_process() &&
-        sizes[0] == (size_t)c->rcnt[st][from] * MMD_XW * sizeof(double)) {
-        dst[0]              = c->x + MMD_XW * c->roff[st][from];
+        sizes[0] == (size_t)c->m.rcnt[st][from] * MMD_XW * sizeof(double)) {
+        dst[0]              = c->m.x + MMD_XW * c->m.roff[st][from];
         c->direct[p][st][from] = 1;
     } else {
         int64_t n = (int64_t)(sizes[0] / sizeof(double));
-        grow(tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from], &c->rbuf_cap[p][st][from], n,
-             0, sizeof(double));
+        mmd_grow(tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from], &c->rbuf_cap[p][st][from], n,
+                 0, sizeof(double));
         dst[0]              = sizes[0] ? c->rbuf[p][st][from] : NULL;
         c->direct[p][st][from] = 0;
     }
@@ -217,32 +143,32 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
     c->arrived[p][st][0] = c->arrived[p][st][1] = 0;
     if (is_rebuild(c->step) && st < 3) { /* atoms moving in: MMD_MOVE_W doubles each */
         int64_t r0 = c->rcount[p][st][0] / MMD_MOVE_W, r1 = c->rcount[p][st][1] / MMD_MOVE_W;
-        grow_atoms(s, c, c->nlocal + r0 + r1, c->nlocal + r0 + r1, c->nlocal);
-        mmd_unpack(s, c->rbuf[p][st][0], r0, c->x, c->v, c->nlocal);
-        mmd_unpack(s, c->rbuf[p][st][1], r1, c->x, c->v, c->nlocal + r0);
-        c->nlocal += r0 + r1;
+        mmd_grow_atoms(s, &c->m, c->m.nlocal + r0 + r1, c->m.nlocal + r0 + r1, c->m.nlocal);
+        mmd_unpack(s, c->rbuf[p][st][0], r0, c->m.x, c->m.v, c->m.nlocal);
+        mmd_unpack(s, c->rbuf[p][st][1], r1, c->m.x, c->m.v, c->m.nlocal + r0);
+        c->m.nlocal += r0 + r1;
         c->stage++;
         exch_stage(ctx, c);
     } else if (is_rebuild(c->step)) { /* new ghosts */
         int     d = st - 3;
-        int64_t n = c->nlocal + c->nghost;
-        c->rcnt[d][0] = c->rcount[p][st][0] / MMD_XW;
-        c->rcnt[d][1] = c->rcount[p][st][1] / MMD_XW;
-        c->roff[d][0] = n;
-        c->roff[d][1] = n + c->rcnt[d][0];
-        grow_atoms(s, c, n + c->rcnt[d][0] + c->rcnt[d][1], 0, n);
+        int64_t n = c->m.nlocal + c->m.nghost;
+        c->m.rcnt[d][0] = c->rcount[p][st][0] / MMD_XW;
+        c->m.rcnt[d][1] = c->rcount[p][st][1] / MMD_XW;
+        c->m.roff[d][0] = n;
+        c->m.roff[d][1] = n + c->m.rcnt[d][0];
+        mmd_grow_atoms(s, &c->m, n + c->m.rcnt[d][0] + c->m.rcnt[d][1], 0, n);
         for (int k = 0; k < 2; k++)
-            if (c->rcnt[d][k])
-                tess_gpu_memcpy_async(c->x + MMD_XW * c->roff[d][k], c->rbuf[p][st][k],
-                                      (size_t)c->rcnt[d][k] * MMD_XW * sizeof(double), s);
-        c->nghost += c->rcnt[d][0] + c->rcnt[d][1];
+            if (c->m.rcnt[d][k])
+                tess_gpu_memcpy_async(c->m.x + MMD_XW * c->m.roff[d][k], c->rbuf[p][st][k],
+                                      (size_t)c->m.rcnt[d][k] * MMD_XW * sizeof(double), s);
+        c->m.nghost += c->m.rcnt[d][0] + c->m.rcnt[d][1];
         c->stage++;
         border_stage(ctx, c);
     } else { /* ghost positions */
         for (int k = 0; k < 2; k++)
-            if (!c->direct[p][st][k] && c->rcnt[st][k])
-                tess_gpu_memcpy_async(c->x + MMD_XW * c->roff[st][k], c->rbuf[p][st][k],
-                                      (size_t)c->rcnt[st][k] * MMD_XW * sizeof(double), s);
+            if (!c->direct[p][st][k] && c->m.rcnt[st][k])
+                tess_gpu_memcpy_async(c->m.x + MMD_XW * c->m.roff[st][k], c->rbuf[p][st][k],
+                                      (size_t)c->m.rcnt[st][k] * MMD_XW * sizeof(double), s);
         c->stage++;
         ghost_stage(ctx, c);
     }
@@ -265,26 +191,23 @@ static void on_atoms(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 static void select_two(tess_ctx_h ctx, dom_t *c, int d, int64_t n, const double a[2],
                        const double b[2], int *list[2], const int64_t cap[2])
 {
-    tess_stream_t s = tess_ctx_stream(ctx);
-    for (int k = 0; k < 2; k++)
-        mmd_select(s, c->x, 0, n, d, a[k], b[k], list[k], c->dcount + k, cap[k], c->scratch);
-    tess_gpu_memcpy_async(c->hcount, c->dcount, 2 * sizeof(int), s);
+    mmd_select_two(tess_ctx_stream(ctx), &c->m, d, n, a, b, list, cap);
     tess_gpu_then(ctx, E_COUNTED, NULL, 0);
 }
 
 static void exch_select(tess_ctx_h ctx, dom_t *c)
 {
     int    d    = c->stage;
-    double a[2] = {-INFINITY, c->hi[d]}, b[2] = {c->lo[d], INFINITY};
-    select_two(ctx, c, d, c->nlocal, a, b, c->xlist, c->xlist_cap);
+    double a[2] = {-INFINITY, c->m.hi[d]}, b[2] = {c->m.lo[d], INFINITY};
+    select_two(ctx, c, d, c->m.nlocal, a, b, c->m.xlist, c->m.xlist_cap);
 }
 
 static void border_select(tess_ctx_h ctx, dom_t *c)
 {
     int    d    = c->stage - 3;
-    double a[2] = {c->lo[d], c->hi[d] - pr.cutneigh};
-    double b[2] = {nextafter(c->lo[d] + pr.cutneigh, INFINITY), nextafter(c->hi[d], INFINITY)};
-    select_two(ctx, c, d, c->nlocal + c->nghost, a, b, c->blist[d], c->blist_cap[d]);
+    double a[2] = {c->m.lo[d], c->m.hi[d] - pr.cutneigh};
+    double b[2] = {nextafter(c->m.lo[d] + pr.cutneigh, INFINITY), nextafter(c->m.hi[d], INFINITY)};
+    select_two(ctx, c, d, c->m.nlocal + c->m.nghost, a, b, c->m.blist[d], c->m.blist_cap[d]);
 }
 
 /* Atoms that left go to the lower or upper neighbor along x, then y, then z (an atom that left
@@ -295,7 +218,7 @@ static void exch_stage(tess_ctx_h ctx, dom_t *c)
     while (c->stage < 3 && cg[c->stage] == 1)
         c->stage++;
     if (c->stage == 3) {
-        c->nghost = 0;
+        c->m.nghost = 0;
         border_stage(ctx, c);
         return;
     }
@@ -319,12 +242,12 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     tess_stream_t s   = tess_ctx_stream(ctx);
     int           st  = c->stage, p = c->step % 2, exch = st < 3;
     int           d   = exch ? st : st - 3;
-    int         **lst = exch ? c->xlist : c->blist[d];
-    int64_t      *cap = exch ? c->xlist_cap : c->blist_cap[d];
-    int64_t       n[2] = {c->hcount[0], c->hcount[1]};
+    int         **lst = exch ? c->m.xlist : c->m.blist[d];
+    int64_t      *cap = exch ? c->m.xlist_cap : c->m.blist_cap[d];
+    int64_t       n[2] = {c->m.hcount[0], c->m.hcount[1]};
     if (n[0] > cap[0] || n[1] > cap[1]) { /* a list did not fit: grow it, select again */
         for (int k = 0; k < 2; k++)
-            grow(s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
+            mmd_grow(s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
         if (exch)
             exch_select(ctx, c);
         else
@@ -333,36 +256,39 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     }
     if (exch) {
         for (int k = 0; k < 2; k++) {
-            grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_MOVE_W * n[k], 0,
-                 sizeof(double));
-            mmd_pack(s, c->x, c->v, lst[k], n[k], d, shift_of(c, d, k), c->sbuf[p][st][k]);
+            mmd_grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_MOVE_W * n[k], 0,
+                     sizeof(double));
+            mmd_pack(s, c->m.x, c->m.v, lst[k], n[k], d, mmd_shift_of(&c->m, d, k),
+                     c->sbuf[p][st][k]);
         }
-        mmd_remove(s, c->x, c->v, lst[0], n[0], lst[1], n[1], c->nlocal);
-        c->nlocal -= n[0] + n[1];
+        mmd_remove(s, c->m.x, c->m.v, lst[0], n[0], lst[1], n[1], c->m.nlocal);
+        c->m.nlocal -= n[0] + n[1];
         send_two(ctx, c, d, n, MMD_MOVE_W);
         try_consume(ctx, c);
         return;
     }
-    c->bcount[d][0] = n[0];
-    c->bcount[d][1] = n[1];
+    c->m.bcount[d][0] = n[0];
+    c->m.bcount[d][1] = n[1];
     if (cg[d] == 1) { /* its own neighbor on both sides: the ghosts are packed in place */
-        int64_t base = c->nlocal + c->nghost;
-        c->rcnt[d][0] = n[1];
-        c->rcnt[d][1] = n[0];
-        c->roff[d][0] = base;
-        c->roff[d][1] = base + n[1];
-        grow_atoms(s, c, base + n[0] + n[1], 0, base);
-        mmd_pack(s, c->x, NULL, lst[1], n[1], d, shift_of(c, d, 1), c->x + MMD_XW * c->roff[d][0]);
-        mmd_pack(s, c->x, NULL, lst[0], n[0], d, shift_of(c, d, 0), c->x + MMD_XW * c->roff[d][1]);
-        c->nghost += n[0] + n[1];
+        int64_t base = c->m.nlocal + c->m.nghost;
+        c->m.rcnt[d][0] = n[1];
+        c->m.rcnt[d][1] = n[0];
+        c->m.roff[d][0] = base;
+        c->m.roff[d][1] = base + n[1];
+        mmd_grow_atoms(s, &c->m, base + n[0] + n[1], 0, base);
+        mmd_pack(s, c->m.x, NULL, lst[1], n[1], d, mmd_shift_of(&c->m, d, 1),
+                 c->m.x + MMD_XW * c->m.roff[d][0]);
+        mmd_pack(s, c->m.x, NULL, lst[0], n[0], d, mmd_shift_of(&c->m, d, 0),
+                 c->m.x + MMD_XW * c->m.roff[d][1]);
+        c->m.nghost += n[0] + n[1];
         c->stage++;
         border_stage(ctx, c);
         return;
     }
     for (int k = 0; k < 2; k++) {
-        grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
-             sizeof(double));
-        mmd_pack(s, c->x, NULL, lst[k], n[k], d, shift_of(c, d, k), c->sbuf[p][st][k]);
+        mmd_grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
+                 sizeof(double));
+        mmd_pack(s, c->m.x, NULL, lst[k], n[k], d, mmd_shift_of(&c->m, d, k), c->sbuf[p][st][k]);
     }
     send_two(ctx, c, d, n, MMD_XW);
     try_consume(ctx, c);
@@ -373,27 +299,28 @@ static void do_force(tess_ctx_h ctx, dom_t *c);
 static void build_neighbors(tess_ctx_h ctx, dom_t *c)
 {
     tess_stream_t s     = tess_ctx_stream(ctx);
-    int64_t       nbins = (int64_t)c->bins.n[0] * c->bins.n[1] * c->bins.n[2];
+    int64_t       nbins = (int64_t)c->m.bins.n[0] * c->m.bins.n[1] * c->m.bins.n[2];
     double        t     = 0;
-    grow(s, (void **)&c->bincount, &c->bincount_cap, nbins, 0, sizeof(int));
-    grow(s, (void **)&c->binatoms, &c->binatoms_cap, nbins * c->bins.cap, 0, sizeof(int));
-    grow(s, (void **)&c->numneigh, &c->neigh_cap, c->cap_own, 0, sizeof(int));
-    grow(s, (void **)&c->neigh, &c->neigh_alloc, (int64_t)c->maxneigh * c->cap_own, 0,
-         sizeof(int));
-    c->stride = c->cap_own;
+    mmd_grow(s, (void **)&c->m.bincount, &c->m.bincount_cap, nbins, 0, sizeof(int));
+    mmd_grow(s, (void **)&c->m.binatoms, &c->m.binatoms_cap, nbins * c->m.bins.cap, 0, sizeof(int));
+    mmd_grow(s, (void **)&c->m.numneigh, &c->m.neigh_cap, c->m.cap_own, 0, sizeof(int));
+    mmd_grow(s, (void **)&c->m.neigh, &c->m.neigh_alloc, (int64_t)c->m.maxneigh * c->m.cap_own, 0,
+             sizeof(int));
+    c->m.stride = c->m.cap_own;
     if (opt.timing) {
         tess_gpu_stream_sync(s);
         t = tess_wtime();
     }
-    mmd_bin(s, c->x, c->nlocal + c->nghost, c->bins, c->bincount, c->binatoms, c->status);
-    mmd_neighbor(s, c->x, c->nlocal, c->bins, c->bincount, c->binatoms,
-                 pr.cutneigh * pr.cutneigh, c->neigh, c->numneigh, c->stride, c->maxneigh,
-                 c->status);
+    mmd_bin(s, c->m.x, c->m.nlocal + c->m.nghost, c->m.bins, c->m.bincount, c->m.binatoms,
+            c->m.status);
+    mmd_neighbor(s, c->m.x, c->m.nlocal, c->m.bins, c->m.bincount, c->m.binatoms,
+                 pr.cutneigh * pr.cutneigh, c->m.neigh, c->m.numneigh, c->m.stride, c->m.maxneigh,
+                 c->m.status);
     if (opt.timing) {
         tess_gpu_stream_sync(s);
-        c->t_neigh += tess_wtime() - t;
+        c->m.t_neigh += tess_wtime() - t;
     }
-    tess_gpu_memcpy_async(c->hstatus, c->status, 2 * sizeof(int), s);
+    tess_gpu_memcpy_async(c->m.hstatus, c->m.status, 2 * sizeof(int), s);
     tess_gpu_then(ctx, E_NEIGH, NULL, 0);
 }
 
@@ -402,11 +329,11 @@ static void on_neigh(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)msg;
     (void)size;
     dom_t *c = e;
-    if (c->hstatus[0] > c->bins.cap || c->hstatus[1] > c->maxneigh) {
-        if (c->hstatus[0] > c->bins.cap)
-            c->bins.cap = c->hstatus[0] + 2;
+    if (c->m.hstatus[0] > c->m.bins.cap || c->m.hstatus[1] > c->m.maxneigh) {
+        if (c->m.hstatus[0] > c->m.bins.cap)
+            c->m.bins.cap = c->m.hstatus[0] + 2;
         else
-            c->maxneigh = c->hstatus[1] + 8;
+            c->m.maxneigh = c->m.hstatus[1] + 8;
         build_neighbors(ctx, c);
         return;
     }
@@ -421,10 +348,10 @@ static void ghost_stage(tess_ctx_h ctx, dom_t *c)
     int           p = c->step % 2;
     while (c->stage < 3 && cg[c->stage] == 1) { /* its own neighbor: in place */
         int d = c->stage;
-        mmd_pack(s, c->x, NULL, c->blist[d][1], c->bcount[d][1], d, shift_of(c, d, 1),
-                 c->x + MMD_XW * c->roff[d][0]);
-        mmd_pack(s, c->x, NULL, c->blist[d][0], c->bcount[d][0], d, shift_of(c, d, 0),
-                 c->x + MMD_XW * c->roff[d][1]);
+        mmd_pack(s, c->m.x, NULL, c->m.blist[d][1], c->m.bcount[d][1], d, mmd_shift_of(&c->m, d, 1),
+                 c->m.x + MMD_XW * c->m.roff[d][0]);
+        mmd_pack(s, c->m.x, NULL, c->m.blist[d][0], c->m.bcount[d][0], d, mmd_shift_of(&c->m, d, 0),
+                 c->m.x + MMD_XW * c->m.roff[d][1]);
         c->stage++;
     }
     if (c->stage == 3) {
@@ -433,12 +360,12 @@ static void ghost_stage(tess_ctx_h ctx, dom_t *c)
     }
     int d = c->stage;
     for (int k = 0; k < 2; k++) {
-        grow(s, (void **)&c->sbuf[p][d][k], &c->sbuf_cap[p][d][k], MMD_XW * c->bcount[d][k], 0,
-             sizeof(double));
-        mmd_pack(s, c->x, NULL, c->blist[d][k], c->bcount[d][k], d, shift_of(c, d, k),
+        mmd_grow(s, (void **)&c->sbuf[p][d][k], &c->sbuf_cap[p][d][k], MMD_XW * c->m.bcount[d][k],
+                 0, sizeof(double));
+        mmd_pack(s, c->m.x, NULL, c->m.blist[d][k], c->m.bcount[d][k], d, mmd_shift_of(&c->m, d, k),
                  c->sbuf[p][d][k]);
     }
-    send_two(ctx, c, d, c->bcount[d], MMD_XW);
+    send_two(ctx, c, d, c->m.bcount[d], MMD_XW);
     try_consume(ctx, c);
 }
 
@@ -451,19 +378,19 @@ static void do_force(tess_ctx_h ctx, dom_t *c)
         tess_gpu_stream_sync(s);
         t = tess_wtime();
     }
-    mmd_force(s, c->x, c->f, c->neigh, c->numneigh, c->stride, c->nlocal,
-              pr.cutforce * pr.cutforce, thermo ? c->eatom : NULL, thermo ? c->watom : NULL);
+    mmd_force(s, c->m.x, c->m.f, c->m.neigh, c->m.numneigh, c->m.stride, c->m.nlocal,
+              pr.cutforce * pr.cutforce, thermo ? c->m.eatom : NULL, thermo ? c->m.watom : NULL);
     if (opt.timing) {
         tess_gpu_stream_sync(s);
-        c->t_force += tess_wtime() - t;
+        c->m.t_force += tess_wtime() - t;
     }
     if (c->step > 0)
-        mmd_final_integrate(s, c->v, c->f, c->nlocal, pr.dtforce);
+        mmd_final_integrate(s, c->m.v, c->m.f, c->m.nlocal, pr.dtforce);
     if (thermo) {
         int slot = c->nthermo++ % nslots;
-        mmd_thermo_sums(s, c->v, c->eatom, c->watom, c->nlocal, c->thermo_out);
-        tess_gpu_memcpy_async(c->hthermo + 3 * slot, c->thermo_out, 3 * sizeof(double), s);
-        thermo_note_t note = {c->step, slot, c->nlocal};
+        mmd_thermo_sums(s, c->m.v, c->m.eatom, c->m.watom, c->m.nlocal, c->m.thermo_out);
+        tess_gpu_memcpy_async(c->m.hthermo + 3 * slot, c->m.thermo_out, 3 * sizeof(double), s);
+        thermo_note_t note = {c->step, slot, c->m.nlocal};
         tess_gpu_then(ctx, E_THERMO_READY, &note, sizeof(note));
     }
     c->step++;
@@ -475,13 +402,13 @@ static void begin_step(tess_ctx_h ctx, dom_t *c)
 {
     tess_stream_t s = tess_ctx_stream(ctx);
     if (c->step > 0)
-        mmd_initial_integrate(s, c->x, c->v, c->f, c->nlocal, pr.dt, pr.dtforce);
+        mmd_initial_integrate(s, c->m.x, c->m.v, c->m.f, c->m.nlocal, pr.dt, pr.dtforce);
     c->stage = 0;
     if (is_rebuild(c->step)) {
         double wrap[3];
         for (int d = 0; d < 3; d++)
             wrap[d] = cg[d] == 1 ? pr.L[d] : 0.0;
-        mmd_pbc(s, c->x, c->nlocal, wrap);
+        mmd_pbc(s, c->m.x, c->m.nlocal, wrap);
         exch_stage(ctx, c);
     } else {
         ghost_stage(ctx, c);
@@ -495,8 +422,8 @@ static void on_thermo_ready(tess_ctx_h ctx, void *e, const void *msg, size_t siz
     (void)size;
     dom_t               *c = e;
     const thermo_note_t *n = msg;
-    double part[6] = {(double)tess_ctx_linear(ctx), (double)n->step, c->hthermo[3 * n->slot],
-                      c->hthermo[3 * n->slot + 1], c->hthermo[3 * n->slot + 2],
+    double part[6] = {(double)tess_ctx_linear(ctx), (double)n->step, c->m.hthermo[3 * n->slot],
+                      c->m.hthermo[3 * n->slot + 1], c->m.hthermo[3 * n->slot + 2],
                       (double)n->nlocal};
     tess_send(grid, tess_idx3(0, 0, 0), E_THERMO, part, sizeof(part));
 }
@@ -553,17 +480,19 @@ static void dom_ctor(tess_ctx_h ctx, void *e, void *arg)
     tess_index_t  ix = tess_ctx_index(ctx);
     int           i3[3] = {ix.x, ix.y, ix.z};
     for (int d = 0; d < 3; d++) {
-        c->c[d]  = i3[d];
-        c->lo[d] = mmd_bound(pr.L[d], cg[d], i3[d]);
-        c->hi[d] = mmd_bound(pr.L[d], cg[d], i3[d] + 1);
+        c->m.c[d]    = i3[d];
+        c->m.grid[d] = cg[d];
+        c->m.L[d]    = pr.L[d];
+        c->m.lo[d]   = mmd_bound(pr.L[d], cg[d], i3[d]);
+        c->m.hi[d]   = mmd_bound(pr.L[d], cg[d], i3[d] + 1);
         for (int k = 0; k < 2; k++) {
             int n[3] = {i3[0], i3[1], i3[2]};
             n[d]     = (n[d] + (k ? 1 : -1) + cg[d]) % cg[d];
             c->nbr[d][k] = tess_idx3(n[0], n[1], n[2]);
         }
     }
-    mmd_bins_setup(c->lo, c->hi, pr.cutneigh, opt.small ? 1 : 8, &c->bins);
-    c->maxneigh = opt.small ? 4 : 100;
+    mmd_bins_setup(c->m.lo, c->m.hi, pr.cutneigh, opt.small ? 1 : 8, &c->m.bins);
+    c->m.maxneigh = opt.small ? 4 : 100;
     dom_alloc(ctx, c);
 }
 
@@ -571,19 +500,18 @@ static void dom_ctor(tess_ctx_h ctx, void *e, void *arg)
 static void dom_alloc(tess_ctx_h ctx, dom_t *c)
 {
     tess_stream_t s = tess_ctx_stream(ctx);
-    c->status   = dev_alloc(2 * sizeof(int));
-    c->dcount   = dev_alloc(2 * sizeof(int));
-    c->scratch  = dev_alloc(MMD_SCAN_SCRATCH * sizeof(int));
-    c->thermo_out = dev_alloc(MMD_THERMO_OUT * sizeof(double));
-    if (tess_gpu_malloc_host((void **)&c->hstatus, 2 * sizeof(int)) != TESS_OK ||
-        tess_gpu_malloc_host((void **)&c->hcount, 2 * sizeof(int)) != TESS_OK ||
-        tess_gpu_malloc_host((void **)&c->hthermo, 3 * sizeof(double) * (size_t)nslots) != TESS_OK)
-        fail("pinned allocation");
+    c->m.status     = app_tess_dev_alloc(2 * sizeof(int));
+    c->m.dcount     = app_tess_dev_alloc(2 * sizeof(int));
+    c->m.scratch    = app_tess_dev_alloc(MMD_SCAN_SCRATCH * sizeof(int));
+    c->m.thermo_out = app_tess_dev_alloc(MMD_THERMO_OUT * sizeof(double));
+    c->m.hstatus    = app_tess_pinned_alloc(2 * sizeof(int));
+    c->m.hcount     = app_tess_pinned_alloc(2 * sizeof(int));
+    c->m.hthermo    = app_tess_pinned_alloc(3 * sizeof(double) * (size_t)nslots);
+    int64_t c0      = opt.small ? 1 : 1024;
     for (int k = 0; k < 2; k++) {
-        grow(s, (void **)&c->xlist[k], &c->xlist_cap[k], opt.small ? 1 : 1024, 0, sizeof(int));
+        mmd_grow(s, (void **)&c->m.xlist[k], &c->m.xlist_cap[k], c0, 0, sizeof(int));
         for (int d = 0; d < 3; d++)
-            grow(s, (void **)&c->blist[d][k], &c->blist_cap[d][k], opt.small ? 1 : 1024, 0,
-                 sizeof(int));
+            mmd_grow(s, (void **)&c->m.blist[d][k], &c->m.blist_cap[d][k], c0, 0, sizeof(int));
     }
 }
 
@@ -592,15 +520,16 @@ static void dom_dtor(tess_ctx_h ctx, void *e, void *arg)
     (void)arg;
     dom_t *c = e;
     tess_gpu_stream_sync(tess_ctx_stream(ctx));
-    void *dev[] = {c->x, c->v, c->f, c->eatom, c->watom, c->neigh, c->numneigh, c->bincount,
-                   c->binatoms, c->status, c->dcount, c->scratch, c->thermo_out};
+    void *dev[] = {c->m.x, c->m.v, c->m.f, c->m.eatom, c->m.watom, c->m.neigh, c->m.numneigh,
+                   c->m.bincount,
+                   c->m.binatoms, c->m.status, c->m.dcount, c->m.scratch, c->m.thermo_out};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
         if (dev[i])
             tess_gpu_free(dev[i]);
     for (int k = 0; k < 2; k++) {
-        tess_gpu_free(c->xlist[k]);
+        tess_gpu_free(c->m.xlist[k]);
         for (int d = 0; d < 3; d++)
-            tess_gpu_free(c->blist[d][k]);
+            tess_gpu_free(c->m.blist[d][k]);
         for (int p = 0; p < 2; p++)
             for (int st = 0; st < 6; st++) {
                 if (c->sbuf[p][st][k])
@@ -609,9 +538,9 @@ static void dom_dtor(tess_ctx_h ctx, void *e, void *arg)
                     tess_gpu_free(c->rbuf[p][st][k]);
             }
     }
-    tess_gpu_free_host(c->hstatus);
-    tess_gpu_free_host(c->hcount);
-    tess_gpu_free_host(c->hthermo);
+    tess_gpu_free_host(c->m.hstatus);
+    tess_gpu_free_host(c->m.hcount);
+    tess_gpu_free_host(c->m.hthermo);
 }
 
 /* Checkpoints only (the chares do not migrate), before a rebuild step: the owned atoms'
@@ -627,25 +556,27 @@ static void dom_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
     if (tess_pup_is_unpacking(p)) {
         dom_t keep = *c;
         memset(c, 0, sizeof(*c));
-        memcpy(c->c, keep.c, sizeof(c->c));
-        memcpy(c->lo, keep.lo, sizeof(c->lo));
-        memcpy(c->hi, keep.hi, sizeof(c->hi));
+        memcpy(c->m.c, keep.m.c, sizeof(c->m.c));
+        memcpy(c->m.grid, keep.m.grid, sizeof(c->m.grid));
+        memcpy(c->m.L, keep.m.L, sizeof(c->m.L));
+        memcpy(c->m.lo, keep.m.lo, sizeof(c->m.lo));
+        memcpy(c->m.hi, keep.m.hi, sizeof(c->m.hi));
         memcpy(c->nbr, keep.nbr, sizeof(c->nbr));
-        c->nlocal   = keep.nlocal;
-        c->bins     = keep.bins;
-        c->maxneigh = keep.maxneigh;
-        c->step     = keep.step;
-        c->nthermo  = keep.nthermo;
+        c->m.nlocal   = keep.m.nlocal;
+        c->m.bins     = keep.m.bins;
+        c->m.maxneigh = keep.m.maxneigh;
+        c->step       = keep.step;
+        c->nthermo    = keep.nthermo;
         dom_alloc(ctx, c);
     }
-    size_t n = (size_t)c->nlocal;
-    tess_pup_device(p, (void **)&c->x, n * MMD_XW * sizeof(double));
-    tess_pup_device(p, (void **)&c->v, n * 3 * sizeof(double));
-    tess_pup_device(p, (void **)&c->f, n * 3 * sizeof(double));
+    size_t n = (size_t)c->m.nlocal;
+    tess_pup_device(p, (void **)&c->m.x, n * MMD_XW * sizeof(double));
+    tess_pup_device(p, (void **)&c->m.v, n * 3 * sizeof(double));
+    tess_pup_device(p, (void **)&c->m.f, n * 3 * sizeof(double));
     if (tess_pup_is_unpacking(p)) {
-        c->cap_all = c->cap_own = c->nlocal;
-        c->eatom   = dev_alloc(n * sizeof(double));
-        c->watom   = dev_alloc(n * sizeof(double));
+        c->m.cap_all = c->m.cap_own = c->m.nlocal;
+        c->m.eatom   = app_tess_dev_alloc(n * sizeof(double));
+        c->m.watom   = app_tess_dev_alloc(n * sizeof(double));
     }
 }
 
@@ -696,8 +627,8 @@ static void lattice_make(tess_ctx_h ctx, void *e, void *arg)
 {
     lattice_t *l = arg;
     dom_t     *c = e;
-    if (mmd_lattice(&pr, c->lo, c->hi, &l->x[l->n], &l->v[l->n], &l->count[l->n]) != 0)
-        fail("lattice allocation");
+    if (mmd_lattice(&pr, c->m.lo, c->m.hi, &l->x[l->n], &l->v[l->n], &l->count[l->n]) != 0)
+        app_tess_fail("lattice allocation");
     l->dom[l->n]    = c;
     l->stream[l->n] = tess_ctx_stream(ctx);
     l->n++;
@@ -715,15 +646,16 @@ static void sum_times(tess_ctx_h ctx, void *e, void *arg)
 {
     dom_t  *c = e;
     double *t = arg;
-    t[0] += c->t_force;
-    t[1] += c->t_neigh;
-    int *hn = malloc(sizeof(int) * (size_t)(c->nlocal ? c->nlocal : 1));
+    t[0] += c->m.t_force;
+    t[1] += c->m.t_neigh;
+    int *hn = malloc(sizeof(int) * (size_t)(c->m.nlocal ? c->m.nlocal : 1));
     if (!hn)
-        fail("malloc");
-    tess_gpu_memcpy_async(hn, c->numneigh, sizeof(int) * (size_t)c->nlocal, tess_ctx_stream(ctx));
+        app_tess_fail("malloc");
+    tess_gpu_memcpy_async(hn, c->m.numneigh, sizeof(int) * (size_t)c->m.nlocal,
+                          tess_ctx_stream(ctx));
     tess_gpu_stream_sync(tess_ctx_stream(ctx));
     int64_t n = 0;
-    for (int64_t i = 0; i < c->nlocal; i++)
+    for (int64_t i = 0; i < c->m.nlocal; i++)
         n += hn[i];
     free(hn);
     t[2] += (double)n;
@@ -743,13 +675,14 @@ static void make_lattice(void)
         dom_t  *c = l.dom[k];
         int64_t n = l.count[k], g = 1;
         for (int d = 0; d < 3; d++)
-            g *= (int64_t)(c->hi[d] - c->lo[d] + 2 * pr.cutneigh) + 1;
+            g *= (int64_t)(c->m.hi[d] - c->m.lo[d] + 2 * pr.cutneigh) + 1;
         g = (int64_t)(density * (double)g);
-        grow_atoms(l.stream[k], c, opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64, 0);
-        tess_gpu_memcpy_async(c->x, l.x[k], sizeof(double) * MMD_XW * (size_t)n, l.stream[k]);
-        tess_gpu_memcpy_async(c->v, l.v[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
+        mmd_grow_atoms(l.stream[k], &c->m, opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64,
+                       0);
+        tess_gpu_memcpy_async(c->m.x, l.x[k], sizeof(double) * MMD_XW * (size_t)n, l.stream[k]);
+        tess_gpu_memcpy_async(c->m.v, l.v[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
         tess_gpu_stream_sync(l.stream[k]);
-        c->nlocal = n;
+        c->m.nlocal = n;
         free(l.x[k]);
         free(l.v[k]);
     }
@@ -768,9 +701,10 @@ static int cmp_rows(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     int provided, rank, nprocs;
+    app_tess_set_prog("minimd_tess");
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     if (tess_init(&argc, &argv, MPI_COMM_WORLD, NULL) != TESS_OK)
-        fail("tess_init");
+        app_tess_fail("tess_init");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     app_ckpt_t   ck    = app_ckpt_args(&argc, argv, rank);
@@ -805,7 +739,9 @@ int main(int argc, char **argv)
 #ifdef MINIMD_CUDA
     mmd_backend = tess_gpu_backend() == TESS_GPU_CUDA ? MMD_CUDA : MMD_HOST;
 #endif
-    mmd_host_launch = launch_host;
+    mmd_host_launch = app_tess_launch_host;
+    mmd_mem         = (mmd_mem_t){app_tess_dev_alloc, app_tess_pinned_alloc, app_tess_dev_free,
+                                  app_tess_pinned_free, app_tess_copy, app_tess_sync};
     int gpus = app_count_gpus();
     if (saved)
         memcpy(cg, saved->cg, sizeof(cg)); /* the chares are the unit that moves: they stay */
@@ -830,7 +766,7 @@ int main(int argc, char **argv)
         tess_entry_register("neighbors", on_neigh, &E_NEIGH) != TESS_OK ||
         tess_entry_register("thermo_ready", on_thermo_ready, &E_THERMO_READY) != TESS_OK ||
         tess_entry_register("thermo", on_thermo, &E_THERMO) != TESS_OK)
-        fail("entry registration");
+        app_tess_fail("entry registration");
     tess_array_params_t ap = {
         .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP,
         .name       = "minimd",
@@ -842,7 +778,7 @@ int main(int argc, char **argv)
         .pup        = dom_pup,
     };
     if (tess_array_create(&ap, &grid) != TESS_OK)
-        fail("tess_array_create");
+        app_tess_fail("tess_array_create");
 
     if (ck.restart)
         app_ckpt_restore(&ck, "minimd", rank);
@@ -855,7 +791,7 @@ int main(int argc, char **argv)
     if (!ck.restart) {
         phase_target = 0;
         if (tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_phase, NULL) != TESS_OK)
-            fail("tess_run");
+            app_tess_fail("tess_run");
         tess_array_foreach(grid, sync_dom, NULL);
         tess_array_foreach(grid, sum_times, tz); /* the set-up's share, taken off below */
     }
@@ -867,13 +803,13 @@ int main(int argc, char **argv)
         phase_target = next - 1 < opt.steps ? next - 1 : opt.steps;
         if (tess_run(phase_target == opt.steps ? TESS_RUN_UNTIL_EXIT : TESS_RUN_UNTIL_QUIESCENCE,
                      start_phase, NULL) != TESS_OK)
-            fail("tess_run");
+            app_tess_fail("tess_run");
         step = phase_target + 1;
         if (step <= opt.steps) { /* before step `step`, which rebuilds */
             size_t       n = sizeof(mmd_saved_t) + (size_t)nrows * sizeof(*rows);
             mmd_saved_t *sv = calloc(1, n);
             if (!sv)
-                fail("malloc");
+                app_tess_fail("malloc");
             *sv = (mmd_saved_t){.opt = opt, .pr = pr, .cg = {cg[0], cg[1], cg[2]}, .step = step,
                                 .nrows = nrows};
             sv->opt.ref = NULL;
