@@ -446,6 +446,12 @@ static void promise_consumed_check(void *arg)
         p->prev[i] = NULL;
         promise_release(q);
     }
+    /* The destination map may keep the record a while: not its copies. */
+    for (int i = 0; i < p->nbufs; i++) {
+        promise_snap_put(p->sent[i]);
+        promise_snap_put(p->used[i]);
+        p->sent[i] = p->used[i] = NULL;
+    }
     promise_release(p);
 }
 
