@@ -102,7 +102,9 @@ tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, const void *
  * until the sender's stream has passed the send. A broken promise ends the job with a message
  * "TESS_CHECK: the promise of FLAG is broken: message N from SENDER (sent at FILE:LINE) to
  * entry 'E' of element I of array 'A': ..." naming the buffer and what was seen (N counts the
- * device messages the sending element sent, from 1). A check finds a broken promise when the
+ * device messages the sending element sent, from 1). The receiver's use of a message is the
+ * work its entry enqueues on the delivery stream until the entry returns or makes a device
+ * send (after which a protocol lets the sender go on). A check finds a broken promise when the
  * run gives it the chance to do harm (a sender that overwrites a buffer, a receiver still at
  * work); a run that passes with it is no proof of the promise.
  */
@@ -143,10 +145,10 @@ enum tess_entry_flags {
      * wait. Work that no message orders (constructors, a migration's unpacking, what the main
      * thread enqueued before tess_run) is waited for once by the runtime. Set it only when this
      * holds for the work enqueued within a phase: otherwise a copy may overwrite data that a
-     * kernel still reads. TESS_CHECK: the work an entry enqueues on its delivery stream is the
-     * receiver's use of that message's destinations; a later message posted into a destination
-     * while that use still runs is reported if its sender's stream reached the send before the
-     * use completed (the copy, which waits only for the sender, could have overwritten it).
+     * kernel still reads. TESS_CHECK: a message posted into a destination while the receiver's
+     * use of the message received there before still runs is reported if its sender's stream
+     * reached the send before that use completed (the copy, which waits only for the sender,
+     * could have overwritten what the use read).
      */
     TESS_ENTRY_SENDER_ORDERED = 1u << 2,
     /**
@@ -168,8 +170,8 @@ enum tess_entry_flags {
      * the receiver's later reads. Freeing device memory waits for the device (cudaFree does,
      * and the host backend models it), so a migration between processes is safe.
      * TESS_CHECK: each buffer is copied in the sender's stream order at the send, and again, if
-     * it was taken in place, on the delivery stream after the work the entry enqueued there; the
-     * two copies must be equal (else the sender changed it before the receiver's reads ended).
+     * it was taken in place, on the delivery stream where the receiver's use ends; the two
+     * copies must be equal (else the sender changed it before the receiver's reads ended).
      */
     TESS_ENTRY_IN_PLACE = 1u << 3
 };

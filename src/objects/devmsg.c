@@ -69,10 +69,10 @@ static void devmsg_deliver(const tess_dc_msg_t *m, void *const *dst, tess_gpu_st
     size_t hl    = m->header_len;
     void  *check = NULL;
     if (tess_unlikely(m->a0 & TESS_OBJ_PROMISE_BIT)) /* TESS_CHECK */
-        check = tess_obj_promise_of(m, &hl), tess_obj_promise_deliver(check);
+        check = tess_obj_promise_of(m, &hl), tess_obj_promise_deliver(check, stream);
     tess_obj_run_entry(op, e, entry, m->header, hl);
     if (tess_unlikely(check))
-        tess_obj_promise_consumed(check, stream);
+        tess_obj_promise_consumed(check);
 }
 
 static int devmsg_batchable(uint64_t a0, uint64_t a1)

@@ -115,6 +115,9 @@ typedef struct obj_pe {
     tess_ctx_h   current; /* element whose entry runs now, or NULL */
     tess_entry_t current_entry;
     tess_vec_t   parked;  /* messages for elements expected here but not arrived */
+    /* TESS_CHECK: the checked device message whose entry runs, and its delivery stream. */
+    struct promise   *promise_open;
+    tess_gpu_stream_h promise_stream;
 } obj_pe_t;
 
 /* objects.c / array.c */
@@ -228,9 +231,10 @@ void  tess_obj_promise_send(tess_array_t *a, int64_t linear, tess_entry_t entry,
 void *tess_obj_promise_of(const tess_dc_msg_t *m, size_t *header_len_p);
 /** After the post function (offer: what devcomm offered in place, dst: what post named). */
 void  tess_obj_promise_post(void *rec, tess_ctx_h e, void *const *offer, void *const *dst);
-/** Before the entry runs, and after it (the work it enqueued on `stream` is the use). */
-void  tess_obj_promise_deliver(void *rec);
-void  tess_obj_promise_consumed(void *rec, tess_gpu_stream_h stream);
+/** Before the entry runs, and after it: the work it enqueues on `stream` until it returns or
+ *  makes a device send is the use of the message. */
+void  tess_obj_promise_deliver(void *rec, tess_gpu_stream_h stream);
+void  tess_obj_promise_consumed(void *rec);
 /** The message is forwarded without its checks. */
 void  tess_obj_promise_drop(void *rec);
 void  tess_obj_promise_fini(void);

@@ -70,6 +70,8 @@ static struct {
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
+static void promise_close_open(void);
+
 static void promise_describe_sender(promise_msg_t *w)
 {
     obj_pe_t  *op = tess_obj_pe();
@@ -278,6 +280,7 @@ void tess_obj_promise_send(tess_array_t *a, int64_t linear, tess_entry_t entry, 
 {
     promise_msg_t w = {.file = file, .line = line, .array = a->id, .linear = linear,
                        .entry = entry};
+    promise_close_open();
     promise_describe_sender(&w);
     if (ready)
         promise_ready_send(&w, s->bufs, s->nbufs, &s->done, &s->done_arg);
@@ -395,19 +398,6 @@ void tess_obj_promise_post(void *rec, tess_ctx_h e, void *const *offer, void *co
     pthread_mutex_unlock(&pc.lock);
 }
 
-void tess_obj_promise_deliver(void *rec)
-{
-    promise_t *p = rec;
-    if (!p->elem)
-        return;
-    for (promise_t **pp = &p->elem->promise_pending; *pp; pp = &(*pp)->next_pending)
-        if (*pp == p) {
-            *pp = p->next_pending;
-            break;
-        }
-    p->elem = NULL;
-}
-
 static void promise_consumed_check(void *arg)
 {
     promise_t *p = arg;
@@ -455,9 +445,10 @@ static void promise_consumed_check(void *arg)
     promise_release(p);
 }
 
-void tess_obj_promise_consumed(void *rec, tess_gpu_stream_h stream)
+/* The receiver's use of p's data ends here on `stream`: copy what it took in place, take the
+ * clock's ticket, and compare once that has run. */
+static void promise_close(promise_t *p, tess_gpu_stream_h stream)
 {
-    promise_t    *p  = rec;
     tess_status_t st = TESS_OK;
     for (int i = 0; i < p->nbufs && st == TESS_OK; i++)
         if (p->in_place & (1u << i)) {
@@ -471,6 +462,42 @@ void tess_obj_promise_consumed(void *rec, tess_gpu_stream_h stream)
     if (st != TESS_OK)
         tess_fatal("TESS_CHECK: cannot enqueue the checks of a device message: %s",
                    tess_error_detail());
+}
+
+/* A device send from the receiving element during the entry ends the use there: a protocol
+ * lets the sender go on when it hears from the receiver, and work the entry enqueues after the
+ * send (the next step, say) is no longer the use of this message. */
+static void promise_close_open(void)
+{
+    obj_pe_t *op = tess_obj_pe();
+    if (op && op->promise_open) {
+        promise_close(op->promise_open, op->promise_stream);
+        op->promise_open = NULL;
+    }
+}
+
+void tess_obj_promise_deliver(void *rec, tess_gpu_stream_h stream)
+{
+    promise_t *p = rec;
+    if (p->elem) {
+        for (promise_t **pp = &p->elem->promise_pending; *pp; pp = &(*pp)->next_pending)
+            if (*pp == p) {
+                *pp = p->next_pending;
+                break;
+            }
+        p->elem = NULL;
+    }
+    promise_close_open();
+    obj_pe_t *op       = tess_obj_pe();
+    op->promise_open   = p;
+    op->promise_stream = stream;
+}
+
+void tess_obj_promise_consumed(void *rec)
+{
+    obj_pe_t *op = tess_obj_pe();
+    if (op->promise_open == rec)
+        promise_close_open();
 }
 
 void tess_obj_promise_drop(void *rec)
