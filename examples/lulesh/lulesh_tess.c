@@ -85,6 +85,8 @@ typedef struct chare {
     int          force_packed;     /* … and packed for the node-sum (lul_fuse_t) */
     int          held;             /* the phase ended with the minima of this cycle held */
     double       dt_held[2];
+    int          lb_pe;            /* the PE it entered its last load-balancing step on */
+    int          lb_moves;         /* steps after which it resumed on another PE */
 } chare_t;
 
 static lul_opts_t   opt;
@@ -648,6 +650,7 @@ static void on_dtready(tess_ctx_h ctx, void *e, const void *msg, size_t size)
             tess_set_load(ctx, 1e-9 * (double)(ns - c->kernel_ns_step));
             c->kernel_ns_step = ns;
         }
+        c->lb_pe = tess_pe();
         tess_at_sync(ctx);
         return;
     }
@@ -658,6 +661,8 @@ static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     (void)msg;
     (void)size;
+    chare_t *c = e;
+    c->lb_moves += tess_pe() != c->lb_pe;
     contribute(ctx, e);
 }
 
@@ -858,6 +863,7 @@ static void chare_cycle(tess_ctx_h ctx, void *e, void *arg)
 typedef struct gather {
     double *plane; /* n × n energies of the global plane z = 0 */
     int     cycles;
+    int64_t moves; /* chares' moves by load balancing, as they saw them */
     int    *owner; /* -stats: [chare] this process's rank where it is local, else -1 */
     int     rank;
 } gather_t;
@@ -868,6 +874,7 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
     gather_t *g = arg;
     tess_gpu_stream_sync(tess_ctx_stream(ctx));
     g->cycles = c->d.cycle;
+    g->moves += c->lb_moves;
     if (g->owner)
         g->owner[(c->c[2] * grid3[1] + c->c[1]) * grid3[0] + c->c[0]] = g->rank;
     if (c->box.oz != 0)
@@ -1021,6 +1028,8 @@ int main(int argc, char **argv)
     MPI_Reduce(g.plane, plane, (int)(n * n), MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     int cycles = 0;
     MPI_Reduce(&g.cycles, &cycles, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+    int64_t moves = 0;
+    MPI_Reduce(&g.moves, &moves, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
 
     int status = 0;
     if (rank == 0) {
@@ -1031,9 +1040,10 @@ int main(int argc, char **argv)
         status = lul_report_print(&r, &opt);
         tess_lb_stats_t lbs;
         if (topt.lb_period && tess_lb_get_stats(chares, &lbs) == TESS_OK)
-            printf("load balancing: %llu steps; the last moved %lld chares, imbalance %.3f -> "
-                   "%.3f\n", (unsigned long long)lbs.steps, (long long)lbs.migrations,
-                   lbs.imbalance_before, lbs.imbalance_after);
+            printf("load balancing: %llu steps, %lld moves of %d chares in all; the last moved "
+                   "%lld chares, imbalance %.3f -> %.3f\n", (unsigned long long)lbs.steps,
+                   (long long)moves, nch, (long long)lbs.migrations, lbs.imbalance_before,
+                   lbs.imbalance_after);
         if (ck.every)
             printf("checkpoints: %d in %s, %.3f s (%.2f%% of the run)\n", nckpt, ck.dir, ckpt_s,
                    100 * ckpt_s / elapsed_max);

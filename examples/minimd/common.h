@@ -285,11 +285,14 @@ static inline int mmd_report(const char *prog, const mmd_opts_t *o, const mmd_pr
                 worst = m > worst ? m : worst;
                 matched++;
             }
-        if (nref <= 0 || matched == 0)
+        /* Every row of the run against a row of the reference, and every row of the reference
+         * met: the same steps, each once. */
+        if (nref <= 0 || matched != nrows || matched != nref)
             status = 3;
-        printf("reference %s: %d rows compared; max relative difference (T, U; P to max(|P|,1)) "
-               "at step 0 %.2e, at step %d %.2e, over all steps %.2e: %s\n", o->ref, matched,
-               at0, last, atlast, worst, status ? "WRONG" : "ok");
+        printf("reference %s: %d rows compared (the run printed %d, the reference has %d); max "
+               "relative difference (T, U; P to max(|P|,1)) at step 0 %.2e, at step %d %.2e, "
+               "over all steps %.2e: %s\n", o->ref, matched, nrows, nref, at0, last, atlast,
+               worst, status ? "WRONG" : "ok");
     }
     const mmd_thermo_row_t *f = nrows ? &rows[nrows - 1] : NULL;
     printf("RESULT prog=%s nx=%d ny=%d nz=%d natoms=%lld steps=%d %s ms_per_step=%.6f "

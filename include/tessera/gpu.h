@@ -93,6 +93,22 @@ TESS_API tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, con
  * element's own). Then the entry runs with the header as its message: by default as soon as
  * the copies are enqueued on that stream (work the entry enqueues there is ordered after the
  * data), or with TESS_ENTRY_WAIT_COMPLETE only after the copies have completed.
+ *
+ * Checking mode. TESS_ENTRY_BATCH, TESS_ENTRY_SENDER_ORDERED, TESS_ENTRY_IN_PLACE and
+ * TESS_STREAM_READY each rest on an ordering that the program promises and the runtime cannot
+ * see; broken, data is corrupt without any error. With TESS_CHECK=1 (or +tess-check; off by
+ * default, where it costs one branch a send and a delivery) the runtime verifies each at run
+ * time, as each flag below says, on messages within a process (where the first three change
+ * the delivery) and on every send marked TESS_STREAM_READY. It is slow: it copies the buffers
+ * concerned, adds host work and event waits on the streams, and holds a ready send's `done`
+ * until the sender's stream has passed the send. A broken promise ends the job with a message
+ * "TESS_CHECK: the promise of FLAG is broken: message N from SENDER (sent at FILE:LINE) to
+ * entry 'E' of element I of array 'A': ..." naming the buffer and what was seen (N counts the
+ * device messages the sending element sent, from 1). The receiver's use of a message is the
+ * work its entry enqueues on the delivery stream until the entry returns or makes a device
+ * send (after which a protocol lets the sender go on). A check finds a broken promise when the
+ * run gives it the chance to do harm (a sender that overwrites a buffer, a receiver still at
+ * work); a run that passes with it is no proof of the promise.
  */
 #define TESS_DEV_MAX_BUFS 8
 
@@ -115,6 +131,10 @@ enum tess_entry_flags {
      * the entries of earlier messages to the same element: set this flag only when the post
      * functions' choices do not depend on what those entries change (buffers chosen by
      * iteration parity, as halos are). Messages of other kinds are never reordered with them.
+     * TESS_CHECK: a post function that names a destination overlapping one that an earlier
+     * message to the same element, posted and not yet delivered, receives into is reported (its
+     * choice did not see what that message's entry changes: a count or step the entry advances,
+     * say); buffers taken in place are not destinations.
      */
     TESS_ENTRY_BATCH = 1u << 1,
     /**
@@ -127,7 +147,10 @@ enum tess_entry_flags {
      * wait. Work that no message orders (constructors, a migration's unpacking, what the main
      * thread enqueued before tess_run) is waited for once by the runtime. Set it only when this
      * holds for the work enqueued within a phase: otherwise a copy may overwrite data that a
-     * kernel still reads.
+     * kernel still reads. TESS_CHECK: a message posted into a destination while the receiver's
+     * use of the message received there before still runs is reported if its sender's stream
+     * reached the send before that use completed (the copy, which waits only for the sender,
+     * could have overwritten what the use read).
      */
     TESS_ENTRY_SENDER_ORDERED = 1u << 2,
     /**
@@ -148,6 +171,9 @@ enum tess_entry_flags {
      * send's `done` runs once the runtime is finished with the buffers, which says nothing of
      * the receiver's later reads. Freeing device memory waits for the device (cudaFree does,
      * and the host backend models it), so a migration between processes is safe.
+     * TESS_CHECK: each buffer is copied in the sender's stream order at the send, and again, if
+     * it was taken in place, on the delivery stream where the receiver's use ends; the two
+     * copies must be equal (else the sender changed it before the receiver's reads ended).
      */
     TESS_ENTRY_IN_PLACE = 1u << 3
 };
@@ -168,6 +194,10 @@ typedef void (*tess_dev_done_fn_t)(void *arg);
  * the message without asking the device whether a stream reached the send (1.5-2 us on an
  * H200). Like a send from a stream, the buffers must stay unchanged until `done`. Passing it
  * while a kernel still writes a buffer sends whatever the buffer holds when it is read.
+ * TESS_CHECK: the buffers are read back at the send, and again once the work enqueued on the
+ * sending element's stream before the send has completed and the runtime is done with them
+ * (`done` runs after that); a difference is reported, with whether that stream was busy at the
+ * send.
  */
 #define TESS_STREAM_READY ((tess_stream_t)(uintptr_t)1)
 

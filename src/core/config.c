@@ -193,6 +193,12 @@ static const opt_t opts[] = {
       "print, at the end, where the fast path's reduction rounds spent their time (in "
       "the allreduce, and in the process between rounds); 2: every round too"},
      OPT_INT, CFG(reduce_times), 0, 2, NULL, 0},
+    {{"check", "TESS_CHECK", "+tess-check", "0",
+      "check at run time the ordering that device entries' flags (TESS_ENTRY_BATCH, "
+      "TESS_ENTRY_SENDER_ORDERED, TESS_ENTRY_IN_PLACE) and TESS_STREAM_READY sends promise; a "
+      "broken promise ends the job naming the array, entry, element and message (slow: copies "
+      "of buffers, host work and waits on every device message these apply to; off: one branch)"},
+     OPT_BOOL, CFG(check), 0, 1, NULL, 0},
 };
 
 static const opt_t *opt_by_name(const char *name)

@@ -649,6 +649,7 @@ tess_status_t tess_obj_init(void)
 /* Before the PEs stop: destroy what the program left, so destructors run on every rank. */
 void tess_obj_fini(void)
 {
+    tess_obj_promise_fini();
     for (uint32_t i = 0; i < tess_obj_narrays; i++) {
         tess_array_t *a = tess_obj_arrays[i];
         if (!a->destroyed) {

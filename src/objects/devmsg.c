@@ -10,7 +10,7 @@ static tess_ctx_h devmsg_elem(const tess_dc_msg_t *m, obj_pe_t **op_p, tess_entr
 {
     obj_pe_t *op = tess_obj_pe();
     *op_p        = op;
-    *entry_p     = (tess_entry_t)(uint32_t)m->a0;
+    *entry_p     = (tess_entry_t)((uint32_t)m->a0 & ~TESS_OBJ_PROMISE_BIT);
     return tess_obj_elem_find(op, tess_obj_arrays[(uint32_t)(m->a0 >> 32)], (int64_t)m->a1);
 }
 
@@ -34,11 +34,17 @@ static tess_status_t devmsg_post(tess_dc_msg_t *m, void **dst, tess_gpu_stream_h
     if (!(info->flags & TESS_ENTRY_IN_PLACE)) /* dst[] holds devcomm's offer of the sources */
         for (int i = 0; i < m->nbufs; i++)
             dst[i] = NULL;
+    size_t hl = m->header_len;
+    void  *offer[TESS_DEV_MAX_BUFS], *check = NULL;
+    if (tess_unlikely(m->a0 & TESS_OBJ_PROMISE_BIT)) /* TESS_CHECK */
+        check = tess_obj_promise_of(m, &hl), memcpy(offer, dst, sizeof(void *) * m->nbufs);
     op->current       = e;
     op->current_entry = entry;
-    info->post(e, tess_obj_state(e), m->header, m->header_len, m->nbufs, m->sizes, dst, &stream);
+    info->post(e, tess_obj_state(e), m->header, hl, m->nbufs, m->sizes, dst, &stream);
     op->current       = NULL;
     op->current_entry = -1;
+    if (tess_unlikely(check))
+        tess_obj_promise_post(check, e, offer, dst);
     *stream_p = stream ? (tess_gpu_stream_h)stream : e->stream;
     *flags_p  = ((info->flags & TESS_ENTRY_WAIT_COMPLETE) ? TESS_DC_WAIT_COMPLETE : 0) |
                ((info->flags & TESS_ENTRY_SENDER_ORDERED) ? TESS_DC_SENDER_ORDERED : 0);
@@ -56,17 +62,23 @@ static void devmsg_deliver(const tess_dc_msg_t *m, void *const *dst, tess_gpu_st
     }
     tess_ctx_h   e     = m->target; /* post's: gpu_pending kept it here */
     obj_pe_t    *op    = tess_obj_pe();
-    tess_entry_t entry = (tess_entry_t)(uint32_t)m->a0;
+    tess_entry_t entry = (tess_entry_t)((uint32_t)m->a0 & ~TESS_OBJ_PROMISE_BIT);
     if (!e)
         tess_fatal("internal: a device message delivered without its post");
     e->gpu_pending--;
-    tess_obj_run_entry(op, e, entry, m->header, m->header_len);
+    size_t hl    = m->header_len;
+    void  *check = NULL;
+    if (tess_unlikely(m->a0 & TESS_OBJ_PROMISE_BIT)) /* TESS_CHECK */
+        check = tess_obj_promise_of(m, &hl), tess_obj_promise_deliver(check, stream);
+    tess_obj_run_entry(op, e, entry, m->header, hl);
+    if (tess_unlikely(check))
+        tess_obj_promise_consumed(check);
 }
 
 static int devmsg_batchable(uint64_t a0, uint64_t a1)
 {
     (void)a1;
-    tess_entry_t entry = (tess_entry_t)(uint32_t)a0;
+    tess_entry_t entry = (tess_entry_t)((uint32_t)a0 & ~TESS_OBJ_PROMISE_BIT);
     if ((uint32_t)a0 == TESS_OBJ_MIGRATE_ENTRY || entry < 0 || entry >= tess_obj_nentries)
         return 0;
     unsigned f = tess_obj_entries[entry].flags;
@@ -99,9 +111,12 @@ static void devmsg_forward(const tess_dc_msg_t *m, void **bufs, tess_gpu_stream_
         t->bufs[i] = bufs[i];
         b[i]       = (tess_dev_buf_t){bufs[i], m->sizes[i]};
     }
-    int where = atomic_load_explicit(&a->loc[m->a1], memory_order_relaxed);
-    if (tess_dc_send(where, m->a0, m->a1, m->header, m->header_len, b, m->nbufs, stream,
-                     devmsg_temps_free, t) != TESS_OK)
+    int    where = atomic_load_explicit(&a->loc[m->a1], memory_order_relaxed);
+    size_t hl    = m->header_len;
+    if (tess_unlikely(m->a0 & TESS_OBJ_PROMISE_BIT)) /* TESS_CHECK: not checked further */
+        tess_obj_promise_drop(tess_obj_promise_of(m, &hl));
+    if (tess_dc_send(where, m->a0 & ~(uint64_t)TESS_OBJ_PROMISE_BIT, m->a1, m->header, hl, b,
+                     m->nbufs, stream, devmsg_temps_free, t) != TESS_OK)
         tess_fatal("cannot forward a device message: %s", tess_error_detail());
 }
 
@@ -120,7 +135,7 @@ void tess_obj_devmsg_init(void)
 /* One send from the current PE; misuse stops the program with a message naming file:line. */
 static void obj_send_device(tess_array_h a, tess_index_t index, tess_entry_t entry,
                             const void *header, size_t header_len, const tess_dev_buf_t *bufs,
-                            int nbufs, tess_gpu_stream_h s, tess_dev_done_fn_t done,
+                            int nbufs, tess_gpu_stream_h s, int ready, tess_dev_done_fn_t done,
                             void *done_arg, const char *what, const char *file, int line)
 {
     tess_obj_check_send(a, what, file, line);
@@ -153,6 +168,16 @@ static void obj_send_device(tess_array_h a, tess_index_t index, tess_entry_t ent
     }
     uint64_t a0   = ((uint64_t)a->id << 32) | (uint32_t)entry;
     int      dest = atomic_load_explicit(&a->loc[lin], memory_order_relaxed);
+    if (tess_unlikely(tess_cfg.check)) { /* TESS_CHECK: the same send, with its checks */
+        obj_promise_send_t c = {a0, header, header_len, bufs, nbufs, s, done, done_arg, NULL};
+        tess_obj_promise_send(a, lin, entry, dest, ready, &c, file, line);
+        tess_status_t st = tess_dc_send(dest, c.a0, (uint64_t)lin, c.header, c.header_len, bufs,
+                                        nbufs, s, c.done, c.done_arg);
+        free(c.scratch);
+        if (st != TESS_OK)
+            tess_obj_misuse(file, line, "%s: %s", what, tess_error_detail());
+        return;
+    }
     tess_status_t st = tess_dc_send(dest, a0, (uint64_t)lin, header, header_len, bufs, nbufs, s,
                                     done, done_arg);
     if (tess_unlikely(st != TESS_OK))
@@ -180,7 +205,7 @@ tess_status_t tess_send_device_loc(tess_array_h a, tess_index_t index, tess_entr
 {
     tess_obj_check_init("tess_send_device", file, line);
     obj_send_device(a, index, entry, header, header_len, bufs, nbufs, obj_send_stream(stream),
-                    done, done_arg, "tess_send_device", file, line);
+                    stream == TESS_STREAM_READY, done, done_arg, "tess_send_device", file, line);
     return TESS_OK;
 }
 
@@ -196,7 +221,8 @@ tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, int n,
     for (int i = 0; i < n; i++) {
         const tess_dev_send_t *d = &sends[i];
         obj_send_device(d->array, d->index, d->entry, d->header, d->header_len, d->bufs,
-                        d->nbufs, s, d->done, d->done_arg, "tess_send_device_many", file, line);
+                        d->nbufs, s, stream == TESS_STREAM_READY, d->done, d->done_arg,
+                        "tess_send_device_many", file, line);
     }
     tess_dc_batch_end();
     return TESS_OK;

@@ -128,6 +128,9 @@ typedef struct obj_pe {
     tess_ctx_h   current; /* element whose entry runs now, or NULL */
     tess_entry_t current_entry;
     tess_vec_t   parked;  /* messages for elements expected here but not arrived */
+    /* TESS_CHECK: the checked device message whose entry runs, and its delivery stream. */
+    struct promise   *promise_open;
+    tess_gpu_stream_h promise_stream;
 } obj_pe_t;
 
 /* objects.c / array.c */
@@ -260,6 +263,37 @@ void          tess_obj_devmsg_init(void);
 void          tess_obj_migrate_post(const tess_dc_msg_t *m, void **dst, tess_gpu_stream_h *stream_p);
 void          tess_obj_migrate_deliver(const tess_dc_msg_t *m, void *const *dst,
                                        tess_gpu_stream_h stream);
+
+/* promise.c — TESS_CHECK (tess_cfg.check): checks of what device entries' flags and
+ * TESS_STREAM_READY promise. A checked message carries TESS_OBJ_PROMISE_BIT in the entry word
+ * of a0 and its record's address after the header (tess_obj_promise_of strips it). */
+#define TESS_OBJ_PROMISE_BIT 0x80000000u
+/** What a send passes to devcomm; the sender's hook may change all but bufs and stream
+ *  (scratch: the header it made, freed by the caller after the send). */
+typedef struct obj_promise_send {
+    uint64_t              a0;
+    const void           *header;
+    size_t                header_len;
+    const tess_dev_buf_t *bufs;
+    int                   nbufs;
+    tess_gpu_stream_h     stream;
+    tess_dev_done_fn_t    done;
+    void                 *done_arg;
+    void                 *scratch;
+} obj_promise_send_t;
+void  tess_obj_promise_send(tess_array_t *a, int64_t linear, tess_entry_t entry, int dest,
+                            int ready, obj_promise_send_t *s, const char *file, int line);
+/** The record of a checked message; *header_len_p: the caller's header length. */
+void *tess_obj_promise_of(const tess_dc_msg_t *m, size_t *header_len_p);
+/** After the post function (offer: what devcomm offered in place, dst: what post named). */
+void  tess_obj_promise_post(void *rec, tess_ctx_h e, void *const *offer, void *const *dst);
+/** Before the entry runs, and after it: the work it enqueues on `stream` until it returns or
+ *  makes a device send is the use of the message. */
+void  tess_obj_promise_deliver(void *rec, tess_gpu_stream_h stream);
+void  tess_obj_promise_consumed(void *rec);
+/** The message is forwarded without its checks. */
+void  tess_obj_promise_drop(void *rec);
+void  tess_obj_promise_fini(void);
 
 /* migrate.c */
 /* A PUP pass: sizing, packing for a migration, copying out for a checkpoint (the element

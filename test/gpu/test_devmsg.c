@@ -33,14 +33,18 @@
 
 #include <stdatomic.h>
 #include <string.h>
+#include <strings.h>
 #include <tessera/gpu.h>
 #include <time.h>
 
 #define MAX_BUFS 3
 
 /* TEST_MSGS: messages per element; TEST_MAX_SIZE: largest buffer; TEST_BATCH: messages per
- * tess_send_device_many (1: tess_send_device); TEST_EXPECT_PATH: d2d, ipc
- * or rdma must have carried messages; TEST_EXPECT_DEFERRED=1: some sends must have waited for
+ * tess_send_device_many (1: tess_send_device); TEST_EXPECT_PATH=d2d, ipc or rdma: every message
+ * between two processes took that path and every one within a process took d2d (all of them
+ * rdma where TESS_DEVCOMM_PATH=rdma forces it), counted by the receivers against the paths'
+ * counters (another name is an error); ipc,rdma (virtual nodes of several processes): those
+ * between processes took one of the two, and each some; TEST_EXPECT_DEFERRED=1: some sends must have waited for
  * a staging resource (the exhaustion runs); TEST_EXPECT_PARTS=1: some staged IPC messages must
  * have moved in parts (larger than a quarter of the comm buffer). */
 static int    MSGS = 40;
@@ -65,6 +69,7 @@ typedef struct posted {
 
 typedef struct elem {
     int64_t  sent, received, checked, done, expected;
+    int64_t  from_here;  /* received from an element of this process */
     posted_t *posted;
     posted_t *later;   /* TEST_SRC_STREAM=busy: delivered, checked after the run */
     int      errors;
@@ -337,6 +342,7 @@ static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     el->received++;
     check_t c;
     memcpy(&c.h, msg, sizeof(c.h));
+    el->from_here += c.h.proc == tess_process();
     posted_t *p = take_posted(el, c.h.src, c.h.seq);
     CHECK_MSG(p, "message %d of element %d was delivered without being posted", c.h.seq, c.h.src);
     if (src_stream_mode == 1 || src_stream_mode == 3) {
@@ -397,7 +403,7 @@ static void start(void *arg)
         tess_broadcast(arr, E_GO, NULL, 0);
 }
 
-static int64_t totals[4];
+static int64_t totals[5];
 static int     errors;
 
 /* TEST_SRC_STREAM=busy or ready: the deliveries kept for now (every stream is idle), before
@@ -436,6 +442,7 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
     totals[1] += el->received;
     totals[2] += el->offered;
     totals[3] += el->kept;
+    totals[4] += el->from_here;
     for (int s = 0; s < MSGS; s++)
         for (int b = 0; b < MAX_BUFS; b++) {
             if (src_stream_mode == 1)
@@ -488,8 +495,8 @@ int main(int argc, char **argv)
     CHECK_OK(tess_array_foreach(arr, check_later, NULL));
     MPI_Barrier(MPI_COMM_WORLD); /* every process checked what it read in place */
     CHECK_OK(tess_array_foreach(arr, collect, NULL));
-    int64_t all[4];
-    MPI_Allreduce(totals, all, 4, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    int64_t all[5];
+    MPI_Allreduce(totals, all, 5, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     int all_errors = 0;
     MPI_Allreduce(&errors, &all_errors, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     CHECK_MSG(all_errors == 0, "%d errors", all_errors);
@@ -563,8 +570,33 @@ int main(int argc, char **argv)
                   "skipped the event", (unsigned long long)sum[8], (unsigned long long)sum[9]);
     const char *path = getenv("TEST_EXPECT_PATH");
     if (path) {
-        int k = !strcmp(path, "d2d") ? 0 : !strcmp(path, "ipc") ? 1 : 2;
-        CHECK_MSG(sum[k] > 0, "no message took the %s path", path);
+        static const char *const names[3] = {"d2d", "ipc", "rdma"};
+        int  named[3] = {0, 0, 0};
+        char list[64];
+        snprintf(list, sizeof(list), "%s", path);
+        for (char *save = NULL, *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+            int k = 0;
+            while (k < 3 && strcmp(w, names[k]))
+                k++;
+            CHECK_MSG(k < 3, "TEST_EXPECT_PATH=%s: '%s' is not d2d, ipc or rdma", path, w);
+            named[k] = 1;
+        }
+        const char *forced   = getenv("TESS_DEVCOMM_PATH");
+        int         all_rdma = forced && !strcasecmp(forced, "rdma");
+        uint64_t    local = (uint64_t)all[4], between = (uint64_t)(all[1] - all[4]);
+        /* Within a process d2d (rdma when forced there too); between processes the paths
+         * named; nothing else, and every path named carried some. */
+        uint64_t want_d2d = all_rdma ? 0 : local;
+        uint64_t across   = (named[1] ? sum[1] : 0) + (named[2] ? sum[2] : 0);
+        int      ok       = sum[0] == want_d2d && sum[0] + sum[1] + sum[2] == (uint64_t)all[1] &&
+                   across == between + (all_rdma ? local : 0);
+        for (int k = 0; k < 3; k++)
+            ok &= !named[k] || sum[k] > 0;
+        CHECK_MSG(ok, "TEST_EXPECT_PATH=%s%s: d2d %llu, ipc %llu, rdma %llu messages; %llu "
+                  "within processes, %llu between", path, all_rdma ? " (all forced to rdma)" : "",
+                  (unsigned long long)sum[0], (unsigned long long)sum[1],
+                  (unsigned long long)sum[2], (unsigned long long)local,
+                  (unsigned long long)between);
     }
     if (getenv("TEST_EXPECT_PARTS"))
         CHECK_MSG(sum[7] > 0, "no staged IPC message moved in parts");

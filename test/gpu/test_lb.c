@@ -3,15 +3,20 @@
  * load (a quarter of them TEST_HEAVY times the others) and enter STEPS steps; the strategy is
  * TESS_LB (rotate, greedy, refine, greedyrefine, hybrid, evencount). After each step the resume
  * entry checks the element's host and device state bit for bit, and the location table on every
- * rank is checked after the phase. With rotate every element must move at every step; with the
- * others the strategy's predicted imbalance must not exceed the one before, and all but refine
- * must reach 1.10 (the loads allow a perfect balance, with even counts too). TESS_LB=drain (the
+ * rank is checked after the phase. The imbalance is measured from where the elements are after
+ * the phase (the location table, and the PE each element runs on) and their loads, over the
+ * bins of TESS_LB_TARGET (PEs, processes, or GPUs: (node, device) pairs), and compared with the
+ * placement before the first step: it must equal what the strategy predicted for its last
+ * step (the moves happened), with rotate every element must move at every step, and with the
+ * balancing strategies it must not exceed the imbalance before the first step, and all but
+ * refine must reach 1.10 (the loads allow a perfect balance, with even counts too). TESS_LB=drain (the
  * test's own strategy, with TESS_LB_TARGET=process) empties process 1 at the first step: it then
  * takes part in the later steps without elements, learning of each from the others' notices,
  * which may come before it has seen the step before end.
  */
 #include "tess_test.h"
 
+#include <math.h>
 #include <strings.h>
 #include <tessera/gpu.h>
 
@@ -21,6 +26,8 @@
 typedef struct elem {
     int64_t  id;
     int      steps, resumes, errors, moved_pe;
+    int      moves;      /* steps after which it ran on another PE than before */
+    int      wrong_pe;   /* it ran somewhere the location table does not say */
     uint8_t *dev;
     uint8_t  host[DEV_BYTES];
 } elem_t;
@@ -90,6 +97,10 @@ static void resume(tess_ctx_h ctx, void *p, const void *msg, size_t size)
     (void)size;
     elem_t *e = p;
     e->resumes++;
+    e->moves += tess_pe() != e->moved_pe;
+    int where = -1;
+    CHECK_OK(tess_array_location(arr, tess_idx1((int32_t)e->id), &where));
+    e->wrong_pe += where != tess_pe();
     memset(e->host, 0, DEV_BYTES);
     CHECK_OK(tess_gpu_memcpy_async(e->host, e->dev, DEV_BYTES, tess_ctx_stream(ctx)));
     CHECK_OK(tess_gpu_then(ctx, E_VERIFY, NULL, 0));
@@ -134,7 +145,7 @@ static void start(void *arg)
         tess_broadcast(arr, E_GO, NULL, 0);
 }
 
-static int64_t sums[3];
+static int64_t sums[5];
 static void collect(tess_ctx_h ctx, void *p, void *arg)
 {
     (void)ctx;
@@ -143,6 +154,61 @@ static void collect(tess_ctx_h ctx, void *p, void *arg)
     sums[0] += e->resumes;
     sums[1] += e->errors;
     sums[2] += e->steps;
+    sums[3] += e->moves;
+    sums[4] += e->wrong_pe;
+}
+
+/* The bin of each PE for TESS_LB_TARGET: the PE, its process, or its process's GPU (the
+ * processes' (node, device) pairs numbered in order of their first process). Collective. */
+static int *bins_of_pes(int *nbins_p)
+{
+    const char *t     = getenv("TESS_LB_TARGET") ? getenv("TESS_LB_TARGET") : "gpu";
+    int         npes  = tess_num_pes(), nproc = 0;
+    int        *bin   = calloc((size_t)npes, sizeof(int));
+    CHECK(bin);
+    MPI_Comm_size(MPI_COMM_WORLD, &nproc);
+    int *gpu = calloc((size_t)nproc, sizeof(int)), *pairs = calloc(2 * (size_t)nproc, sizeof(int));
+    CHECK(gpu && pairs);
+    MPI_Comm node;
+    int      leader = 0, rank = tess_process();
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, node);
+    MPI_Comm_free(&node);
+    int mine[2] = {leader, tess_gpu_device()}, ngpus = 0;
+    MPI_Allgather(mine, 2, MPI_INT, pairs, 2, MPI_INT, MPI_COMM_WORLD);
+    for (int p = 0; p < nproc; p++) {
+        gpu[p] = -1;
+        for (int q = 0; q < p && gpu[p] < 0; q++)
+            if (pairs[2 * q] == pairs[2 * p] && pairs[2 * q + 1] == pairs[2 * p + 1])
+                gpu[p] = gpu[q];
+        if (gpu[p] < 0)
+            gpu[p] = ngpus++;
+    }
+    for (int pe = 0; pe < npes; pe++)
+        bin[pe] = !strcasecmp(t, "pe") ? pe : !strcasecmp(t, "process") ? tess_pe_process(pe)
+                                                                        : gpu[tess_pe_process(pe)];
+    *nbins_p = !strcasecmp(t, "pe") ? npes : !strcasecmp(t, "process") ? nproc : ngpus;
+    free(gpu);
+    free(pairs);
+    return bin;
+}
+
+/* max / average of the bins' loads with the elements where the location table puts them. */
+static double measured_imbalance(const int *bin, int nbins)
+{
+    double *load = calloc((size_t)nbins, sizeof(double)), total = 0, max = 0;
+    CHECK(load);
+    for (int64_t i = 0; i < n; i++) {
+        int pe = -1;
+        CHECK_OK(tess_array_location(arr, tess_idx1((int32_t)i), &pe));
+        CHECK(pe >= 0 && pe < tess_num_pes());
+        load[bin[pe]] += load_of(i);
+        total += load_of(i);
+    }
+    for (int b = 0; b < nbins; b++)
+        max = load[b] > max ? load[b] : max;
+    free(load);
+    return total > 0 ? max / (total / nbins) : 1.0;
 }
 
 int main(int argc, char **argv)
@@ -164,13 +230,18 @@ int main(int argc, char **argv)
     CHECK_OK(tess_array_create(&p, &arr));
     tess_lb_stats_t none;
     CHECK(tess_lb_get_stats(arr, &none) == TESS_ERR_NOT_FOUND);
+    int     nbins;
+    int    *bin   = bins_of_pes(&nbins);
+    double  first = measured_imbalance(bin, nbins); /* the placement before the first step */
 
     CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
 
     CHECK_OK(tess_array_foreach(arr, collect, NULL));
-    int64_t all[3];
-    MPI_Allreduce(sums, all, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    int64_t all[5];
+    MPI_Allreduce(sums, all, 5, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     CHECK_MSG(all[1] == 0, "%lld state errors", (long long)all[1]);
+    CHECK_MSG(all[4] == 0, "%lld resumes ran on a PE the location table does not name",
+              (long long)all[4]);
     CHECK_MSG(all[0] == n * STEPS && all[2] == n * STEPS, "resumes %lld, steps %lld (expected "
               "%lld)", (long long)all[0], (long long)all[2], (long long)(n * STEPS));
     int64_t local = tess_array_num_local(arr), total = 0;
@@ -190,24 +261,35 @@ int main(int argc, char **argv)
     MPI_Allreduce(mine, lo, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(mine, hi, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     CHECK(lo[0] == hi[0] && lo[1] == hi[1]);
+    /* What the run achieved: the loads where the elements are now, against the placement
+     * before the first step and the strategy's own prediction for its last step. */
+    double now = measured_imbalance(bin, nbins);
+    free(bin);
+    CHECK_MSG(fabs(now - st.imbalance_after) <= 1e-9 * now, "measured imbalance %.6f after the "
+              "last step, the strategy predicted %.6f", now, st.imbalance_after);
     if (!strcasecmp(strategy, "rotate") && tess_num_pes() > 1) {
         CHECK_MSG(st.migrations == n, "rotate moved %lld of %lld", (long long)st.migrations,
                   (long long)n);
+        CHECK_MSG(all[3] == n * STEPS, "%lld moves seen by the elements, %lld expected",
+                  (long long)all[3], (long long)(n * STEPS));
     } else if (!strcasecmp(strategy, "drain")) {
         CHECK_MSG(tess_process() != 1 || local == 0, "process 1 kept %lld elements",
                   (long long)local);
-    } else if (strcasecmp(strategy, "none") != 0) {
-        CHECK_MSG(st.imbalance_after <= st.imbalance_before + 1e-9, "imbalance %.3f -> %.3f",
-                  st.imbalance_before, st.imbalance_after);
+    } else if (!strcasecmp(strategy, "none")) {
+        CHECK_MSG(all[3] == 0, "%lld moves without a strategy", (long long)all[3]);
+    } else {
+        CHECK_MSG(now <= first + 1e-9, "measured imbalance %.3f before the first step, %.3f "
+                  "after the last", first, now);
         /* refine only moves (no swaps): it may stop above that. */
         if (strcasecmp(strategy, "refine") != 0)
-            CHECK_MSG(st.imbalance_after <= 1.10, "imbalance after the last step %.3f",
-                      st.imbalance_after);
+            CHECK_MSG(now <= 1.10, "measured imbalance after the last step %.3f (%.3f before "
+                      "the first)", now, first);
     }
     if (tess_process() == 0)
-        printf("lb (%s): %d steps over %lld elements on %d PEs; last step moved %lld, "
-               "imbalance %.3f -> %.3f: ok\n", strategy, STEPS, (long long)n, tess_num_pes(),
-               (long long)st.migrations, st.imbalance_before, st.imbalance_after);
+        printf("lb (%s): %d steps over %lld elements on %d PEs; %lld moves, the last step %lld; "
+               "measured imbalance %.3f before the first step, %.3f after the last: ok\n",
+               strategy, STEPS, (long long)n, tess_num_pes(), (long long)all[3],
+               (long long)st.migrations, first, now);
     test_fini();
     return 0;
 }
