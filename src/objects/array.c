@@ -300,7 +300,7 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
     int npes = tess_core_num_pes();
     a->loc      = tess_malloc((size_t)size * sizeof(*a->loc), "a location table");
     a->pe_elems = tess_calloc((size_t)tess_rt.ppn, sizeof(*a->pe_elems), "per-PE element lists");
-    if (!a->loc || !a->pe_elems) {
+    if (!a->loc || !a->pe_elems || tess_obj_bcast_array_init(a) != TESS_OK) {
         st = TESS_ERR_NO_MEMORY;
         goto err_free_array;
     }
@@ -381,6 +381,7 @@ err_free_array:
         for (int l = 0; l < tess_rt.ppn; l++)
             tess_vec_fini(&a->pe_elems[l]);
     free(a->pe_elems);
+    tess_obj_bcast_array_fini(a);
     free(a->loc);
     free(a);
     return st;
@@ -552,6 +553,7 @@ void tess_obj_fini(void)
             for (int l = 0; l < tess_rt.ppn; l++)
                 tess_vec_fini(&a->pe_elems[l]);
         free(a->pe_elems);
+        tess_obj_bcast_array_fini(a);
         free(a->loc);
         pthread_mutex_destroy(&a->lock);
         free(a);

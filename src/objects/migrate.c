@@ -25,6 +25,7 @@ typedef struct mig_hdr {
     uint32_t contributed;
     int64_t  linear;
     uint64_t last_tag;
+    uint64_t bcast_seq;     /* the last broadcast it ran */
     double   user_load;
     int32_t  has_user_load;
     int32_t  ndev;
@@ -99,6 +100,7 @@ static void migrate_arrive(const mig_hdr_t *h, size_t size, void *const *dev,
     memcpy(e->state, h + 1, a->elem_size);
     e->contributed   = (int)h->contributed;
     e->last_tag      = h->last_tag;
+    e->bcast_seq     = h->bcast_seq;
     e->user_load     = h->user_load;
     e->has_user_load = h->has_user_load;
     e->lb_moved      = h->lb_moved;
@@ -121,9 +123,12 @@ static void migrate_arrive(const mig_hdr_t *h, size_t size, void *const *dev,
                    a->name);
     atomic_store_explicit(&a->loc[h->linear], tess_core_pe_global(pe), memory_order_relaxed);
     tess_dc_streams_dirty(); /* the unpack's copies are on e->stream, ordered by no sender */
-    tess_obj_unpark(op, e);
-    if (tess_obj_on_arrival)
-        tess_obj_on_arrival(e);
+    /* Each step may run entries that move e on (it is gone then: what is left follows it). */
+    if (tess_obj_unpark(op, e)) {
+        if (tess_obj_on_arrival)
+            tess_obj_on_arrival(e);
+        (void)tess_obj_bcast_catch_up(op, e);
+    }
     if (tess_unlikely(tr_t0))
         tess_trace_span("migration", "migrate in", tr_t0, (uint64_t)h->linear, (uint64_t)src_pe);
 }
@@ -219,7 +224,8 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
         tess_fatal("out of memory migrating element %lld of array '%s'", (long long)e->linear,
                    a->name);
     *h = (mig_hdr_t){.aid = a->id, .contributed = (uint32_t)e->contributed, .linear = e->linear,
-                     .last_tag = e->last_tag, .user_load = e->user_load,
+                     .last_tag = e->last_tag, .bcast_seq = e->bcast_seq,
+                     .user_load = e->user_load,
                      .has_user_load = e->has_user_load, .ndev = p.ndev, .lb_moved = e->lb_moved,
                      .state_size = a->elem_size, .pup_size = pup_size,
                      .stream = (uint64_t)(uintptr_t)e->stream};
