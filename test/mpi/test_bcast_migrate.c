@@ -136,9 +136,9 @@ static void check_elem(tess_ctx_h ctx, void *e, void *arg)
         int want = id < MAX_PROCS * PER_PROC ? id / PER_PROC < nprocs : 1;
         if (el->got[id] != want) {
             if (bad_elems++ < 8)
-                fprintf(stderr, "element %lld (PE %d), phase %d: broadcast %d ran %d times, "
-                        "expected %d\n", (long long)tess_ctx_linear(ctx), tess_pe(), phase, id,
-                        el->got[id], want);
+                fprintf(stderr, "element %lld (process %d), phase %d: broadcast %d ran %d "
+                        "times, expected %d\n", (long long)tess_ctx_linear(ctx), tess_process(),
+                        phase, id, el->got[id], want);
         }
     }
     memset(el->got, 0, sizeof(el->got));
