@@ -297,9 +297,9 @@ static bool obj_bcast_proc_handler(tess_msg_t *m)
     bcast_hdr_t *b    = tess_msg_payload(m);
     size_t       size = m->hdr.size - sizeof(*b);
     int64_t      np = tess_rt.size, k = tess_cfg.tree_arity;
+    int64_t      rel = (tess_rt.rank - b->root + np) % np;
     if (b->seq == 0) /* only PE 0 of the root process numbers: no other thread writes this */
         b->seq = ++tess_obj_arrays[b->aid]->bcast_last;
-    int64_t      rel = (tess_rt.rank - b->root + np) % np;
     for (int64_t c = rel * k + 1; c <= rel * k + k && c < np; c++) {
         tess_msg_t *f  = obj_bcast_msg(b->aid, b->entry, b->root, b->seq, b + 1, size);
         f->hdr.handler = tess_obj_h_bcast_proc;
