@@ -270,7 +270,12 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
                        a->name, tess_error_detail());
         free(hbuf);
     }
-    atomic_store_explicit(&a->loc[e->linear], dest, memory_order_relaxed);
+    /* Only while the table still names this PE: within a process the element may already have
+     * arrived, and moved on, and the table then names where it is (a PE that parks messages
+     * for it must be one it will reach). */
+    int self = e->pe;
+    atomic_compare_exchange_strong_explicit(&a->loc[e->linear], &self, dest,
+                                            memory_order_relaxed, memory_order_relaxed);
     tess_obj_elem_free(e);
     if (tess_unlikely(tr_t0))
         tess_trace_span("migration", "migrate out", tr_t0, (uint64_t)tr_linear, (uint64_t)dest);
