@@ -268,7 +268,9 @@ TESS_API int64_t      tess_ctx_linear(tess_ctx_h ctx);
 #define tess_send_msg(array, index, entry, msg) \
     tess_send_msg_loc((array), (index), (entry), (msg), __FILE__, __LINE__)
 
-/** Send a copy of `size` bytes to entry `entry` of every element of `array` (entry). */
+/** Send a copy of `size` bytes to entry `entry` of every element of `array` (entry). Every
+ *  element runs it exactly once, also one that migrates meanwhile; all elements run an array's
+ *  broadcasts in one order (the order in which its root process numbered them). */
 #define tess_broadcast(array, entry, data, size) \
     tess_broadcast_loc((array), (entry), (data), (size), __FILE__, __LINE__)
 

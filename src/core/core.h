@@ -286,6 +286,9 @@ tess_status_t tess_core_start(void);
 
 tess_status_t tess_core_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg);
 int           tess_core_in_phase(void);
+/** The number of phases started so far: inside a phase, the phase's own number. PE threads
+ *  inside a phase, or the main thread. */
+uint64_t      tess_core_phase_epoch(void);
 /** End the phase (any PE), optionally with a result value for tess_result(). */
 tess_status_t tess_core_exit(const void *data, size_t size);
 tess_status_t tess_core_result(void *buf, size_t size, size_t *size_p);

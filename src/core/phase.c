@@ -57,6 +57,12 @@ int tess_core_in_phase(void)
     return atomic_load_explicit(&tess_core.phase, memory_order_acquire) == PHASE_RUNNING;
 }
 
+uint64_t tess_core_phase_epoch(void)
+{
+    /* Written by the main thread under park_lock before the PEs wake for the phase. */
+    return tess_core.epoch;
+}
+
 /* ---- exit -------------------------------------------------------------------------------- */
 
 static bool exit_handler(tess_msg_t *m)

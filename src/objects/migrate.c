@@ -15,6 +15,7 @@ typedef struct mig_hdr {
     uint32_t contributed;
     int64_t  linear;
     uint64_t last_tag;
+    uint64_t bcast_seq;     /* the last broadcast it ran */
     double   user_load;
     int32_t  has_user_load;
     int32_t  ndev;
@@ -90,6 +91,7 @@ static void migrate_arrive(const mig_hdr_t *h, size_t size, void *const *dev,
     memcpy(tess_obj_state(e), h + 1, a->elem_size);
     e->contributed   = (int)h->contributed;
     e->last_tag      = h->last_tag;
+    e->bcast_seq     = h->bcast_seq;
     e->user_load     = h->user_load;
     e->has_user_load = h->has_user_load;
     e->lb_moved      = h->lb_moved;
@@ -112,9 +114,12 @@ static void migrate_arrive(const mig_hdr_t *h, size_t size, void *const *dev,
                    a->name);
     atomic_store_explicit(&a->loc[h->linear], tess_core_pe_global(pe), memory_order_relaxed);
     tess_dc_streams_dirty(); /* the unpack's copies are on e->stream, ordered by no sender */
-    tess_obj_unpark(op, e);
-    if (tess_obj_on_arrival)
-        tess_obj_on_arrival(e);
+    /* Each step may run entries that move e on (it is gone then: what is left follows it). */
+    if (tess_obj_unpark(op, e)) {
+        if (tess_obj_on_arrival)
+            tess_obj_on_arrival(e);
+        (void)tess_obj_bcast_catch_up(op, e);
+    }
     if (tess_unlikely(tr_t0))
         tess_trace_span("migration", "migrate in", tr_t0, (uint64_t)h->linear, (uint64_t)src_pe);
 }
@@ -210,7 +215,8 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
         tess_fatal("out of memory migrating element %lld of array '%s'", (long long)e->linear,
                    a->name);
     *h = (mig_hdr_t){.aid = a->id, .contributed = (uint32_t)e->contributed, .linear = e->linear,
-                     .last_tag = e->last_tag, .user_load = e->user_load,
+                     .last_tag = e->last_tag, .bcast_seq = e->bcast_seq,
+                     .user_load = e->user_load,
                      .has_user_load = e->has_user_load, .ndev = p.ndev, .lb_moved = e->lb_moved,
                      .state_size = a->elem_size, .pup_size = pup_size,
                      .stream = (uint64_t)(uintptr_t)e->stream};
@@ -255,7 +261,12 @@ void tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest)
                        a->name, tess_error_detail());
         free(hbuf);
     }
-    atomic_store_explicit(&a->loc[e->linear], dest, memory_order_relaxed);
+    /* Only while the table still names this PE: within a process the element may already have
+     * arrived, and moved on, and the table then names where it is (a PE that parks messages
+     * for it must be one it will reach). */
+    int self = tess_rt.rank * tess_rt.ppn + op->local;
+    atomic_compare_exchange_strong_explicit(&a->loc[e->linear], &self, dest,
+                                            memory_order_relaxed, memory_order_relaxed);
     tess_obj_elem_free(e, op->local);
     if (tess_unlikely(tr_t0))
         tess_trace_span("migration", "migrate out", tr_t0, (uint64_t)tr_linear, (uint64_t)dest);

@@ -27,7 +27,7 @@ typedef struct tess_array tess_array_t;
 typedef struct obj_red_slot obj_red_slot_t;
 
 /** An element: the runtime's header; the user state follows at tess_obj_state() (state_off
- *  bytes in). A tess_ctx_h is a pointer to it. Kept small (72 bytes): every element of every
+ *  bytes in). A tess_ctx_h is a pointer to it. Kept small (80 bytes): every element of every
  *  array has one. Its index and PE follow from `linear` and the per-PE table it is in. */
 struct tess_ctx {
     tess_array_t     *array;       /* NULL: a vacant slot of a slab (below) */
@@ -46,6 +46,9 @@ struct tess_ctx {
     uint8_t           at_sync;
     uint8_t           has_user_load;
     uint8_t           lb_moved;    /* arrived by a load-balancing step (cleared by lb) */
+    /* Broadcasts: the sequence number of the last broadcast of its array it ran (travels with
+     * it), so that each runs exactly once wherever it moves (bcast.c). */
+    uint64_t          bcast_seq;
 };
 
 /* The elements a PE starts with, when their linear indices form a progression lo, lo + stride,
@@ -97,6 +100,9 @@ struct tess_array {
     obj_red_slot_t   *fast_ready;      /* local partials waiting for a round, by tag */
     obj_red_slot_t   *fast_mine;       /* this process's partial in the open round, or NULL */
     obj_red_slot_t   *red_spare;       /* a slot to reuse (one round's, kept for the next) */
+    /* Broadcasts (bcast.c): numbered by the array's root process, delivered in that order. */
+    uint64_t              bcast_last; /* root process, its PE 0: the last number given */
+    struct obj_bcast_pe  *bcast;      /* [local PE] what that PE delivered, and its history */
 };
 
 typedef struct tess_entry_info {
@@ -224,8 +230,13 @@ void          tess_obj_broadcast(tess_array_t *a, tess_entry_t entry, const void
  *  here and now when its queue is empty (by message otherwise, to keep the order). */
 void          tess_obj_broadcast_local(tess_array_t *a, tess_entry_t entry, const void *data,
                                        size_t size);
-/** Messages parked for an element that just arrived on this PE: deliver them. */
-void          tess_obj_unpark(obj_pe_t *op, tess_ctx_h e);
+/** Run broadcast `seq` (0: one without a number, tess_obj_broadcast_local) on every element of
+ *  `a` on this PE that has not run it; each records `seq` before its entry runs. */
+void          tess_obj_bcast_run(tess_array_t *a, uint64_t seq, tess_entry_t entry,
+                                 const void *data, size_t size);
+/** Messages parked for an element that just arrived on this PE: deliver them. Returns false
+ *  when one of them moved e on (e is gone; the rest were forwarded after it). */
+bool          tess_obj_unpark(obj_pe_t *op, tess_ctx_h e);
 
 /** Abort with a misuse message naming the running element and entry and file:line. */
 _Noreturn void tess_obj_misuse(const char *file, int line, const char *fmt, ...)
@@ -242,6 +253,31 @@ void          tess_obj_check_size(size_t size, const void *data, const char *wha
 /** Checks shared by every entry-side call: a phase, a PE, a live array. */
 void          tess_obj_check_send(tess_array_h a, const char *what, const char *file, int line);
 const char   *tess_obj_index_text(const tess_array_t *a, tess_index_t i, char *buf, size_t len);
+
+/* bcast.c — the order of an array's broadcasts. Every broadcast gets a sequence number at the
+ * array's root process; each PE delivers them in that order, once per element: an element that
+ * has run a broadcast (bcast_seq) skips it, one that arrives behind runs the ones it missed from
+ * the PE's history of the phase. */
+typedef struct obj_bcast_hdr {
+    uint32_t aid;
+    int32_t  entry;
+    int32_t  root; /* the process that numbers the array's broadcasts: the root of their tree */
+    int32_t  pad;
+    uint64_t seq;  /* 0 until numbered at the root */
+} obj_bcast_hdr_t;
+/** The process that numbers `a`'s broadcasts. */
+static inline int tess_obj_bcast_root(const tess_array_t *a)
+{
+    return (int)(a->id % (uint32_t)tess_rt.size);
+}
+tess_status_t tess_obj_bcast_array_init(tess_array_t *a);
+void          tess_obj_bcast_array_fini(tess_array_t *a);
+/** A numbered broadcast reached this PE (its message, whose payload is obj_bcast_hdr_t and the
+ *  bytes; ownership passes): run it, and any it enabled, in order on this PE's elements. */
+void          tess_obj_bcast_receive(obj_pe_t *op, tess_msg_t *m);
+/** Element e just arrived on this PE: run the broadcasts this PE delivered that e had not.
+ *  Returns false when one of them moved e on (e is gone). */
+bool          tess_obj_bcast_catch_up(obj_pe_t *op, tess_ctx_h e);
 
 /* contribute.c */
 tess_status_t tess_obj_reduce_init(void);

@@ -11,12 +11,7 @@ uint16_t tess_obj_h_entry, tess_obj_h_bcast_proc, tess_obj_h_bcast_pe;
 void (*tess_obj_entry_pre)(tess_ctx_h e);
 void (*tess_obj_entry_post)(tess_ctx_h e);
 
-typedef struct bcast_hdr {
-    uint32_t aid;
-    int32_t  entry;
-    int32_t  root; /* the process the broadcast started on: the root of its tree */
-    int32_t  pad;
-} bcast_hdr_t;
+typedef obj_bcast_hdr_t bcast_hdr_t;
 
 /* ---- misuse ------------------------------------------------------------------------------ */
 
@@ -232,11 +227,14 @@ static bool obj_entry_handler(tess_msg_t *m)
     return true;
 }
 
-void tess_obj_unpark(obj_pe_t *op, tess_ctx_h e)
+bool tess_obj_unpark(obj_pe_t *op, tess_ctx_h e)
 {
+    tess_array_t *a    = e->array;
+    int64_t       lin  = e->linear;
+    bool          here = true;
     for (size_t i = 0; i < op->parked.count;) {
         tess_msg_t *m = op->parked.items[i];
-        if ((uint32_t)(m->hdr.a0 >> 32) != e->array->id || (int64_t)m->hdr.a1 != e->linear) {
+        if ((uint32_t)(m->hdr.a0 >> 32) != a->id || (int64_t)m->hdr.a1 != lin) {
             i++;
             continue;
         }
@@ -244,17 +242,25 @@ void tess_obj_unpark(obj_pe_t *op, tess_ctx_h e)
         memmove(&op->parked.items[i], &op->parked.items[i + 1],
                 (op->parked.count - i - 1) * sizeof(void *));
         op->parked.count--;
-        tess_obj_run_entry(op, e, (tess_entry_t)(uint32_t)m->hdr.a0, tess_msg_payload(m),
-                           m->hdr.size);
-        tess_core_msg_free(m);
+        if (here) {
+            tess_obj_run_entry(op, e, (tess_entry_t)(uint32_t)m->hdr.a0, tess_msg_payload(m),
+                               m->hdr.size);
+            tess_core_msg_free(m);
+            /* An entry may have moved it on (and freed it): the rest follow it. */
+            here = tess_obj_elem_find(op, a, lin) == e;
+        } else {
+            m->hdr.dst_pe = atomic_load_explicit(&a->loc[lin], memory_order_relaxed);
+            tess_core_send(m); /* counted as sent before this one counts as processed */
+        }
         tess_core_msg_done();
     }
+    return here;
 }
 
 /* ---- broadcast --------------------------------------------------------------------------- */
 
-static tess_msg_t *obj_bcast_msg(uint32_t aid, tess_entry_t entry, int root, const void *data,
-                                 size_t size)
+static tess_msg_t *obj_bcast_msg(uint32_t aid, tess_entry_t entry, int root, uint64_t seq,
+                                 const void *data, size_t size)
 {
     tess_msg_t *m = tess_core_msg_alloc(sizeof(bcast_hdr_t) + size);
     if (!m)
@@ -264,37 +270,44 @@ static tess_msg_t *obj_bcast_msg(uint32_t aid, tess_entry_t entry, int root, con
     b->entry       = entry;
     b->root        = root;
     b->pad         = 0;
+    b->seq         = seq;
     if (size)
         memcpy(b + 1, data, size);
     return m;
 }
 
-/* A broadcast goes down a k-ary spanning tree of processes (k = tree_arity) rooted at the
- * process it starts on: process r's children are, counted from the root, r*k+1 .. r*k+k. */
+/* A broadcast goes first to its array's root process, which numbers it (bcast.c: the one order
+ * in which every PE delivers the array's broadcasts), then down a k-ary spanning tree of
+ * processes (k = tree_arity) rooted there: process r's children are, counted from the root,
+ * r*k+1 .. r*k+k. */
 void tess_obj_broadcast(tess_array_t *a, tess_entry_t entry, const void *data, size_t size)
 {
-    tess_msg_t *m  = obj_bcast_msg(a->id, entry, tess_rt.rank, data, size);
-    m->hdr.handler = tess_obj_h_bcast_proc;
-    m->hdr.dst_pe  = tess_rt.rank * tess_rt.ppn;
+    int         root = tess_obj_bcast_root(a);
+    tess_msg_t *m    = obj_bcast_msg(a->id, entry, root, 0, data, size);
+    m->hdr.handler   = tess_obj_h_bcast_proc;
+    m->hdr.dst_pe    = root * tess_rt.ppn;
     tess_core_send(m);
 }
 
-/* On PE 0 of each process: a copy to each child in the tree, then one to every PE here. */
+/* On PE 0 of each process: at the root, the broadcast's number; a copy to each child in the
+ * tree, then one to every PE here. */
 static bool obj_bcast_proc_handler(tess_msg_t *m)
 {
     bcast_hdr_t *b    = tess_msg_payload(m);
     size_t       size = m->hdr.size - sizeof(*b);
     int64_t      np = tess_rt.size, k = tess_cfg.tree_arity;
     int64_t      rel = (tess_rt.rank - b->root + np) % np;
+    if (b->seq == 0) /* only PE 0 of the root process numbers: no other thread writes this */
+        b->seq = ++tess_obj_arrays[b->aid]->bcast_last;
     for (int64_t c = rel * k + 1; c <= rel * k + k && c < np; c++) {
-        tess_msg_t *f  = obj_bcast_msg(b->aid, b->entry, b->root, b + 1, size);
+        tess_msg_t *f  = obj_bcast_msg(b->aid, b->entry, b->root, b->seq, b + 1, size);
         f->hdr.handler = tess_obj_h_bcast_proc;
         f->hdr.dst_pe  = (int)((c + b->root) % np) * tess_rt.ppn;
         tess_core_send(f);
     }
     for (int l = 0; l < tess_rt.ppn; l++) {
         tess_msg_t *c  = l == tess_rt.ppn - 1 ? m : obj_bcast_msg(b->aid, b->entry, b->root,
-                                                                   b + 1, size);
+                                                                   b->seq, b + 1, size);
         c->hdr.handler = tess_obj_h_bcast_pe;
         c->hdr.dst_pe  = tess_rt.rank * tess_rt.ppn + l;
         tess_core_send(c);
@@ -302,8 +315,8 @@ static bool obj_bcast_proc_handler(tess_msg_t *m)
     return true;
 }
 
-/* Run `entry` of every element of `a` on this PE. */
-static void obj_bcast_run(tess_array_t *a, tess_entry_t entry, const void *data, size_t size)
+void tess_obj_bcast_run(tess_array_t *a, uint64_t seq, tess_entry_t entry, const void *data,
+                        size_t size)
 {
     obj_pe_t   *op = tess_obj_pe();
     tess_vec_t *v  = &a->pe_elems[tess_core_pe_local(tess_core_pe_self())];
@@ -317,8 +330,15 @@ static void obj_bcast_run(tess_array_t *a, tess_entry_t entry, const void *data,
         memcpy(elems, v->items, n * sizeof(*elems));
     /* Back to back: one entry's end is the next one's start (one clock read each). */
     uint64_t t = 0;
-    for (size_t i = 0; i < n; i++)
-        t = obj_run_entry(op, elems[i], entry, data, size, t);
+    for (size_t i = 0; i < n; i++) {
+        tess_ctx_h e = elems[i];
+        if (seq) {
+            if (e->bcast_seq >= seq) /* it ran this one before it moved here */
+                continue;
+            e->bcast_seq = seq; /* before the entry, which may move it on */
+        }
+        t = obj_run_entry(op, e, entry, data, size, t);
+    }
     if (elems != few)
         free(elems);
 }
@@ -334,20 +354,25 @@ void tess_obj_broadcast_local(tess_array_t *a, tess_entry_t entry, const void *d
     for (int l = 0; l < tess_rt.ppn; l++) {
         if (l == mine)
             continue;
-        tess_msg_t *c  = obj_bcast_msg(a->id, entry, tess_rt.rank, data, size);
+        tess_msg_t *c  = obj_bcast_msg(a->id, entry, tess_rt.rank, 0, data, size);
         c->hdr.handler = tess_obj_h_bcast_pe;
         c->hdr.dst_pe  = tess_rt.rank * tess_rt.ppn + l;
         tess_core_send(c);
     }
     if (mine >= 0)
-        obj_bcast_run(a, entry, data, size);
+        tess_obj_bcast_run(a, 0, entry, data, size);
 }
 
 static bool obj_bcast_pe_handler(tess_msg_t *m)
 {
     bcast_hdr_t *b = tess_msg_payload(m);
-    obj_bcast_run(tess_obj_arrays[b->aid], b->entry, b + 1, m->hdr.size - sizeof(*b));
-    tess_core_msg_free(m);
+    if (b->seq == 0) { /* a reduction result every process got (tess_obj_broadcast_local) */
+        tess_obj_bcast_run(tess_obj_arrays[b->aid], 0, b->entry, b + 1,
+                           m->hdr.size - sizeof(*b));
+        tess_core_msg_free(m);
+    } else {
+        tess_obj_bcast_receive(tess_obj_pe(), m);
+    }
     return true;
 }
 

@@ -168,8 +168,6 @@ static void start(void *arg)
     (void)arg;
     if (tess_process() == 0 && !strcmp(mode, "spin"))
         CHECK_OK(tess_send(arr, tess_idx1(0), E_KICK, NULL, 0));
-    else if (tess_process() == 0 && !strcmp(mode, "nopup"))
-        CHECK_OK(tess_send(arr, tess_idx1(1), E_KICK, NULL, 0)); /* it migrates once */
     else if (tess_process() == 0)
         CHECK_OK(tess_broadcast(arr, E_KICK, NULL, 0));
 }
