@@ -653,7 +653,7 @@ static tess_status_t write_element(writer_t *w, uint32_t ai, tess_ctx_h e, char 
 {
     tess_array_t   *a  = e->array;
     recvec_t       *rv = w->rv;
-    struct tess_pup ps = {.mode = PUP_SIZE};
+    struct tess_pup ps = {.mode = PUP_SIZE, .ckpt = 1}; /* sizes what PUP_CKPT will copy */
     if (a->pup)
         a->pup(&ps, e, tess_obj_state(e));
     size_t hbytes = sizeof(rec_hdr_t) + a->elem_size + ps.pos;
