@@ -29,7 +29,7 @@
 #define CKPT_VERSION    1u
 #define CKPT_REC_MAGIC  0x54524543u /* "CERT" */
 #define CKPT_USER_MAX   ((size_t)1 << 30)
-#define CKPT_CHUNK      ((size_t)32 << 20) /* each half of the pinned staging buffer */
+#define CKPT_CHUNK      ((size_t)8 << 20) /* each half of a pinned staging buffer */
 #define CKPT_PATH       1024 /* = tess_ckpt_info_t.path */
 #define CKPT_TEXT       768
 
@@ -413,7 +413,7 @@ static tess_ctx_h *local_elems(tess_array_t *a, size_t *n_p)
  * a full half goes to a writer thread, which writes it with one pwrite at its file offset and
  * starts its writeback, while this thread fills the other half: the device copies into it, then
  * the CRC of its bytes once the copies are done (still in cache). The file is thus written in
- * whole 32 MiB pieces, the disk never waits for the device or the CRC, and fsync at the end
+ * whole 8 MiB pieces, the disk never waits for the device or the CRC, and fsync at the end
  * finds most of the file already on its way. */
 typedef struct wpiece {
     size_t      rec; /* index into the record list */
@@ -1171,7 +1171,7 @@ static void loaded_free_dev(loaded_t *l)
 }
 
 /* The reader. The records this process loads, in the order it loads them, are one stream of
- * bytes: a reader thread reads it ahead in pieces of up to 32 MiB (one pread for each run of
+ * bytes: a reader thread reads it ahead in pieces of up to 8 MiB (one pread for each run of
  * records that lie back to back in a file) into the two halves of a pinned staging buffer,
  * while this thread checks the other half's CRCs, allocates device memory and copies to it. */
 typedef struct rext {
