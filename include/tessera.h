@@ -420,7 +420,8 @@ TESS_API void tess_pup_bytes(tess_pup_h pup, void *ptr, size_t size);
  *  source buffer is freed by the runtime after the move. */
 TESS_API void tess_pup_device(tess_pup_h pup, void **dptr_p, size_t size);
 
-/** Nonzero while the PUP function runs for tess_checkpoint(): it copies the element out like
+/** Nonzero while the PUP function runs for tess_checkpoint() (sizing, then copying; a function
+ *  may save less than a migration moves, e.g. no scratch buffers): it copies the element out like
  *  packing (tess_pup_bytes copies from ptr, tess_pup_device names the buffer to save) but the
  *  element stays, so it must not free anything; tess_pup_is_packing() is 0 then. */
 TESS_API int tess_pup_is_checkpointing(tess_pup_h pup);

@@ -25,8 +25,9 @@
  *
  * Checkpoints (examples/common/app_ckpt.h) are taken between phases: with them the run is a
  * phase per N cycles; each ends when the chares have the minima of a checkpoint's cycle and
- * hold them (dt_held) instead of starting the next cycle. A chare's state is then its arena
- * (as for a migration) and the held minima; the next phase (E_RESUME) goes on from there.
+ * hold them (dt_held) instead of starting the next cycle. A chare's state is then the fields a
+ * restart needs (chare_pup_state: less than the arena a migration moves) and the held minima;
+ * the next phase (E_RESUME) goes on from there.
  */
 #include "common.h"
 #include "exchange.h"
@@ -265,13 +266,9 @@ static double *xbuf(chare_t *c, int set, int parity, int recv, int d)
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
 
-static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
+/* The chare's domain in a new arena: fields, constants and initial state (c->box set). */
+static void chare_setup(chare_t *c)
 {
-    (void)arg;
-    chare_t     *c  = e;
-    tess_index_t ix = tess_ctx_index(ctx);
-    c->c[0] = ix.z, c->c[1] = ix.y, c->c[2] = ix.x; /* see chare_index */
-    c->box   = lul_box_of(topt.n, grid3, c->c);
     c->arena_size = arena_bytes(&c->box, opt.numReg);
     if (tess_gpu_malloc((void **)&c->arena, c->arena_size) != TESS_OK)
         app_tess_fail("domain allocation");
@@ -285,6 +282,16 @@ static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
     if (opt.rot[0]) /* -rotate: lulesh.h's regions are the same for every decomposition */
         lul_rotate_costs(&c->d, topt.n, c->box.ox, c->box.oy, c->box.oz, c->box.ex, c->box.ey,
                          c->box.ez, opt.rot);
+}
+
+static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    chare_t     *c  = e;
+    tess_index_t ix = tess_ctx_index(ctx);
+    c->c[0] = ix.z, c->c[1] = ix.y, c->c[2] = ix.x; /* see chare_index */
+    c->box   = lul_box_of(topt.n, grid3, c->c);
+    chare_setup(c);
     for (int d = 0; d < 27; d++)
         c->nbr[d] = lul_dir_neighbor(grid3, c->c, d, NULL);
     for (int d = 0; d < 27; d++) {
@@ -309,15 +316,76 @@ static void chare_dtor(tess_ctx_h ctx, void *e, void *arg)
     tess_gpu_free(c->xbuf);
 }
 
+/* The fields a checkpoint holds, as runs of the arena (lul_domain_init allocates the fields in
+ * this order, so each run is one stretch): every node field (coordinates, velocities, the next
+ * cycle's forces, which are computed before the checkpoint, and the summed nodal mass); e, p, q;
+ * v; ss (read by the next cycle's hourglass forces). Every other field is a set-up constant
+ * (volo, elemMass, connectivity, boundary conditions, regions) or written in a cycle before it
+ * is read (ql, qq, vnew, delv, vdov, arealg, the gradients, the corner forces). */
+enum { CKPT_RUNS = 5 };
+
+static void ckpt_runs(lul_domain_t *d, char *start[CKPT_RUNS], size_t len[CKPT_RUNS])
+{
+    size_t nn = (size_t)d->numNode * sizeof(double), ne = (size_t)d->numElem * sizeof(double);
+    start[0] = (char *)d->x, len[0] = (size_t)((char *)d->zd + nn - start[0]);
+    start[1] = (char *)d->nodalMass, len[1] = nn;
+    start[2] = (char *)d->e, len[2] = (size_t)((char *)d->q + ne - start[2]);
+    start[3] = (char *)d->v, len[3] = ne;
+    start[4] = (char *)d->ss, len[4] = ne;
+}
+
+/* Checkpoint and restart: the fields a restart needs (ckpt_runs) and the pinned output block.
+ * On restart the destructor has freed the constructed domain and the state bytes are the
+ * checkpoint's: set the domain up again as the constructor does (the constants), keep the
+ * saved host scalars, then copy the saved fields over. */
+static void chare_pup_state(tess_pup_h p, tess_ctx_h ctx, chare_t *c)
+{
+    lul_domain_t *d = &c->d;
+    tess_stream_t s = tess_ctx_stream(ctx);
+    if (tess_pup_is_unpacking(p)) {
+        lul_domain_t saved = *d;
+        chare_setup(c);
+        d->time = saved.time, d->deltatime = saved.deltatime, d->stoptime = saved.stoptime;
+        d->dtmax = saved.dtmax, d->cycle = saved.cycle, d->einit = saved.einit;
+        d->gather_in_nodes = saved.gather_in_nodes;
+    }
+    tess_pup_bytes(p, d->out, sizeof(lul_out_t));
+    char  *start[CKPT_RUNS];
+    size_t len[CKPT_RUNS];
+    ckpt_runs(d, start, len);
+    for (int r = 0; r < CKPT_RUNS; r++) {
+        void *buf = start[r];
+        tess_pup_device(p, &buf, len[r]);
+        if (tess_pup_is_unpacking(p)) {
+            if (tess_gpu_memcpy_async(start[r], buf, len[r], s) != TESS_OK ||
+                tess_gpu_stream_sync(s) != TESS_OK)
+                app_tess_fail("restoring a checkpoint");
+            tess_gpu_free(buf);
+        }
+    }
+    if (tess_pup_is_unpacking(p)) {
+        xbuf_alloc(c);
+        c->force_ready  = 0; /* the next cycle's forces are computed again, from the above */
+        c->force_packed = 0;
+    }
+}
+
 /* Migration: the arena moves with its data and the domain's pointers into it are rebased; the
  * pinned output block and the exchange buffers (nothing in them is still to be read at a
  * load-balancing step but the next cycle's forces, packed again) are made anew; the host arrays
- * of the region sets move as bytes. */
+ * of the region sets move as bytes. A checkpoint saves less (chare_pup_state); the first bytes
+ * say which of the two follows. */
 static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
 {
     chare_t      *c  = e;
     lul_domain_t *d  = &c->d;
     size_t        nr = (size_t)d->numReg, I = sizeof(int32_t);
+    int32_t       ckpt = tess_pup_is_checkpointing(p) != 0;
+    tess_pup_bytes(p, &ckpt, sizeof(ckpt));
+    if (ckpt) {
+        chare_pup_state(p, ctx, c);
+        return;
+    }
     if (tess_pup_is_packing(p)) {
         tess_gpu_stream_sync(tess_ctx_stream(ctx));
         tess_gpu_free(c->xbuf);

@@ -34,7 +34,7 @@ void (*tess_obj_on_arrival)(tess_ctx_h e);
 int tess_pup_is_unpacking(tess_pup_h p) { return p->mode == PUP_UNPACK; }
 int tess_pup_is_packing(tess_pup_h p) { return p->mode == PUP_PACK; }
 int tess_pup_is_sizing(tess_pup_h p) { return p->mode == PUP_SIZE; }
-int tess_pup_is_checkpointing(tess_pup_h p) { return p->mode == PUP_CKPT; }
+int tess_pup_is_checkpointing(tess_pup_h p) { return p->mode == PUP_CKPT || p->ckpt; }
 
 void tess_pup_bytes(tess_pup_h p, void *ptr, size_t size)
 {

@@ -337,6 +337,7 @@ void  tess_obj_promise_fini(void);
 enum { PUP_SIZE = 0, PUP_PACK = 1, PUP_UNPACK = 2, PUP_CKPT = 3 };
 struct tess_pup {
     int    mode;
+    int    ckpt; /* sizing for tess_checkpoint */
     char  *buf;
     size_t pos, cap;
     int    ndev, next;
