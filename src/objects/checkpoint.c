@@ -1290,7 +1290,12 @@ static tess_status_t reader_take(reader_t *r, size_t len, const char *path, cons
                                  size_t *n_p)
 {
     rhalf_t *h = &r->h[r->cur];
-    if (h->ready && h->pos == h->fill) {
+    /* The reader thread writes a half's ready, fill and pos (under the lock) while it is not
+     * ready: look at them under the lock too. */
+    pthread_mutex_lock(&r->mu);
+    int used_up = h->ready && h->pos == h->fill;
+    pthread_mutex_unlock(&r->mu);
+    if (used_up) {
         tess_status_t st = reader_release(r, r->cur);
         if (st != TESS_OK)
             return st;
