@@ -1,0 +1,151 @@
+/* ckpt.h — the parts of checkpoint and restart, and what each offers the others. Calls go one
+ * way: checkpoint.c (the API: arguments, collective agreement, directories and the current
+ * pointer, validation) -> ckpt_io.c (the staging writer of a data file, the read-ahead reader of
+ * the records a process restarts) -> ckpt_format.c (the file format: records, manifest, CRC-32C,
+ * and the file helpers).
+ *
+ * Layout of checkpoint N under D (tessera.h says why it is safe):
+ *   D/ckpt.N/data.R    process R's records: rec_hdr_t, state bytes, PUP bytes, device bytes
+ *   D/ckpt.N/manifest  man_hdr_t, man_array_t[narrays], uint64_t file_size[nprocs], user bytes
+ *                      (padded to 8), man_rec_t[nrecs] sorted by (array, linear), then the
+ *                      trailer (body size, CRC-32C of the body, "TEND")
+ *   D/current          "ckpt.N\n"
+ * Every record is found through the index, so a process reads only the records of the elements
+ * the map gives it, whatever shape wrote them. All integers are in the writer's byte order; a
+ * reader of the other order fails the magic check. */
+#ifndef TESS_OBJECTS_CKPT_H
+#define TESS_OBJECTS_CKPT_H
+
+#include "objects.h"
+
+#define CKPT_MAGIC      "TESSCKPT"
+#define CKPT_END        "TEND"
+#define CKPT_VERSION    1u
+#define CKPT_REC_MAGIC  0x54524543u /* "CERT" */
+#define CKPT_USER_MAX   ((size_t)1 << 30)
+#define CKPT_CHUNK      ((size_t)8 << 20) /* each half of a pinned staging buffer */
+#define CKPT_PATH       1024 /* = tess_ckpt_info_t.path */
+#define CKPT_TEXT       768
+
+typedef struct man_hdr {
+    char     magic[8];
+    uint32_t version, nprocs, ppn, narrays;
+    uint64_t step, entries_hash;
+    uint32_t nentries, pad;
+    char     program[64];
+    uint64_t user_size, nrecs;
+} man_hdr_t;
+
+typedef struct man_array {
+    char     name[TESS_OBJ_NAME_LEN];
+    int32_t  ndims, ext[3];
+    uint32_t has_pup, pad;
+    uint64_t elem_size;
+    int64_t  size;
+} man_array_t;
+
+typedef struct man_rec {
+    uint32_t array, file;
+    int64_t  linear;
+    uint64_t offset, length;
+    uint32_t crc, pad;
+} man_rec_t;
+
+typedef struct man_trailer {
+    uint64_t body_size;
+    uint32_t crc;
+    char     magic[4];
+} man_trailer_t;
+
+typedef struct rec_hdr {
+    uint32_t magic, array;
+    int64_t  linear;
+    uint64_t state_size, pup_size;
+    uint32_t ndev, pad;
+    uint64_t dev_size[TESS_DEV_MAX_BUFS];
+} rec_hdr_t;
+
+/* A manifest in memory, its parts pointing into the body. */
+typedef struct manifest {
+    char              *body;
+    size_t             body_size;
+    const man_hdr_t   *hdr;
+    const man_array_t *arrays;
+    const uint64_t    *files;
+    const char        *user;
+    const man_rec_t   *recs;
+    int64_t           *base; /* [narrays] first record of each array */
+    char               path[CKPT_PATH]; /* the checkpoint's directory */
+} manifest_t;
+
+/* The arrays a checkpoint or restart names, in order. */
+typedef struct ckpt_set {
+    int           n;
+    tess_array_t *a[TESS_OBJ_MAX_ARRAYS];
+} ckpt_set_t;
+
+/* The record index a writer fills, one man_rec_t per element written. */
+typedef struct recvec {
+    man_rec_t *v;
+    size_t     n, cap;
+} recvec_t;
+
+/* A record read and checked: its host part, and its device bytes already in new device memory
+ * (filled on the element's stream; the element itself is unchanged until every process agrees). */
+typedef struct loaded {
+    tess_ctx_h e;
+    uint32_t   ai; /* its array in the set */
+    char      *head; /* rec_hdr_t, state bytes, PUP bytes */
+    void      *dev[TESS_DEV_MAX_BUFS];
+} loaded_t;
+
+/* ---- ckpt_format.c: the format and the files -------------------------------------------- */
+
+/* CRC-32C: continue `crc` (0 to start) over len bytes. */
+uint32_t tess_ckpt_crc32c(uint32_t crc, const void *buf, size_t len);
+/* FNV-1a: continue h (0xcbf29ce484222325 to start) over len bytes. */
+uint64_t tess_ckpt_fnv1a(uint64_t h, const void *buf, size_t len);
+/* The registered entries, names and kinds in order: a checkpoint belongs to one entry set. */
+uint64_t tess_ckpt_entries_hash(void);
+
+/* A path of at most CKPT_PATH bytes (the directory is at most CKPT_PATH - 64). */
+TESS_PRINTF(2, 3) void tess_ckpt_pathf(char *buf, const char *fmt, ...);
+/* TESS_ERR_SYSTEM naming what failed on path, and errno's text. */
+tess_status_t tess_ckpt_sys_error(const char *what, const char *path);
+tess_status_t tess_ckpt_sync_path(const char *path);
+/* Write a small file through path.tmp and a rename, synced. */
+tess_status_t tess_ckpt_write_file_atomic(const char *dir, const char *name, const void *buf,
+                                          size_t len);
+/* Remove a checkpoint directory (its files, then itself); missing is fine. */
+void tess_ckpt_remove_dir(const char *path);
+/* N of D/current, or 0 when there is none. */
+uint64_t tess_ckpt_read_current(const char *dir);
+
+/* Process 0: the manifest of set at step from every process's index (recs, sorted here) and
+ * file size, with the program's name and user bytes, written into tmpdir. */
+tess_status_t tess_ckpt_manifest_write(const char *tmpdir, const ckpt_set_t *set, uint64_t step,
+                                       const char *program, const void *user_bytes, size_t user,
+                                       man_rec_t *recs, size_t nrecs, const uint64_t *files);
+/* Process 0: find and read the manifest of dir (a checkpoint, or D through D/current), check
+ * its trailer and CRC. */
+tess_status_t tess_ckpt_manifest_read(const char *dir, manifest_t *m);
+/* Every process: lay the parts of m->body out and check that they are consistent. */
+tess_status_t tess_ckpt_manifest_parse(manifest_t *m);
+void          tess_ckpt_manifest_free(manifest_t *m);
+
+/* ---- ckpt_io.c: the writer and the reader ----------------------------------------------- */
+
+/* This process's data file under tmpdir: every local element of the set, its records indexed
+ * in rv (the caller frees rv->v); the file's size is *size_p. */
+tess_status_t tess_ckpt_write_data(const char *tmpdir, const ckpt_set_t *set, recvec_t *rv,
+                                   uint64_t *size_p);
+/* Read and check the record of every local element of the set from checkpoint m into *ld_p
+ * (*n_p of them, malloc'd; on an error, those read so far), the device copies done. */
+tess_status_t tess_ckpt_read_records(const manifest_t *m, const ckpt_set_t *set, loaded_t **ld_p,
+                                     size_t *n_p);
+/* After every process checked its records: replace the element's state. */
+void tess_ckpt_apply_record(loaded_t *l);
+/* Free what l still holds. */
+void tess_ckpt_loaded_free(loaded_t *l);
+
+#endif
