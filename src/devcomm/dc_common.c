@@ -451,6 +451,15 @@ void dc_defer(int kind, const dc_send_t *s, uint64_t sent_id)
     dc_pending_push(p);
 }
 
+dc_send_t dc_deferred_send(const dc_pending_t *p)
+{
+    if (tess_gpu->stream_wait_event(dc.stream, p->ready) != TESS_OK)
+        tess_fatal("devcomm: stream wait failed: %s", tess_error_detail());
+    return (dc_send_t){.dst_pe = p->dst_pe, .a0 = p->a0, .a1 = p->a1, .header = p->header,
+                       .header_len = p->header_len, .bufs = p->bufs, .nbufs = p->nbufs,
+                       .stream = dc.stream};
+}
+
 void dc_pending_push_staged(int kind, int dst_pe, void *staged)
 {
     dc_pending_t *p = tess_calloc(1, sizeof(*p), "a waiting staged send");

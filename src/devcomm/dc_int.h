@@ -372,6 +372,9 @@ void          dc_pending_push(dc_pending_t *p);
 /** Queue a send of kind whose path issues it again from s (the header and buffers are copied,
  *  a ready event is recorded on the sender's stream). */
 void          dc_defer(int kind, const dc_send_t *s, uint64_t sent_id);
+/** A deferred send, now that its path has the resources: as a send on the layer's stream,
+ *  ordered after the work that preceded it on the sender's stream. */
+dc_send_t     dc_deferred_send(const dc_pending_t *p);
 /** Queue a message staged in chunks or parts (DC_K_CHUNK, DC_K_PPART) that is still waiting for
  *  resources; the pump goes on with it. */
 void          dc_pending_push_staged(int kind, int dst_pe, void *staged);

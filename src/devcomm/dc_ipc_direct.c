@@ -183,12 +183,7 @@ static int direct_issue(dc_pending_t *p)
     pthread_mutex_unlock(&dc.lock);
     if (!ok)
         return 0;
-    /* Ordered after the work that preceded the send on the sender's stream. */
-    if (tess_gpu->stream_wait_event(dc.stream, p->ready) != TESS_OK)
-        tess_fatal("devcomm: stream wait failed: %s", tess_error_detail());
-    dc_send_t s = {.dst_pe = p->dst_pe, .a0 = p->a0, .a1 = p->a1, .header = p->header,
-                   .header_len = p->header_len, .bufs = p->bufs, .nbufs = p->nbufs,
-                   .stream = dc.stream};
+    dc_send_t s = dc_deferred_send(p);
     issue_direct(&s, info, p->sent_id, ev);
     return 1;
 }
