@@ -1,13 +1,14 @@
 /*
  * app_tess.h — helpers the example apps' Tessera programs (jacobi2d_tess, minimd_tess,
- * lulesh_tess) share, as static inline functions: the number of GPUs in the job, and device
- * allocation and host-kernel launches that end the job with "PROG: WHAT failed: DETAIL" when
- * they fail (the plain MPI programs' counterpart is app_gpu.h).
+ * lulesh_tess) share, as static inline functions: the number of GPUs in the job, step
+ * segments, and device allocation and host-kernel launches that end the job with "PROG: WHAT
+ * failed: DETAIL" when they fail (the plain MPI programs' counterpart is app_gpu.h).
  */
 #ifndef APP_TESS_H
 #define APP_TESS_H
 
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <tessera.h>
@@ -80,6 +81,22 @@ static inline void app_tess_launch_host(void *stream, void (*fn)(void *args), co
 {
     if (tess_gpu_launch_host(stream, fn, args, size) != TESS_OK)
         app_tess_fail("launch");
+}
+
+/*
+ * A step segment: a chare's stream work between two communication points of a step, as a
+ * function fn(ctx, elem, arg) that only enqueues work on tess_ctx_stream(ctx) (kernels, copies;
+ * no sends, continuations, contributions, waits, nor changes to the chare's host state). Its
+ * launches' arguments must depend on nothing but `key` (what changes from step to step is read
+ * by the kernels from device memory, or is part of the key), so that the runtime may record the
+ * segment once per slot (0..15) and key and replay the recording. Today a direct call.
+ */
+static inline void app_segment(tess_ctx_h ctx, void *elem, int slot, uint64_t key,
+                               void (*fn)(tess_ctx_h, void *, void *), void *arg)
+{
+    (void)slot;
+    (void)key;
+    fn(ctx, elem, arg);
 }
 
 /* GPUs in the job: on each node, min(devices, processes); at least 1. */
