@@ -210,9 +210,10 @@ static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t
     if (kernel_load && size <= sizeof(((timed_args_t *)0)->args)) {
         timed_args_t a = {fn, kernel_load, kernel_part, {0}};
         memcpy(a.args, args, size);
-        st = tess_gpu_launch_host(stream, timed_kernel,
-                                  &a, offsetof(timed_args_t, args) + size);
+        app_segment_note(APP_SEG_LAUNCH, timed_kernel, NULL, &a, offsetof(timed_args_t, args) + size);
+        st = tess_gpu_launch_host(stream, timed_kernel, &a, offsetof(timed_args_t, args) + size);
     } else {
+        app_segment_note(APP_SEG_LAUNCH, fn, NULL, args, size);
         st = tess_gpu_launch_host(stream, fn, args, size);
     }
     if (st != TESS_OK)

@@ -43,6 +43,7 @@ typedef struct dom {
     int64_t      sbuf_cap[2][6][2], rbuf_cap[2][6][2], rcount[2][6][2];
     int          arrived[2][6][2], direct[2][6][2];
     int          step, stage, target, waiting, nthermo;
+    uint32_t     gen; /* atoms, lists and buffers: a new layout, new step segments (seg_key) */
 } dom_t;
 
 typedef struct thermo_note {
@@ -80,10 +81,27 @@ static int is_rebuild(int step)
     return step % pr.reneigh == 0;
 }
 
+/* mmd_grow and mmd_grow_atoms that count a new layout (c->gen) when a buffer moves. */
+static void grow(dom_t *c, void *stream, void **p, int64_t *cap, int64_t need, int64_t keep,
+                 size_t elem)
+{
+    void *old = *p;
+    mmd_grow(stream, p, cap, need, keep, elem);
+    c->gen += *p != old;
+}
+
+static void grow_atoms(dom_t *c, void *stream, int64_t need_all, int64_t need_own, int64_t keep)
+{
+    void *old[5] = {c->m.x, c->m.v, c->m.f, c->m.eatom, c->m.watom};
+    mmd_grow_atoms(stream, &c->m, need_all, need_own, keep);
+    c->gen += old[0] != c->m.x || old[1] != c->m.v || old[2] != c->m.f || old[3] != c->m.eatom ||
+              old[4] != c->m.watom;
+}
+
 static void begin_step(tess_ctx_h ctx, dom_t *c);
 static void exch_stage(tess_ctx_h ctx, dom_t *c);
 static void border_stage(tess_ctx_h ctx, dom_t *c);
-static void ghost_stage(tess_ctx_h ctx, dom_t *c);
+static void ghost_stage(tess_ctx_h ctx, dom_t *c, int from);
 static void build_neighbors(tess_ctx_h ctx, dom_t *c);
 
 /* ---- messages ------------------------------------------------------------------------------- */
@@ -124,8 +142,8 @@ static void atoms_post(tess_ctx_h ctx, void *e, const void *header, size_t heade
         c->direct[p][st][from] = 1;
     } else {
         int64_t n = (int64_t)(sizes[0] / sizeof(double));
-        mmd_grow(tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from], &c->rbuf_cap[p][st][from], n,
-                 0, sizeof(double));
+        grow(c, tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from], &c->rbuf_cap[p][st][from],
+             n, 0, sizeof(double));
         dst[0]              = sizes[0] ? c->rbuf[p][st][from] : NULL;
         c->direct[p][st][from] = 0;
     }
@@ -143,7 +161,7 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
     c->arrived[p][st][0] = c->arrived[p][st][1] = 0;
     if (is_rebuild(c->step) && st < 3) { /* atoms moving in: MMD_MOVE_W doubles each */
         int64_t r0 = c->rcount[p][st][0] / MMD_MOVE_W, r1 = c->rcount[p][st][1] / MMD_MOVE_W;
-        mmd_grow_atoms(s, &c->m, c->m.nlocal + r0 + r1, c->m.nlocal + r0 + r1, c->m.nlocal);
+        grow_atoms(c, s, c->m.nlocal + r0 + r1, c->m.nlocal + r0 + r1, c->m.nlocal);
         mmd_unpack(s, c->rbuf[p][st][0], r0, c->m.x, c->m.v, c->m.nlocal);
         mmd_unpack(s, c->rbuf[p][st][1], r1, c->m.x, c->m.v, c->m.nlocal + r0);
         c->m.nlocal += r0 + r1;
@@ -156,7 +174,7 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
         c->m.rcnt[d][1] = c->rcount[p][st][1] / MMD_XW;
         c->m.roff[d][0] = n;
         c->m.roff[d][1] = n + c->m.rcnt[d][0];
-        mmd_grow_atoms(s, &c->m, n + c->m.rcnt[d][0] + c->m.rcnt[d][1], 0, n);
+        grow_atoms(c, s, n + c->m.rcnt[d][0] + c->m.rcnt[d][1], 0, n);
         for (int k = 0; k < 2; k++)
             if (c->m.rcnt[d][k])
                 tess_gpu_memcpy_async(c->m.x + MMD_XW * c->m.roff[d][k], c->rbuf[p][st][k],
@@ -164,13 +182,8 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
         c->m.nghost += c->m.rcnt[d][0] + c->m.rcnt[d][1];
         c->stage++;
         border_stage(ctx, c);
-    } else { /* ghost positions */
-        for (int k = 0; k < 2; k++)
-            if (!c->direct[p][st][k] && c->m.rcnt[st][k])
-                tess_gpu_memcpy_async(c->m.x + MMD_XW * c->m.roff[st][k], c->rbuf[p][st][k],
-                                      (size_t)c->m.rcnt[st][k] * MMD_XW * sizeof(double), s);
-        c->stage++;
-        ghost_stage(ctx, c);
+    } else { /* ghost positions: copied in by the next segment */
+        ghost_stage(ctx, c, st);
     }
 }
 
@@ -247,7 +260,7 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     int64_t       n[2] = {c->m.hcount[0], c->m.hcount[1]};
     if (n[0] > cap[0] || n[1] > cap[1]) { /* a list did not fit: grow it, select again */
         for (int k = 0; k < 2; k++)
-            mmd_grow(s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
+            grow(c, s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
         if (exch)
             exch_select(ctx, c);
         else
@@ -256,8 +269,8 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     }
     if (exch) {
         for (int k = 0; k < 2; k++) {
-            mmd_grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_MOVE_W * n[k], 0,
-                     sizeof(double));
+            grow(c, s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_MOVE_W * n[k],
+                 0, sizeof(double));
             mmd_pack(s, c->m.x, c->m.v, lst[k], n[k], d, mmd_shift_of(&c->m, d, k),
                      c->sbuf[p][st][k]);
         }
@@ -275,7 +288,7 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         c->m.rcnt[d][1] = n[0];
         c->m.roff[d][0] = base;
         c->m.roff[d][1] = base + n[1];
-        mmd_grow_atoms(s, &c->m, base + n[0] + n[1], 0, base);
+        grow_atoms(c, s, base + n[0] + n[1], 0, base);
         mmd_pack(s, c->m.x, NULL, lst[1], n[1], d, mmd_shift_of(&c->m, d, 1),
                  c->m.x + MMD_XW * c->m.roff[d][0]);
         mmd_pack(s, c->m.x, NULL, lst[0], n[0], d, mmd_shift_of(&c->m, d, 0),
@@ -286,8 +299,8 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         return;
     }
     for (int k = 0; k < 2; k++) {
-        mmd_grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
-                 sizeof(double));
+        grow(c, s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
+             sizeof(double));
         mmd_pack(s, c->m.x, NULL, lst[k], n[k], d, mmd_shift_of(&c->m, d, k), c->sbuf[p][st][k]);
     }
     send_two(ctx, c, d, n, MMD_XW);
@@ -301,11 +314,11 @@ static void build_neighbors(tess_ctx_h ctx, dom_t *c)
     tess_stream_t s     = tess_ctx_stream(ctx);
     int64_t       nbins = (int64_t)c->m.bins.n[0] * c->m.bins.n[1] * c->m.bins.n[2];
     double        t     = 0;
-    mmd_grow(s, (void **)&c->m.bincount, &c->m.bincount_cap, nbins, 0, sizeof(int));
-    mmd_grow(s, (void **)&c->m.binatoms, &c->m.binatoms_cap, nbins * c->m.bins.cap, 0, sizeof(int));
-    mmd_grow(s, (void **)&c->m.numneigh, &c->m.neigh_cap, c->m.cap_own, 0, sizeof(int));
-    mmd_grow(s, (void **)&c->m.neigh, &c->m.neigh_alloc, (int64_t)c->m.maxneigh * c->m.cap_own, 0,
-             sizeof(int));
+    grow(c, s, (void **)&c->m.bincount, &c->m.bincount_cap, nbins, 0, sizeof(int));
+    grow(c, s, (void **)&c->m.binatoms, &c->m.binatoms_cap, nbins * c->m.bins.cap, 0, sizeof(int));
+    grow(c, s, (void **)&c->m.numneigh, &c->m.neigh_cap, c->m.cap_own, 0, sizeof(int));
+    grow(c, s, (void **)&c->m.neigh, &c->m.neigh_alloc, (int64_t)c->m.maxneigh * c->m.cap_own, 0,
+         sizeof(int));
     c->m.stride = c->m.cap_own;
     if (opt.timing) {
         tess_gpu_stream_sync(s);
@@ -342,30 +355,108 @@ static void on_neigh(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 
 /* ---- ordinary steps ------------------------------------------------------------------------- */
 
-static void ghost_stage(tess_ctx_h ctx, dom_t *c)
+/*
+ * Step segments: a chare's stream work between two communication points of an ordinary step (or
+ * the force of any step), each a function of (ctx, chare, arg) run through app_segment, which
+ * may record its launches once and replay them. A segment only enqueues stream work (no sends,
+ * continuations or waits, no change to the chare's host state: the driver grows buffers and
+ * advances the stage around it), and its launches' arguments depend on nothing but its key: the
+ * layout generation (gen: every rebuild and every buffer that moves starts a new one, so the
+ * atom counts, the send lists and the buffers are those of the recording), the step parity (the
+ * send buffers), and the flags below. dt and dtforce are constants of the run. Slots:
+ *
+ *   SEG_GHOST + 2 (from + 1) + par   from = -1: the next half of the velocities and the positions
+ *                      (mmd_initial_integrate); from = 0, 1, 2: the ghost positions of stage
+ *                      `from` copied in from the receive buffers (those not written in place:
+ *                      which is in the key); then the ghosts of the stages along dimensions of
+ *                      one chare, in place, and the next stage's sends packed (none: the force)
+ *   SEG_FORCE + thermo   the force (with per-atom energy and virial on thermo steps), the final
+ *                      integrate (not at step 0: in the key), the thermo sums; with --timing the
+ *                      force alone (its time is measured around it), the rest in SEG_FINAL +
+ *                      thermo
+ *
+ * The rebuild steps (every pr.reneigh) keep direct calls: their kernels alternate with host
+ * decisions (counts, growing lists) made after waiting for the stream.
+ */
+enum { SEG_GHOST = 0, SEG_FORCE = 8, SEG_FINAL = 10 };
+enum { PART_FORCE = 1, PART_FINAL = 2 };
+
+typedef struct seg_ghost {
+    int from, to, par;
+} seg_ghost_t;
+
+typedef struct seg_force {
+    int parts, thermo, final;
+} seg_force_t;
+
+/* The first stage from st on along a dimension of more than one chare (3: none). */
+static int next_split(int st)
 {
-    tess_stream_t s = tess_ctx_stream(ctx);
-    int           p = c->step % 2;
-    while (c->stage < 3 && cg[c->stage] == 1) { /* its own neighbor: in place */
-        int d = c->stage;
+    while (st < 3 && cg[st] == 1)
+        st++;
+    return st;
+}
+
+static void seg_ghost(tess_ctx_h ctx, void *e, void *arg)
+{
+    dom_t             *c = e;
+    const seg_ghost_t *a = arg;
+    tess_stream_t      s = tess_ctx_stream(ctx);
+    int                p = a->par;
+    if (a->from < 0) {
+        mmd_initial_integrate(s, c->m.x, c->m.v, c->m.f, c->m.nlocal, pr.dt, pr.dtforce);
+    } else {
+        for (int k = 0; k < 2; k++)
+            if (!c->direct[p][a->from][k] && c->m.rcnt[a->from][k])
+                app_tess_copy(c->m.x + MMD_XW * c->m.roff[a->from][k], c->rbuf[p][a->from][k],
+                              (size_t)c->m.rcnt[a->from][k] * MMD_XW * sizeof(double), s);
+    }
+    for (int d = a->from + 1; d < a->to; d++) { /* its own neighbor: in place */
         mmd_pack(s, c->m.x, NULL, c->m.blist[d][1], c->m.bcount[d][1], d, mmd_shift_of(&c->m, d, 1),
                  c->m.x + MMD_XW * c->m.roff[d][0]);
         mmd_pack(s, c->m.x, NULL, c->m.blist[d][0], c->m.bcount[d][0], d, mmd_shift_of(&c->m, d, 0),
                  c->m.x + MMD_XW * c->m.roff[d][1]);
-        c->stage++;
     }
-    if (c->stage == 3) {
+    for (int k = 0; a->to < 3 && k < 2; k++)
+        mmd_pack(s, c->m.x, NULL, c->m.blist[a->to][k], c->m.bcount[a->to][k], a->to,
+                 mmd_shift_of(&c->m, a->to, k), c->sbuf[p][a->to][k]);
+}
+
+static void seg_force(tess_ctx_h ctx, void *e, void *arg)
+{
+    dom_t             *c = e;
+    const seg_force_t *a = arg;
+    tess_stream_t      s = tess_ctx_stream(ctx);
+    if (a->parts & PART_FORCE)
+        mmd_force(s, c->m.x, c->m.f, c->m.neigh, c->m.numneigh, c->m.stride, c->m.nlocal,
+                  pr.cutforce * pr.cutforce, a->thermo ? c->m.eatom : NULL,
+                  a->thermo ? c->m.watom : NULL);
+    if ((a->parts & PART_FINAL) && a->final)
+        mmd_final_integrate(s, c->m.v, c->m.f, c->m.nlocal, pr.dtforce);
+    if ((a->parts & PART_FINAL) && a->thermo)
+        mmd_thermo_sums(s, c->m.v, c->m.eatom, c->m.watom, c->m.nlocal, c->m.thermo_out);
+}
+
+/* The ghost stages of an ordinary step from the one whose messages just came in (`from`; -1:
+ * the step's start) to the next that sends, or to the force. */
+static void ghost_stage(tess_ctx_h ctx, dom_t *c, int from)
+{
+    tess_stream_t s = tess_ctx_stream(ctx);
+    int           p = c->step % 2, to = next_split(from + 1);
+    for (int k = 0; to < 3 && k < 2; k++)
+        grow(c, s, (void **)&c->sbuf[p][to][k], &c->sbuf_cap[p][to][k],
+             MMD_XW * c->m.bcount[to][k], 0, sizeof(double));
+    seg_ghost_t a      = {from, to, p};
+    int         direct = from < 0 ? 0 : c->direct[p][from][0] | c->direct[p][from][1] << 1;
+    uint64_t    key    = (uint64_t)c->gen << 8 | (uint64_t)direct << 4 | (uint64_t)to << 1 |
+                   (uint64_t)p;
+    app_segment(ctx, c, SEG_GHOST + 2 * (from + 1) + p, key, seg_ghost, &a);
+    c->stage = to;
+    if (to == 3) {
         do_force(ctx, c);
         return;
     }
-    int d = c->stage;
-    for (int k = 0; k < 2; k++) {
-        mmd_grow(s, (void **)&c->sbuf[p][d][k], &c->sbuf_cap[p][d][k], MMD_XW * c->m.bcount[d][k],
-                 0, sizeof(double));
-        mmd_pack(s, c->m.x, NULL, c->m.blist[d][k], c->m.bcount[d][k], d, mmd_shift_of(&c->m, d, k),
-                 c->sbuf[p][d][k]);
-    }
-    send_two(ctx, c, d, c->m.bcount[d], MMD_XW);
+    send_two(ctx, c, to, c->m.bcount[to], MMD_XW);
     try_consume(ctx, c);
 }
 
@@ -373,22 +464,22 @@ static void do_force(tess_ctx_h ctx, dom_t *c)
 {
     tess_stream_t s      = tess_ctx_stream(ctx);
     int           thermo = mmd_is_thermo(&opt, c->step);
-    double        t      = 0;
+    seg_force_t   a      = {PART_FORCE | PART_FINAL, thermo, c->step > 0};
+    uint64_t      key    = (uint64_t)c->gen << 8 | (uint64_t)a.final << 1 | (uint64_t)thermo;
     if (opt.timing) {
+        a.parts = PART_FORCE;
         tess_gpu_stream_sync(s);
-        t = tess_wtime();
-    }
-    mmd_force(s, c->m.x, c->m.f, c->m.neigh, c->m.numneigh, c->m.stride, c->m.nlocal,
-              pr.cutforce * pr.cutforce, thermo ? c->m.eatom : NULL, thermo ? c->m.watom : NULL);
-    if (opt.timing) {
+        double t = tess_wtime();
+        app_segment(ctx, c, SEG_FORCE + thermo, key | (uint64_t)a.parts << 2, seg_force, &a);
         tess_gpu_stream_sync(s);
         c->m.t_force += tess_wtime() - t;
+        a.parts = PART_FINAL;
+        app_segment(ctx, c, SEG_FINAL + thermo, key | (uint64_t)a.parts << 2, seg_force, &a);
+    } else {
+        app_segment(ctx, c, SEG_FORCE + thermo, key | (uint64_t)a.parts << 2, seg_force, &a);
     }
-    if (c->step > 0)
-        mmd_final_integrate(s, c->m.v, c->m.f, c->m.nlocal, pr.dtforce);
-    if (thermo) {
+    if (thermo) { /* outside the segment: the slot changes from row to row */
         int slot = c->nthermo++ % nslots;
-        mmd_thermo_sums(s, c->m.v, c->m.eatom, c->m.watom, c->m.nlocal, c->m.thermo_out);
         tess_gpu_memcpy_async(c->m.hthermo + 3 * slot, c->m.thermo_out, 3 * sizeof(double), s);
         thermo_note_t note = {c->step, slot, c->m.nlocal};
         tess_gpu_then(ctx, E_THERMO_READY, &note, sizeof(note));
@@ -401,17 +492,18 @@ static void do_force(tess_ctx_h ctx, dom_t *c)
 static void begin_step(tess_ctx_h ctx, dom_t *c)
 {
     tess_stream_t s = tess_ctx_stream(ctx);
-    if (c->step > 0)
-        mmd_initial_integrate(s, c->m.x, c->m.v, c->m.f, c->m.nlocal, pr.dt, pr.dtforce);
-    c->stage = 0;
+    c->stage        = 0;
     if (is_rebuild(c->step)) {
+        c->gen++; /* new counts and lists */
+        if (c->step > 0)
+            mmd_initial_integrate(s, c->m.x, c->m.v, c->m.f, c->m.nlocal, pr.dt, pr.dtforce);
         double wrap[3];
         for (int d = 0; d < 3; d++)
             wrap[d] = cg[d] == 1 ? pr.L[d] : 0.0;
         mmd_pbc(s, c->m.x, c->m.nlocal, wrap);
         exch_stage(ctx, c);
     } else {
-        ghost_stage(ctx, c);
+        ghost_stage(ctx, c, -1);
     }
 }
 
@@ -509,9 +601,9 @@ static void dom_alloc(tess_ctx_h ctx, dom_t *c)
     c->m.hthermo    = app_tess_pinned_alloc(3 * sizeof(double) * (size_t)nslots);
     int64_t c0      = opt.small ? 1 : 1024;
     for (int k = 0; k < 2; k++) {
-        mmd_grow(s, (void **)&c->m.xlist[k], &c->m.xlist_cap[k], c0, 0, sizeof(int));
+        grow(c, s, (void **)&c->m.xlist[k], &c->m.xlist_cap[k], c0, 0, sizeof(int));
         for (int d = 0; d < 3; d++)
-            mmd_grow(s, (void **)&c->m.blist[d][k], &c->m.blist_cap[d][k], c0, 0, sizeof(int));
+            grow(c, s, (void **)&c->m.blist[d][k], &c->m.blist_cap[d][k], c0, 0, sizeof(int));
     }
 }
 
@@ -567,6 +659,7 @@ static void dom_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
         c->m.maxneigh = keep.m.maxneigh;
         c->step       = keep.step;
         c->nthermo    = keep.nthermo;
+        c->gen        = keep.gen + 1;
         dom_alloc(ctx, c);
     }
     size_t n = (size_t)c->m.nlocal;
@@ -677,8 +770,7 @@ static void make_lattice(void)
         for (int d = 0; d < 3; d++)
             g *= (int64_t)(c->m.hi[d] - c->m.lo[d] + 2 * pr.cutneigh) + 1;
         g = (int64_t)(density * (double)g);
-        mmd_grow_atoms(l.stream[k], &c->m, opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64,
-                       0);
+        grow_atoms(c, l.stream[k], opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64, 0);
         tess_gpu_memcpy_async(c->m.x, l.x[k], sizeof(double) * MMD_XW * (size_t)n, l.stream[k]);
         tess_gpu_memcpy_async(c->m.v, l.v[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
         tess_gpu_stream_sync(l.stream[k]);
