@@ -101,7 +101,7 @@ static void grow_atoms(dom_t *c, void *stream, int64_t need_all, int64_t need_ow
 static void begin_step(tess_ctx_h ctx, dom_t *c);
 static void exch_stage(tess_ctx_h ctx, dom_t *c);
 static void border_stage(tess_ctx_h ctx, dom_t *c);
-static void ghost_stage(tess_ctx_h ctx, dom_t *c, int from);
+static void step_on(tess_ctx_h ctx, dom_t *c, int from);
 static void build_neighbors(tess_ctx_h ctx, dom_t *c);
 
 /* ---- messages ------------------------------------------------------------------------------- */
@@ -183,7 +183,7 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
         c->stage++;
         border_stage(ctx, c);
     } else { /* ghost positions: copied in by the next segment */
-        ghost_stage(ctx, c, st);
+        step_on(ctx, c, st);
     }
 }
 
@@ -307,8 +307,6 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     try_consume(ctx, c);
 }
 
-static void do_force(tess_ctx_h ctx, dom_t *c);
-
 static void build_neighbors(tess_ctx_h ctx, dom_t *c)
 {
     tess_stream_t s     = tess_ctx_stream(ctx);
@@ -350,44 +348,41 @@ static void on_neigh(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         build_neighbors(ctx, c);
         return;
     }
-    do_force(ctx, c);
+    step_on(ctx, c, 3); /* the force */
 }
 
 /* ---- ordinary steps ------------------------------------------------------------------------- */
 
 /*
- * Step segments: a chare's stream work between two communication points of an ordinary step (or
- * the force of any step), each a function of (ctx, chare, arg) run through app_segment, which
- * may record its launches once and replay them. A segment only enqueues stream work (no sends,
- * continuations or waits, no change to the chare's host state: the driver grows buffers and
- * advances the stage around it), and its launches' arguments depend on nothing but its key: the
- * layout generation (gen: every rebuild and every buffer that moves starts a new one, so the
- * atom counts, the send lists and the buffers are those of the recording), the step parity (the
- * send buffers), and the flags below. dt and dtforce are constants of the run. Slots:
+ * Step segments: a chare's stream work between two communication points, a function of (ctx,
+ * chare, seg_step_t) run through app_segment, which may record its launches once and replay
+ * them. A segment only enqueues stream work (no sends, continuations or waits, no change to the
+ * chare's host state: step_on grows the buffers and advances the step around it), and its
+ * launches' arguments depend on nothing but its key: the chare's layout generation (gen: every
+ * rebuild and every buffer that moves starts a new one, so the atom counts, the send lists and
+ * the buffers are those of the recording), the step parity (the buffers), which ghosts landed in
+ * place, and the parts it runs (all of seg_step_t). dt and dtforce are constants of the run.
  *
- *   SEG_GHOST + 2 (from + 1) + par   from = -1: the next half of the velocities and the positions
- *                      (mmd_initial_integrate); from = 0, 1, 2: the ghost positions of stage
- *                      `from` copied in from the receive buffers (those not written in place:
- *                      which is in the key); then the ghosts of the stages along dimensions of
- *                      one chare, in place, and the next stage's sends packed (none: the force)
- *   SEG_FORCE + thermo   the force (with per-atom energy and virial on thermo steps), the final
- *                      integrate (not at step 0: in the key), the thermo sums; with --timing the
- *                      force alone (its time is measured around it), the rest in SEG_FINAL +
- *                      thermo
- *
- * The rebuild steps (every pr.reneigh) keep direct calls: their kernels alternate with host
- * decisions (counts, growing lists) made after waiting for the stream.
+ * On an ordinary step a segment runs from a communication point to the next: the ghosts of the
+ * stage whose messages came in copied from the receive buffers (or, at the step's start, the
+ * first integrate), the stages along dimensions of one chare in place, and the next stage's sends
+ * packed; after the last stage the force, the final integrate and the next step's start up to its
+ * first sends. A thermo step ends its segment after the thermo sums (their copy to the host and
+ * the continuation come between two segments), and so does a step before a rebuild (whose kernels
+ * alternate with host decisions, made after waiting for the stream: direct calls) or the end of a
+ * phase. With --timing the force is a segment of its own, timed, and the final integrate and the
+ * thermo sums another (SEG_FINAL). Slots: 2 (from + 1) + parity for from = -1 (the step's start)
+ * … 3 (the force of a rebuild step); SEG_THERMO + parity for a segment with the thermo sums.
  */
-enum { SEG_GHOST = 0, SEG_FORCE = 8, SEG_FINAL = 10 };
+enum { SEG_THERMO = 10, SEG_FINAL = 12 };
 enum { PART_FORCE = 1, PART_FINAL = 2 };
 
-typedef struct seg_ghost {
-    int from, to, par;
-} seg_ghost_t;
-
-typedef struct seg_force {
-    int parts, thermo, final;
-} seg_force_t;
+typedef struct seg_step {
+    int par, from, to;         /* step parity; ghosts of stage `from` (-1: the first integrate; 3:
+                                * none) copied in, the stages before `to` in place, `to`'s packs */
+    int force, thermo, final;  /* when to = 3: the PART_* of the force part */
+    int next, next_to;         /* then the next step's start, up to the packs of stage next_to */
+} seg_step_t;
 
 /* The first stage from st on along a dimension of more than one chare (3: none). */
 static int next_split(int st)
@@ -397,96 +392,121 @@ static int next_split(int st)
     return st;
 }
 
-static void seg_ghost(tess_ctx_h ctx, void *e, void *arg)
+static void seg_ghosts(tess_stream_t s, dom_t *c, int from, int to, int p)
 {
-    dom_t             *c = e;
-    const seg_ghost_t *a = arg;
-    tess_stream_t      s = tess_ctx_stream(ctx);
-    int                p = a->par;
-    if (a->from < 0) {
+    if (from < 0) {
         mmd_initial_integrate(s, c->m.x, c->m.v, c->m.f, c->m.nlocal, pr.dt, pr.dtforce);
     } else {
         for (int k = 0; k < 2; k++)
-            if (!c->direct[p][a->from][k] && c->m.rcnt[a->from][k])
-                app_tess_copy(c->m.x + MMD_XW * c->m.roff[a->from][k], c->rbuf[p][a->from][k],
-                              (size_t)c->m.rcnt[a->from][k] * MMD_XW * sizeof(double), s);
+            if (!c->direct[p][from][k] && c->m.rcnt[from][k])
+                app_tess_copy(c->m.x + MMD_XW * c->m.roff[from][k], c->rbuf[p][from][k],
+                              (size_t)c->m.rcnt[from][k] * MMD_XW * sizeof(double), s);
     }
-    for (int d = a->from + 1; d < a->to; d++) { /* its own neighbor: in place */
+    for (int d = from + 1; d < to; d++) { /* its own neighbor: in place */
         mmd_pack(s, c->m.x, NULL, c->m.blist[d][1], c->m.bcount[d][1], d, mmd_shift_of(&c->m, d, 1),
                  c->m.x + MMD_XW * c->m.roff[d][0]);
         mmd_pack(s, c->m.x, NULL, c->m.blist[d][0], c->m.bcount[d][0], d, mmd_shift_of(&c->m, d, 0),
                  c->m.x + MMD_XW * c->m.roff[d][1]);
     }
-    for (int k = 0; a->to < 3 && k < 2; k++)
-        mmd_pack(s, c->m.x, NULL, c->m.blist[a->to][k], c->m.bcount[a->to][k], a->to,
-                 mmd_shift_of(&c->m, a->to, k), c->sbuf[p][a->to][k]);
+    for (int k = 0; to < 3 && k < 2; k++)
+        mmd_pack(s, c->m.x, NULL, c->m.blist[to][k], c->m.bcount[to][k], to,
+                 mmd_shift_of(&c->m, to, k), c->sbuf[p][to][k]);
 }
 
-static void seg_force(tess_ctx_h ctx, void *e, void *arg)
+static void seg_step(tess_ctx_h ctx, void *e, void *arg)
 {
-    dom_t             *c = e;
-    const seg_force_t *a = arg;
-    tess_stream_t      s = tess_ctx_stream(ctx);
-    if (a->parts & PART_FORCE)
+    dom_t            *c = e;
+    const seg_step_t *a = arg;
+    tess_stream_t     s = tess_ctx_stream(ctx);
+    if (a->from < 3)
+        seg_ghosts(s, c, a->from, a->to, a->par);
+    if (a->force & PART_FORCE)
         mmd_force(s, c->m.x, c->m.f, c->m.neigh, c->m.numneigh, c->m.stride, c->m.nlocal,
                   pr.cutforce * pr.cutforce, a->thermo ? c->m.eatom : NULL,
                   a->thermo ? c->m.watom : NULL);
-    if ((a->parts & PART_FINAL) && a->final)
+    if ((a->force & PART_FINAL) && a->final)
         mmd_final_integrate(s, c->m.v, c->m.f, c->m.nlocal, pr.dtforce);
-    if ((a->parts & PART_FINAL) && a->thermo)
+    if ((a->force & PART_FINAL) && a->thermo)
         mmd_thermo_sums(s, c->m.v, c->m.eatom, c->m.watom, c->m.nlocal, c->m.thermo_out);
+    if (a->next)
+        seg_ghosts(s, c, -1, a->next_to, 1 - a->par);
 }
 
-/* The ghost stages of an ordinary step from the one whose messages just came in (`from`; -1:
- * the step's start) to the next that sends, or to the force. */
-static void ghost_stage(tess_ctx_h ctx, dom_t *c, int from)
+/* Room in the send buffers of stage `to` (none at 3) of parity p. */
+static void grow_sends(dom_t *c, tess_stream_t s, int p, int to)
 {
-    tess_stream_t s = tess_ctx_stream(ctx);
-    int           p = c->step % 2, to = next_split(from + 1);
     for (int k = 0; to < 3 && k < 2; k++)
         grow(c, s, (void **)&c->sbuf[p][to][k], &c->sbuf_cap[p][to][k],
              MMD_XW * c->m.bcount[to][k], 0, sizeof(double));
-    seg_ghost_t a      = {from, to, p};
-    int         direct = from < 0 ? 0 : c->direct[p][from][0] | c->direct[p][from][1] << 1;
-    uint64_t    key    = (uint64_t)c->gen << 8 | (uint64_t)direct << 4 | (uint64_t)to << 1 |
-                   (uint64_t)p;
-    app_segment(ctx, c, SEG_GHOST + 2 * (from + 1) + p, key, seg_ghost, &a);
-    c->stage = to;
-    if (to == 3) {
-        do_force(ctx, c);
-        return;
-    }
-    send_two(ctx, c, to, c->m.bcount[to], MMD_XW);
-    try_consume(ctx, c);
 }
 
-static void do_force(tess_ctx_h ctx, dom_t *c)
+static void run_step_segment(tess_ctx_h ctx, dom_t *c, const seg_step_t *a, int slot)
 {
-    tess_stream_t s      = tess_ctx_stream(ctx);
-    int           thermo = mmd_is_thermo(&opt, c->step);
-    seg_force_t   a      = {PART_FORCE | PART_FINAL, thermo, c->step > 0};
-    uint64_t      key    = (uint64_t)c->gen << 8 | (uint64_t)a.final << 1 | (uint64_t)thermo;
-    if (opt.timing) {
-        a.parts = PART_FORCE;
+    int from = a->from, p = a->par;
+    int direct = from >= 0 && from < 3 ? c->direct[p][from][0] | c->direct[p][from][1] << 1 : 0;
+    uint64_t key = (uint64_t)c->gen << 24 | (uint64_t)direct << 20 | (uint64_t)a->next << 19 |
+                   (uint64_t)a->next_to << 16 | (uint64_t)a->final << 15 |
+                   (uint64_t)a->thermo << 14 | (uint64_t)a->force << 11 |
+                   (uint64_t)(from + 1) << 6 | (uint64_t)a->to << 2 | (uint64_t)p;
+    app_segment(ctx, c, slot, key, seg_step, (void *)a);
+}
+
+/* Step c->step goes on from the stage whose messages just came in (`from`; -1: an ordinary
+ * step's start; 3: the force of a rebuild step) to its next communication point. */
+static void step_on(tess_ctx_h ctx, dom_t *c, int from)
+{
+    tess_stream_t s = tess_ctx_stream(ctx);
+    int           p = c->step % 2, n = c->step + 1;
+    seg_step_t    a = {.par = p, .from = from, .to = from < 3 ? next_split(from + 1) : 3};
+    grow_sends(c, s, p, a.to);
+    if (a.to == 3 && !(opt.timing && from < 3)) { /* the force (timed: after the ghosts) */
+        a.thermo = mmd_is_thermo(&opt, c->step);
+        a.final  = c->step > 0;
+        a.force  = opt.timing ? PART_FORCE : PART_FORCE | PART_FINAL;
+        a.next   = !opt.timing && !a.thermo && n <= c->target && !is_rebuild(n) &&
+                 next_split(0) < 3;
+        a.next_to = a.next ? next_split(0) : 0;
+        if (a.next)
+            grow_sends(c, s, 1 - p, a.next_to);
+    }
+    int    slot = a.thermo ? SEG_THERMO + p : 2 * (from + 1) + p;
+    double t    = 0;
+    if (opt.timing && a.force) {
         tess_gpu_stream_sync(s);
-        double t = tess_wtime();
-        app_segment(ctx, c, SEG_FORCE + thermo, key | (uint64_t)a.parts << 2, seg_force, &a);
+        t = tess_wtime();
+    }
+    run_step_segment(ctx, c, &a, slot);
+    if (a.to < 3) {
+        c->stage = a.to;
+        send_two(ctx, c, a.to, c->m.bcount[a.to], MMD_XW);
+        try_consume(ctx, c);
+        return;
+    }
+    if (!a.force) { /* --timing: the ghosts apart, then the force */
+        step_on(ctx, c, 3);
+        return;
+    }
+    if (opt.timing) {
         tess_gpu_stream_sync(s);
         c->m.t_force += tess_wtime() - t;
-        a.parts = PART_FINAL;
-        app_segment(ctx, c, SEG_FINAL + thermo, key | (uint64_t)a.parts << 2, seg_force, &a);
-    } else {
-        app_segment(ctx, c, SEG_FORCE + thermo, key | (uint64_t)a.parts << 2, seg_force, &a);
+        seg_step_t f = {.par = p, .from = 3, .to = 3, .force = PART_FINAL, .thermo = a.thermo,
+                        .final = a.final};
+        run_step_segment(ctx, c, &f, SEG_FINAL + a.thermo);
     }
-    if (thermo) { /* outside the segment: the slot changes from row to row */
+    if (a.thermo) { /* outside the segments: the slot changes from row to row */
         int slot = c->nthermo++ % nslots;
         tess_gpu_memcpy_async(c->m.hthermo + 3 * slot, c->m.thermo_out, 3 * sizeof(double), s);
         thermo_note_t note = {c->step, slot, c->m.nlocal};
         tess_gpu_then(ctx, E_THERMO_READY, &note, sizeof(note));
     }
     c->step++;
-    if (c->step <= c->target)
+    if (a.next) { /* the next step's start ran in this segment: its first sends */
+        c->stage = a.next_to;
+        send_two(ctx, c, a.next_to, c->m.bcount[a.next_to], MMD_XW);
+        try_consume(ctx, c);
+    } else if (c->step <= c->target) {
         begin_step(ctx, c);
+    }
 }
 
 static void begin_step(tess_ctx_h ctx, dom_t *c)
@@ -503,7 +523,7 @@ static void begin_step(tess_ctx_h ctx, dom_t *c)
         mmd_pbc(s, c->m.x, c->m.nlocal, wrap);
         exch_stage(ctx, c);
     } else {
-        ghost_stage(ctx, c, -1);
+        step_on(ctx, c, -1);
     }
 }
 
