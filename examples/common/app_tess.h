@@ -106,6 +106,11 @@ static inline int app_segment_check(void)
     if (v < 0) {
         const char *e = getenv("APP_SEGMENT_CHECK");
         v             = e && *e && *e != '0';
+        if (v && tess_gpu_backend() != TESS_GPU_HOST) { /* GPU kernels are not recorded here */
+            fprintf(stderr, "%s: APP_SEGMENT_CHECK works on the host backend only: off\n",
+                    app_tess_prog);
+            v = 0;
+        }
         atomic_store_explicit(&on, v, memory_order_relaxed);
     }
     return v;

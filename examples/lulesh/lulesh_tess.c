@@ -87,6 +87,7 @@ typedef struct chare {
     _Atomic int64_t kernel_ns;     /* host backend: nanoseconds its kernels ran (executor threads) */
     int64_t      kernel_ns_step;   /* … at the last load-balancing step */
     int          force_ready;      /* the next cycle's forces are already enqueued */
+    int          force_repack;     /* … but not packed into the buffers (new after a migration) */
     uint32_t     gen;              /* buffers and arena: a new one, new step segments (seg_key) */
     lul_fuse_t   fz_force[2];      /* [parity]: stage 2's exchange work (lul_fuse_t) */
     lul_fuse_t   fz_nodes[2];      /* … stage 3's */
@@ -470,7 +471,7 @@ static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
     }
     if (tess_pup_is_unpacking(p)) {
         xbuf_alloc(c);
-        c->force_ready = 0; /* the forces are computed and packed again, into the new buffers */
+        c->force_repack = c->force_ready; /* the forces (in the arena) go to the new buffers */
     }
 }
 
@@ -866,8 +867,13 @@ static void on_resume(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 
 static void next_cycle(tess_ctx_h ctx, chare_t *c, const double *m)
 {
-    if (!c->force_ready) /* for d.cycle + 1: the cycle about to start */
+    if (!c->force_ready) { /* for d.cycle + 1: the cycle about to start */
         run_segment(ctx, c, SEG_FORCE, (c->d.cycle + 1) % 2, seg_force);
+    } else if (c->force_repack) { /* once after a migration: no step segment */
+        count_kernels(c);
+        pack(tess_ctx_stream(ctx), c, PH_FORCE, (c->d.cycle + 1) % 2);
+    }
+    c->force_repack = 0;
     lul_time_increment(&c->d, m[0], m[1]);
     c->cycle = c->d.cycle;
     if (c->c[0] == 0 && c->c[1] == 0 && c->c[2] == 0)
