@@ -1,6 +1,7 @@
 // kernels_cuda.cu — the CUDA versions of LULESH's stages: thin wrappers around the math of
 // lulesh.h (one thread per element or node), launched on the caller's stream. The domain is
-// passed by value (its device pointers and sizes). As in LLNL's CUDA port: forces are computed
+// passed by value (its device pointers and sizes; the host scalars zeroed, so that a stage's
+// arguments are the same every cycle: the time step is read from d.dev_scalars). As in LLNL's CUDA port: forces are computed
 // per element (stress and hourglass fused) into corner arrays and gathered per node (no
 // atomics); monotonic Q, EOS, the volume update and the time constraints are one kernel over
 // the elements grouped by region (the groups ordered by EOS repetitions, so a warp mostly
@@ -57,21 +58,21 @@ static __global__ void k_force_node(const lul_domain_t d, int64_t nsurf, lul_fus
  * fused: the exchange work of fz (lul_fuse_t) is done here; without it fz is not read. (Giving
  * the surface nodes and the interior to different warps was slower: the surface's columns are
  * strided, so its warps each fetch a line per node; 208 against 185 us a call at 129³ nodes.) */
-template <int fused> static __global__ void k_nodes(const lul_domain_t d, double dt, lul_fuse_t fz)
+template <int fused> static __global__ void k_nodes(const lul_domain_t d, lul_fuse_t fz)
 {
     int64_t n = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (n < d.numNode)
-        lul_node_update(&d, n, dt, fused ? &fz : NULL);
+        lul_node_update(&d, n, d.dev_scalars->deltatime, fused ? &fz : NULL);
 }
 
 /* Stage 4a, one thread an element: the reference's CalcLagrangeElements (CalcKinematicsForElems)
  * and CalcMonotonicQGradientsForElems (lul_elem_gradients). */
 static __global__ void __launch_bounds__(LUL_BLOCK, LUL_GRAD_MINB)
-    k_gradients(const lul_domain_t d, double dt)
+    k_gradients(const lul_domain_t d)
 {
     int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k < d.numElem)
-        record_err(d, lul_elem_gradients(&d, k, dt));
+        record_err(d, lul_elem_gradients(&d, k, d.dev_scalars->deltatime));
 }
 
 /* A non-negative double's bits order as the double does (as unsigned integers): the minima are
@@ -185,47 +186,62 @@ static unsigned blocks_for(int64_t n, unsigned block)
     return (unsigned)((n + block - 1) / block);
 }
 
+/* The domain as the kernels get it: the host scalars (time, deltatime, cycle) zeroed, so that a
+ * launch's arguments are the same every cycle (the kernels read the time step from
+ * d.dev_scalars). */
+static lul_domain_t kview(const lul_domain_t *d)
+{
+    lul_domain_t k = *d;
+    k.time = k.deltatime = 0.0;
+    k.cycle              = 0;
+    return k;
+}
+
 extern "C" {
 
-void lul_cuda_force(void *s, const lul_domain_t *d, const lul_fuse_t *fz)
+void lul_cuda_force(void *s, const lul_domain_t *dp, const lul_fuse_t *fz)
 {
-    cudaStream_t st = (cudaStream_t)s;
-    k_force_elem<<<blocks_for(d->numElem, LUL_BLOCK), LUL_BLOCK, 0, st>>>(*d);
-    if (!d->gather_in_nodes) {
-        int64_t  ns = lul_surface_count(d->ex, d->ey, d->ez);
+    cudaStream_t       st = (cudaStream_t)s;
+    const lul_domain_t d  = kview(dp);
+    k_force_elem<<<blocks_for(d.numElem, LUL_BLOCK), LUL_BLOCK, 0, st>>>(d);
+    if (!d.gather_in_nodes) {
+        int64_t  ns = lul_surface_count(d.ex, d.ey, d.ez);
         unsigned nb = blocks_for(ns, 256);
         if (fz && fz->send)
-            k_force_node<1><<<nb, 256, 0, st>>>(*d, ns, *fz);
+            k_force_node<1><<<nb, 256, 0, st>>>(d, ns, *fz);
         else
-            k_force_node<0><<<nb, 256, 0, st>>>(*d, ns, lul_fuse_t{});
+            k_force_node<0><<<nb, 256, 0, st>>>(d, ns, lul_fuse_t{});
     }
 }
 
-void lul_cuda_nodes(void *s, const lul_domain_t *d, double dt, const lul_fuse_t *fz)
+void lul_cuda_nodes(void *s, const lul_domain_t *dp, const lul_fuse_t *fz)
 {
-    unsigned nb = blocks_for(d->numNode, 256);
+    const lul_domain_t d  = kview(dp);
+    unsigned           nb = blocks_for(d.numNode, 256);
     if (fz && (fz->recv || fz->send))
-        k_nodes<1><<<nb, 256, 0, (cudaStream_t)s>>>(*d, dt, *fz);
+        k_nodes<1><<<nb, 256, 0, (cudaStream_t)s>>>(d, *fz);
     else
-        k_nodes<0><<<nb, 256, 0, (cudaStream_t)s>>>(*d, dt, lul_fuse_t{});
+        k_nodes<0><<<nb, 256, 0, (cudaStream_t)s>>>(d, lul_fuse_t{});
 }
 
-void lul_cuda_gradients(void *s, const lul_domain_t *d, double dt)
+void lul_cuda_gradients(void *s, const lul_domain_t *dp)
 {
-    k_gradients<<<blocks_for(d->numElem, LUL_BLOCK), LUL_BLOCK, 0, (cudaStream_t)s>>>(*d, dt);
+    const lul_domain_t d = kview(dp);
+    k_gradients<<<blocks_for(d.numElem, LUL_BLOCK), LUL_BLOCK, 0, (cudaStream_t)s>>>(d);
 }
 
-void lul_cuda_eos(void *s, const lul_domain_t *d, int split)
+void lul_cuda_eos(void *s, const lul_domain_t *dp, int split)
 {
-    cudaStream_t st = (cudaStream_t)s;
-    unsigned     nb = blocks_for(d->numElem, LUL_BLOCK);
+    cudaStream_t       st = (cudaStream_t)s;
+    const lul_domain_t d  = kview(dp);
+    unsigned           nb = blocks_for(d.numElem, LUL_BLOCK);
     if (!split) {
-        k_eos<true><<<nb, LUL_BLOCK, 0, st>>>(*d);
+        k_eos<true><<<nb, LUL_BLOCK, 0, st>>>(d);
         return;
     }
-    k_eos<false><<<nb, LUL_BLOCK, 0, st>>>(*d);
+    k_eos<false><<<nb, LUL_BLOCK, 0, st>>>(d);
     /* Four elements a thread: a quarter of the blocks' minima to take. */
-    k_constraints<<<blocks_for(d->numElem, 4 * LUL_BLOCK), LUL_BLOCK, 0, st>>>(*d);
+    k_constraints<<<blocks_for(d.numElem, 4 * LUL_BLOCK), LUL_BLOCK, 0, st>>>(d);
 }
 
 void *lul_cuda_malloc(size_t bytes)
@@ -258,6 +274,11 @@ void lul_cuda_free_host(void *p)
 void lul_cuda_copy(void *dst, const void *src, size_t bytes)
 {
     cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+}
+
+void lul_cuda_copy_async(void *s, void *dst, const void *src, size_t bytes)
+{
+    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)s);
 }
 
 } // extern "C"

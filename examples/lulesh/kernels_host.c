@@ -231,6 +231,7 @@ static int domain_dev_fields(lul_domain_t *d, dev_field_t *f)
     FIELD(&d->regElemlist, ne * I), FIELD(&d->regStart, (nr + 1) * I), FIELD(&d->regRep, nr * I);
     FIELD(&d->err, I);
     FIELD(&d->red, sizeof(lul_red_t));
+    FIELD(&d->dev_scalars, sizeof(lul_scalars_t));
 #undef FIELD
     return k;
 }
@@ -274,6 +275,7 @@ int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t 
         if (!(*fl[q].p = lul_dev_alloc(fl[q].bytes)))
             rc = -1;
     d->out     = lul_pinned_alloc(sizeof(lul_out_t));
+    d->scalars = lul_pinned_alloc(sizeof(lul_scalars_t));
     d->h_regStart = calloc((size_t)d->numReg + 1, sizeof(int32_t));
     d->h_regRep   = calloc((size_t)d->numReg, sizeof(int32_t));
     d->h_regOf    = calloc((size_t)d->numReg, sizeof(int32_t));
@@ -281,7 +283,7 @@ int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t 
     double *hd = malloc(sizeof(double) * (size_t)scratch_n);
     double *hy = malloc(sizeof(double) * (size_t)nn), *hz = malloc(sizeof(double) * (size_t)nn);
     int32_t *hi = malloc(sizeof(int32_t) * (size_t)(8 * ne));
-    if (rc || !d->red || !d->out || !d->h_regStart || !d->h_regRep || !d->h_regOf || !hd ||
+    if (rc || !d->red || !d->out || !d->scalars || !d->h_regStart || !d->h_regRep || !d->h_regOf || !hd ||
         !hy || !hz || !hi) {
         free(hd), free(hy), free(hz), free(hi);
         lul_domain_free(d);
@@ -457,6 +459,8 @@ int lul_domain_init(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t 
     d->out->dtcourant = 1.0e20;
     d->out->dthydro   = 1.0e20;
     d->out->err       = 0;
+    *d->scalars       = (lul_scalars_t){.deltatime = d->deltatime};
+    lul_copy_to_dev(d->dev_scalars, d->scalars, sizeof(lul_scalars_t));
     return 0;
 }
 
@@ -469,6 +473,8 @@ void lul_domain_free(lul_domain_t *d)
             lul_dev_release(*fl[q].p);
     if (d->out)
         lul_pinned_release(d->out);
+    if (d->scalars)
+        lul_pinned_release(d->scalars);
     free(d->h_regStart);
     free(d->h_regRep);
     free(d->h_regOf);
@@ -505,6 +511,7 @@ void lul_time_increment(lul_domain_t *d, double dtcourant, double dthydro)
         d->deltatime = targetdt;
     d->time += d->deltatime;
     d->cycle++;
+    d->scalars->deltatime = d->deltatime;
 }
 
 const char *lul_error_string(int err)
@@ -516,24 +523,17 @@ const char *lul_error_string(int err)
 
 /* ---- stages --------------------------------------------------------------------------------- */
 
+/* A stage's arguments: the same at every cycle (the time step is read from d->dev_scalars when
+ * the stage runs); fz is the caller's (lulesh.h: unchanged until the stage has run), not a copy,
+ * since a launch's arguments are at most 256 bytes. */
 typedef struct stage_args {
-    lul_domain_t *d;
-    double        dt;
-    lul_fuse_t   *fz; /* exchange work: a copy the stage frees when it has run, or NULL */
+    lul_domain_t     *d;
+    const lul_fuse_t *fz; /* exchange work, or NULL */
 } stage_args_t;
 
-/* A stage's arguments (a launch's arguments are at most 256 bytes: fz goes as a copy). */
 static stage_args_t stage_args(lul_domain_t *d, const lul_fuse_t *fz)
 {
-    stage_args_t a = {.d = d, .dt = d->deltatime, .fz = NULL};
-    if (fz && (fz->recv || fz->send)) {
-        if (!(a.fz = malloc(sizeof(*fz)))) {
-            fprintf(stderr, "lulesh: out of memory for a stage's arguments\n");
-            exit(1);
-        }
-        *a.fz = *fz;
-    }
-    return a;
+    return (stage_args_t){.d = d, .fz = fz && (fz->recv || fz->send) ? fz : NULL};
 }
 
 static void set_err(lul_domain_t *d, int err)
@@ -558,17 +558,23 @@ static void host_force(void *p)
         for (int64_t s = 0, ns = lul_surface_count(d->ex, d->ey, d->ez); s < ns; s++)
             lul_node_force(d, lul_surface_node(d->ex, d->ey, d->ez, s), a->fz);
     set_err(d, err);
-    free(a->fz);
 }
 
 /* Stage 3: the reference's LagrangeNodal after the force (CalcAccelerationForNodes,
  * ApplyAccelerationBoundaryConditionsForNodes, CalcVelocityForNodes, CalcPositionForNodes). */
 static void host_nodes(void *p)
 {
-    stage_args_t *a = p;
+    stage_args_t *a  = p;
+    double        dt = a->d->dev_scalars->deltatime;
     for (int64_t n = 0; n < a->d->numNode; n++)
-        lul_node_update(a->d, n, a->dt, a->fz);
-    free(a->fz);
+        lul_node_update(a->d, n, dt, a->fz);
+}
+
+/* Stage 3's first part: the cycle's scalars from the pinned slot to the device copy. */
+static void host_scalars(void *p)
+{
+    lul_domain_t *d = ((stage_args_t *)p)->d;
+    *d->dev_scalars = *d->scalars;
 }
 
 /* Stage 4a: the reference's CalcLagrangeElements (CalcKinematicsForElems) and
@@ -576,9 +582,10 @@ static void host_nodes(void *p)
 static void host_gradients(void *p)
 {
     stage_args_t *a   = p;
+    double        dt  = a->d->dev_scalars->deltatime;
     int           err = 0;
     for (int64_t k = 0; k < a->d->numElem; k++) {
-        int e = lul_elem_gradients(a->d, k, a->dt);
+        int e = lul_elem_gradients(a->d, k, dt);
         if (e && !err)
             err = e;
     }
@@ -681,11 +688,13 @@ void lul_stage_nodes(void *stream, lul_domain_t *d, const lul_fuse_t *fz)
 {
 #ifdef LULESH_CUDA
     if (lul_backend == LUL_CUDA) {
-        lul_cuda_nodes(stream, d, d->deltatime, fz);
+        lul_cuda_copy_async(stream, d->dev_scalars, d->scalars, sizeof(lul_scalars_t));
+        lul_cuda_nodes(stream, d, fz);
         return;
     }
 #endif
     stage_args_t a = stage_args(d, fz);
+    launch(stream, host_scalars, &a, sizeof(a));
     launch(stream, host_nodes, &a, sizeof(a));
 }
 
@@ -693,7 +702,7 @@ void lul_stage_gradients(void *stream, lul_domain_t *d)
 {
 #ifdef LULESH_CUDA
     if (lul_backend == LUL_CUDA) {
-        lul_cuda_gradients(stream, d, d->deltatime);
+        lul_cuda_gradients(stream, d);
         return;
     }
 #endif

@@ -121,6 +121,15 @@ typedef struct lul_red {
     uint32_t       pad[15];
 } lul_red_t;
 
+/** The scalars of a cycle that the stages read on the device (d->dev_scalars): the host keeps
+ *  them in pinned memory (d->scalars, set by lul_time_increment) and lul_stage_nodes copies them
+ *  over first, on its stream. A kernel's arguments are then the same every cycle (a recorded
+ *  step replays them as they were). */
+typedef struct lul_scalars {
+    double deltatime;
+    double pad;
+} lul_scalars_t;
+
 typedef struct lul_domain {
     /* geometry: the block [ox, ox+ex) × [oy, oy+ey) × [oz, oz+ez) of an n³ mesh */
     int64_t n, ox, oy, oz, ex, ey, ez;
@@ -159,7 +168,13 @@ typedef struct lul_domain {
     lul_red_t *red;      /* device: the CUDA minimum's scratch */
     lul_out_t *out;      /* pinned host: the constraints of the last lul_stage_eos */
 
-    /* host scalars */
+    /* the cycle's scalars the stages read: the device copy, and the pinned host slot it is
+     * copied from (lul_scalars_t) */
+    lul_scalars_t *dev_scalars;
+    lul_scalars_t *scalars;
+
+    /* host scalars: never read by a kernel (it reads dev_scalars); the CUDA launchers pass them
+     * as zeros, so that a stage's arguments do not change from cycle to cycle */
     double time, deltatime, stoptime, dtmax;
     int    cycle;
     double einit; /* the energy deposited at the origin */
@@ -857,7 +872,8 @@ int lul_region_rep(int r, int numReg, int cost);
 void lul_rotate_costs(lul_domain_t *d, int64_t n, int64_t ox, int64_t oy, int64_t oz, int64_t ex,
                       int64_t ey, int64_t ez, const int P[3]);
 
-/** The reference's TimeIncrement with the global minima of the previous step's constraints. */
+/** The reference's TimeIncrement with the global minima of the previous step's constraints; the
+ *  new time step also goes to d->scalars (for the next lul_stage_nodes). */
 void lul_time_increment(lul_domain_t *d, double dtcourant, double dthydro);
 
 /** The reference's name of an error code ("VolumeError", "QStopError"); the drivers print it and
@@ -905,25 +921,35 @@ int lul_fuse(void);
 #define LUL_EOS_SPLIT_MIN (1 << 20)
 int lul_eos_split(int64_t elems);
 
-/* 2: fx, fy, fz (local sums); fz may be NULL (only fz->send, fz->splan are read) */
+/* The stages read nothing that changes from cycle to cycle but device memory: their kernels'
+ * arguments are the same every cycle (for the same fz), so a program may record a stage's
+ * launches once and replay them. fz may be NULL; with an asynchronous host launcher
+ * (lul_host_launch) the host stage reads *fz when it runs: keep it unchanged until then (on a
+ * GPU it is passed by value). */
+/* 2: fx, fy, fz (local sums); only fz->send, fz->splan are read */
 void lul_stage_force(void *stream, lul_domain_t *d, const lul_fuse_t *fz);
-/* 3: xd.., x.. (uses d->deltatime); fz may be NULL */
+/* 3: copies d->scalars (pinned: the time step lul_time_increment wrote) to d->dev_scalars, then
+ * xd.., x.. with that time step. The host must not write d->scalars while an earlier copy may
+ * still be in flight: a driver writes it (lul_time_increment) after it has waited for the last
+ * cycle's constraints, which come after that cycle's copy on the stream. */
 void lul_stage_nodes(void *stream, lul_domain_t *d, const lul_fuse_t *fz);
-void lul_stage_gradients(void *stream, lul_domain_t *d); /* 4a: vnew.., delv_* (local) */
+/* 4a: vnew.., delv_* (local), with the time step in d->dev_scalars (lul_stage_nodes put it) */
+void lul_stage_gradients(void *stream, lul_domain_t *d);
 /* 4b: q, e, p, ss, v; 5: the constraints → d->out (host) */
 void lul_stage_eos(void *stream, lul_domain_t *d);
 
 #ifdef LULESH_CUDA
 /* The CUDA launchers (kernels_cuda.cu); the ones above call them when lul_backend says so. */
 void  lul_cuda_force(void *s, const lul_domain_t *d, const lul_fuse_t *fz);
-void  lul_cuda_nodes(void *s, const lul_domain_t *d, double dt, const lul_fuse_t *fz);
-void  lul_cuda_gradients(void *s, const lul_domain_t *d, double dt);
+void  lul_cuda_nodes(void *s, const lul_domain_t *d, const lul_fuse_t *fz);
+void  lul_cuda_gradients(void *s, const lul_domain_t *d);
 void  lul_cuda_eos(void *s, const lul_domain_t *d, int split);
 void *lul_cuda_malloc(size_t bytes);
 void  lul_cuda_free(void *p);
 void *lul_cuda_malloc_host(size_t bytes);
 void  lul_cuda_free_host(void *p);
 void  lul_cuda_copy(void *dst, const void *src, size_t bytes);
+void  lul_cuda_copy_async(void *s, void *dst, const void *src, size_t bytes);
 #endif
 
 #ifdef __cplusplus

@@ -11,6 +11,10 @@
  *       -> lul_stage_eos (and the constraints) -> (stream drained: tess_gpu_then)
  *       -> contribute min(dtcourant), min(dthydro) -> broadcast to every chare: the next cycle
  *
+ * The stream work between two of these exchanges is one step segment (app_segment: SEG_FORCE …
+ * SEG_EOS below), whose launches' arguments are the same every cycle of its key (the buffer
+ * parity): a runtime may record it once and replay it.
+ *
  * Every exchange is a device message whose header carries the phase, the cycle and the
  * receiver's direction of the sender; the post function names the receive buffer of that
  * (phase, cycle parity, direction). A neighbour one cycle ahead writes the other parity's
@@ -83,7 +87,10 @@ typedef struct chare {
     _Atomic int64_t kernel_ns;     /* host backend: nanoseconds its kernels ran (executor threads) */
     int64_t      kernel_ns_step;   /* … at the last load-balancing step */
     int          force_ready;      /* the next cycle's forces are already enqueued */
-    int          force_packed;     /* … and packed for the node-sum (lul_fuse_t) */
+    int          force_repack;     /* … but not packed into the buffers (new after a migration) */
+    uint32_t     gen;              /* buffers and arena: a new one, new step segments (seg_key) */
+    lul_fuse_t   fz_force[2];      /* [parity]: stage 2's exchange work (lul_fuse_t) */
+    lul_fuse_t   fz_nodes[2];      /* … stage 3's */
     int          held;             /* the phase ended with the minima of this cycle held */
     double       dt_held[2];
     int          lb_pe;            /* the PE it entered its last load-balancing step on */
@@ -184,7 +191,10 @@ static int64_t thread_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The chare reads its counter while its next kernels may run: hence the atomic. */
+/* The chare reads its counter while its next kernels may run: hence the atomic. The counter and
+ * the part are taken at launch (launch_host) from the thread-locals the chare's step segment sets
+ * (count_kernels): a segment replayed from its recording (app_segment) counts to the chare that
+ * recorded it, which is this one (recordings are per chare and dropped when it migrates). */
 static void timed_kernel(void *p)
 {
     timed_args_t *a  = p;
@@ -201,9 +211,10 @@ static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t
     if (kernel_load && size <= sizeof(((timed_args_t *)0)->args)) {
         timed_args_t a = {fn, kernel_load, kernel_part, {0}};
         memcpy(a.args, args, size);
-        st = tess_gpu_launch_host(stream, timed_kernel,
-                                  &a, offsetof(timed_args_t, args) + size);
+        app_segment_note(APP_SEG_LAUNCH, timed_kernel, NULL, &a, offsetof(timed_args_t, args) + size);
+        st = tess_gpu_launch_host(stream, timed_kernel, &a, offsetof(timed_args_t, args) + size);
     } else {
+        app_segment_note(APP_SEG_LAUNCH, fn, NULL, args, size);
         st = tess_gpu_launch_host(stream, fn, args, size);
     }
     if (st != TESS_OK)
@@ -228,6 +239,8 @@ static int64_t set_count(const chare_t *c, int set, int d)
     return lul_node_count_of(b->ex, b->ey, b->ez, d, set_ring(set));
 }
 
+static void fuse_setup(chare_t *c);
+
 static void xbuf_alloc(chare_t *c)
 {
     int64_t total = 0;
@@ -246,6 +259,8 @@ static void xbuf_alloc(chare_t *c)
     c->xbytes = (size_t)(total ? total : 1) * sizeof(double);
     if (tess_gpu_malloc((void **)&c->xbuf, c->xbytes) != TESS_OK)
         app_tess_fail("exchange buffers");
+    fuse_setup(c);
+    c->gen++;
 }
 
 /* The plan of one buffer set, parity and side (recv 0: sends) into *plan; the buffer it lies in,
@@ -262,6 +277,22 @@ static double *plan_of(chare_t *c, int set, int parity, int recv, lul_xch_plan_t
 static double *xbuf(chare_t *c, int set, int parity, int recv, int d)
 {
     return c->xbuf + c->off[set][parity][recv][d];
+}
+
+/* The stages' exchange work of each parity (LULESH_FUSE), kept in the chare: the host stages
+ * read it when they run, and a replayed segment with it. */
+static void fuse_setup(chare_t *c)
+{
+    for (int par = 0; par < 2; par++) {
+        lul_fuse_t *ff = &c->fz_force[par], *fn = &c->fz_nodes[par];
+        *ff = *fn = (lul_fuse_t){.recv = NULL};
+        if (lul_fuse() & LUL_FUSE_FORCE)
+            ff->send = plan_of(c, PH_FORCE, par, 0, &ff->splan);
+        if (lul_fuse() & LUL_FUSE_SUMS)
+            fn->recv = plan_of(c, PH_FORCE, par, 1, &fn->rplan);
+        if (lul_fuse() & LUL_FUSE_COPY)
+            fn->send = plan_of(c, PH_POSVEL, par, 0, &fn->splan);
+    }
 }
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
@@ -348,6 +379,7 @@ static void chare_pup_state(tess_pup_h p, tess_ctx_h ctx, chare_t *c)
         d->time = saved.time, d->deltatime = saved.deltatime, d->stoptime = saved.stoptime;
         d->dtmax = saved.dtmax, d->cycle = saved.cycle, d->einit = saved.einit;
         d->gather_in_nodes = saved.gather_in_nodes;
+        d->scalars->deltatime = d->deltatime;
     }
     tess_pup_bytes(p, d->out, sizeof(lul_out_t));
     char  *start[CKPT_RUNS];
@@ -365,8 +397,7 @@ static void chare_pup_state(tess_pup_h p, tess_ctx_h ctx, chare_t *c)
     }
     if (tess_pup_is_unpacking(p)) {
         xbuf_alloc(c);
-        c->force_ready  = 0; /* the next cycle's forces are computed again, from the above */
-        c->force_packed = 0;
+        c->force_ready = 0; /* the next cycle's forces are computed again, from the above */
     }
 }
 
@@ -404,7 +435,7 @@ static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
         REBASE(nodelist), REBASE(lxim), REBASE(lxip), REBASE(letam), REBASE(letap);
         REBASE(lzetam), REBASE(lzetap), REBASE(elemBC);
         REBASE(regElemlist), REBASE(regStart), REBASE(regRep);
-        REBASE(err), REBASE(red);
+        REBASE(err), REBASE(red), REBASE(dev_scalars);
 #undef REBASE
         /* A device array added to the domain and not rebased above would point into the old
          * arena: say so instead of computing with freed memory. (Within a process the new
@@ -422,22 +453,25 @@ static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
         d->h_regRep   = malloc(nr * I);
         d->h_regOf    = malloc(nr * I);
         d->out        = dom_pinned_alloc(sizeof(lul_out_t));
-        if (!d->h_regStart || !d->h_regRep || !d->h_regOf || !d->out)
+        d->scalars    = dom_pinned_alloc(sizeof(lul_scalars_t));
+        if (!d->h_regStart || !d->h_regRep || !d->h_regOf || !d->out || !d->scalars)
             app_tess_fail("migration");
     }
     tess_pup_bytes(p, d->h_regStart, (nr + 1) * I);
     tess_pup_bytes(p, d->h_regRep, nr * I);
     tess_pup_bytes(p, d->h_regOf, nr * I);
     tess_pup_bytes(p, d->out, sizeof(lul_out_t));
+    tess_pup_bytes(p, d->scalars, sizeof(lul_scalars_t));
     if (tess_pup_is_packing(p)) {
         free(d->h_regStart);
         free(d->h_regRep);
         free(d->h_regOf);
         dom_pinned_release(d->out);
+        dom_pinned_release(d->scalars);
     }
     if (tess_pup_is_unpacking(p)) {
         xbuf_alloc(c);
-        c->force_packed = 0; /* the forces (in the arena) are packed again */
+        c->force_repack = c->force_ready; /* the forces (in the arena) go to the new buffers */
     }
 }
 
@@ -499,27 +533,36 @@ static tess_index_t chare_index(const int c[3])
     return tess_idx3(c[2], c[1], c[0]);
 }
 
-/* Pack this phase's data for every neighbour that gets it (unless the stage just enqueued
- * packed it: `packed`) and send it all in one tess_send_device_many, ordered after that stage;
- * then wait for the phase. */
-static void exchange(tess_ctx_h ctx, chare_t *c, int phase, int packed)
+/* Pack this phase's data of buffer parity `par` for every neighbour that gets it. */
+static void pack(tess_stream_t s, chare_t *c, int phase, int par)
 {
-    tess_stream_t    s   = tess_ctx_stream(ctx);
-    int              set = set_of(phase), par = c->cycle % 2;
-    const lul_box_t *b   = &c->box;
+    const lul_box_t *b = &c->box;
     lul_fields_t     fl;
     lul_xch_plan_t   plan;
-    xhdr_t           h[26];
-    tess_dev_buf_t   buf[26][3];
-    tess_dev_send_t  send[26];
-    int              n = 0;
+    if (!plan_of(c, set_of(phase), par, 0, &plan))
+        return;
     fields_of(c, phase, &fl);
-    int pack = plan_of(c, set, par, 0, &plan) && !packed;
     kernel_part = part_of(phase);
-    if (pack && phase == PH_MONOQ)
+    if (phase == PH_MONOQ)
         lul_xch_pack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
-    else if (pack)
+    else
         lul_xch_pack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
+}
+
+/* Send this phase's data (packed by the step segment just enqueued) to every neighbour that
+ * gets it in one tess_send_device_many, ordered after that segment; then wait for the phase. */
+static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
+{
+    tess_stream_t   s   = tess_ctx_stream(ctx);
+    int             set = set_of(phase), par = c->cycle % 2;
+    lul_fields_t    fl;
+    lul_xch_plan_t  plan;
+    xhdr_t          h[26];
+    tess_dev_buf_t  buf[26][3];
+    tess_dev_send_t send[26];
+    int             n = 0;
+    fields_of(c, phase, &fl);
+    plan_of(c, set, par, 0, &plan);
     for (int d = 0; d < 27; d++) {
         if (plan.off[d] < 0)
             continue;
@@ -542,43 +585,107 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase, int packed)
     advance(ctx, c);
 }
 
-/* Everything of the phase is in: unpack it (in ascending direction order: the same sums and the
- * same last copy whatever order the messages came in). */
-static void unpack(tess_ctx_h ctx, chare_t *c, int phase)
+/* Everything of the phase is in: unpack parity `par` (in ascending direction order: the same
+ * sums and the same last copy whatever order the messages came in). */
+static void unpack(tess_stream_t s, chare_t *c, int phase, int par)
 {
-    tess_stream_t    s   = tess_ctx_stream(ctx);
-    int              set = set_of(phase), par = c->cycle % 2;
-    const lul_box_t *b   = &c->box;
+    const lul_box_t *b = &c->box;
     lul_fields_t     fl;
     lul_xch_plan_t   plan;
     if (!c->expect[phase] || phase == PH_MONOQ) /* the element ghosts are in place already */
         return;
     fields_of(c, phase, &fl);
-    plan_of(c, set, par, 1, &plan);
+    plan_of(c, set_of(phase), par, 1, &plan);
     kernel_part = part_of(phase);
     lul_xch_unpack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf, phase != PH_POSVEL);
 }
 
-/* Stage 2 for the cycle d.cycle + 1 will be (its exchange buffers' parity): with
- * LULESH_FUSE=force or nodes it also packs the forces into that cycle's send buffers, whose
- * last messages (two cycles back) every neighbour has received. */
-static void stage_force(tess_ctx_h ctx, chare_t *c)
+/*
+ * Step segments: a chare's stream work between two communication points of a cycle, each a
+ * function of (ctx, chare, &parity) run through app_segment, which may record its launches once
+ * and replay them. A segment only enqueues stream work (no sends, continuations, contributions
+ * or waits, no change to the chare's host state), and its launches' arguments depend on nothing
+ * but its key: the buffer parity (the exchange buffers and lul_fuse_t it uses), LULESH_FUSE (the
+ * kernels it chooses) and the chare's buffer generation (gen: new buffers or arena after a
+ * migration or a restart). The time step reaches the kernels through device memory
+ * (lul_scalars_t, copied by stage 3). Slots, one a segment and parity:
+ *
+ *   SEG_FORCE + par   stage 2 for a cycle of parity par, and the forces packed for its node-sum
+ *                     (by stage 2 itself with LULESH_FUSE force, else a pack kernel)
+ *   SEG_NODES + par   the node-sum unpacked (unless stage 3 adds it), stage 3 (the time step's
+ *                     copy to the device first), the node-copy packed (unless stage 3 does)
+ *   SEG_GRAD + par    the node-copy unpacked, stage 4a, the element ghosts packed
+ *   SEG_EOS           stage 4b and 5 (the constraints into d->out)
+ */
+enum { SEG_FORCE = 0, SEG_NODES = 2, SEG_GRAD = 4, SEG_EOS = 6 };
+
+static uint64_t seg_key(const chare_t *c, int par)
 {
-    lul_fuse_t fz = {.recv = NULL};
-    if (lul_fuse() & LUL_FUSE_FORCE)
-        fz.send = plan_of(c, PH_FORCE, (c->d.cycle + 1) % 2, 0, &fz.splan);
-    c->force_packed = fz.send != NULL;
-    kernel_part     = KP_FORCE;
-    lul_stage_force(tess_ctx_stream(ctx), &c->d, &fz);
+    return (uint64_t)c->gen << 16 | (uint64_t)lul_fuse() << 8 | (uint64_t)par;
+}
+
+static void run_segment(tess_ctx_h ctx, chare_t *c, int slot, int par,
+                        void (*fn)(tess_ctx_h, void *, void *))
+{
+    app_segment(ctx, c, slot + par, seg_key(c, par), fn, &par);
+}
+
+static void seg_force(tess_ctx_h ctx, void *e, void *arg)
+{
+    chare_t      *c   = e;
+    int           par = *(const int *)arg;
+    tess_stream_t s   = tess_ctx_stream(ctx);
+    count_kernels(c);
+    kernel_part = KP_FORCE;
+    lul_stage_force(s, &c->d, &c->fz_force[par]);
+    if (!c->fz_force[par].send)
+        pack(s, c, PH_FORCE, par);
+}
+
+static void seg_nodes(tess_ctx_h ctx, void *e, void *arg)
+{
+    chare_t      *c   = e;
+    int           par = *(const int *)arg;
+    tess_stream_t s   = tess_ctx_stream(ctx);
+    count_kernels(c);
+    if (!(lul_fuse() & LUL_FUSE_SUMS))
+        unpack(s, c, PH_FORCE, par);
+    kernel_part = KP_NODES;
+    lul_stage_nodes(s, &c->d, &c->fz_nodes[par]);
+    if (!c->fz_nodes[par].send)
+        pack(s, c, PH_POSVEL, par);
+}
+
+static void seg_grad(tess_ctx_h ctx, void *e, void *arg)
+{
+    chare_t      *c   = e;
+    int           par = *(const int *)arg;
+    tess_stream_t s   = tess_ctx_stream(ctx);
+    count_kernels(c);
+    unpack(s, c, PH_POSVEL, par);
+    kernel_part = KP_GRAD;
+    lul_stage_gradients(s, &c->d);
+    pack(s, c, PH_MONOQ, par);
+}
+
+static void seg_eos(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    chare_t *c = e;
+    count_kernels(c);
+    kernel_part = KP_EOS;
+    lul_stage_eos(tess_ctx_stream(ctx), &c->d);
 }
 
 /* The forces need no time step: the next cycle's are enqueued behind the constraints (after
  * the continuation that reads them), so they run while the minimum goes round, when there is a
- * next cycle (the condition on_dt tests: neither time nor cycle changes before it). */
+ * next cycle (the condition on_dt tests: neither time nor cycle changes before it). Their
+ * buffers' parity is that of the cycle d.cycle + 1 will be, whose last messages (two cycles
+ * back) every neighbour has received. */
 static void enqueue_next_force(tess_ctx_h ctx, chare_t *c)
 {
     if (c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
-        stage_force(ctx, c);
+        run_segment(ctx, c, SEG_FORCE, (c->d.cycle + 1) % 2, seg_force);
         c->force_ready = 1;
     }
 }
@@ -586,41 +693,30 @@ static void enqueue_next_force(tess_ctx_h ctx, chare_t *c)
 /* Run the stages whose messages are all in. */
 static void advance(tess_ctx_h ctx, chare_t *c)
 {
-    tess_stream_t s = tess_ctx_stream(ctx);
     while (c->waiting >= 0) {
         int ph = c->waiting, par = c->cycle % 2;
         if (c->got[ph][par] < c->expect[ph])
             return;
         c->got[ph][par] = 0;
         c->waiting      = -1;
-        if (ph != PH_FORCE || !(lul_fuse() & LUL_FUSE_SUMS)) /* else the node stage adds them */
-            unpack(ctx, c, ph);
         switch (ph) {
         case PH_MASS: /* cycle 0: the sum of the nodal mass; the first dt is the initial one */
+            unpack(tess_ctx_stream(ctx), c, PH_MASS, par);
             enqueue_next_force(ctx, c);
             c->dtmin[0] = c->dtmin[1] = 1e20;
             tess_contribute(ctx, 0, c->dtmin, 2, TESS_DOUBLE, TESS_MIN,
                             tess_cb_broadcast(chares, E_DT));
             return;
-        case PH_FORCE: { /* the node stage may unpack the forces and pack the node-copy */
-            lul_fuse_t fz = {.recv = NULL};
-            if (lul_fuse() & LUL_FUSE_SUMS)
-                fz.recv = plan_of(c, PH_FORCE, par, 1, &fz.rplan);
-            if (lul_fuse() & LUL_FUSE_COPY)
-                fz.send = plan_of(c, PH_POSVEL, par, 0, &fz.splan);
-            kernel_part = KP_NODES;
-            lul_stage_nodes(s, &c->d, &fz);
-            exchange(ctx, c, PH_POSVEL, fz.send != NULL);
+        case PH_FORCE:
+            run_segment(ctx, c, SEG_NODES, par, seg_nodes);
+            exchange(ctx, c, PH_POSVEL);
             return;
-        }
         case PH_POSVEL:
-            kernel_part = KP_GRAD;
-            lul_stage_gradients(s, &c->d);
-            exchange(ctx, c, PH_MONOQ, 0);
+            run_segment(ctx, c, SEG_GRAD, par, seg_grad);
+            exchange(ctx, c, PH_MONOQ);
             return;
         case PH_MONOQ:
-            kernel_part = KP_EOS;
-            lul_stage_eos(s, &c->d);
+            run_segment(ctx, c, SEG_EOS, 0, seg_eos);
             tess_gpu_then(ctx, E_DTREADY, NULL, 0);
             enqueue_next_force(ctx, c);
             return;
@@ -680,8 +776,9 @@ static void on_start(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)size;
     chare_t *c = e;
     count_kernels(c);
-    c->cycle   = 0;
-    exchange(ctx, c, PH_MASS, 0);
+    c->cycle = 0;
+    pack(tess_ctx_stream(ctx), c, PH_MASS, 0); /* set-up, once: no step segment */
+    exchange(ctx, c, PH_MASS);
 }
 
 static void contribute(tess_ctx_h ctx, chare_t *c)
@@ -770,14 +867,19 @@ static void on_resume(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 
 static void next_cycle(tess_ctx_h ctx, chare_t *c, const double *m)
 {
-    if (!c->force_ready)
-        stage_force(ctx, c); /* for d.cycle + 1: the cycle about to start */
+    if (!c->force_ready) { /* for d.cycle + 1: the cycle about to start */
+        run_segment(ctx, c, SEG_FORCE, (c->d.cycle + 1) % 2, seg_force);
+    } else if (c->force_repack) { /* once after a migration: no step segment */
+        count_kernels(c);
+        pack(tess_ctx_stream(ctx), c, PH_FORCE, (c->d.cycle + 1) % 2);
+    }
+    c->force_repack = 0;
     lul_time_increment(&c->d, m[0], m[1]);
     c->cycle = c->d.cycle;
     if (c->c[0] == 0 && c->c[1] == 0 && c->c[2] == 0)
         lul_print_progress(&opt, c->d.cycle, c->d.time, c->d.deltatime);
     c->force_ready = 0;
-    exchange(ctx, c, PH_FORCE, c->force_packed);
+    exchange(ctx, c, PH_FORCE);
 }
 
 static void parse_tess(int *argc, char **argv, int rank);

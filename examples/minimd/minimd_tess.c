@@ -43,6 +43,7 @@ typedef struct dom {
     int64_t      sbuf_cap[2][6][2], rbuf_cap[2][6][2], rcount[2][6][2];
     int          arrived[2][6][2], direct[2][6][2];
     int          step, stage, target, waiting, nthermo;
+    uint32_t     gen; /* atoms, lists and buffers: a new layout, new step segments (seg_key) */
 } dom_t;
 
 typedef struct thermo_note {
@@ -80,10 +81,27 @@ static int is_rebuild(int step)
     return step % pr.reneigh == 0;
 }
 
+/* mmd_grow and mmd_grow_atoms that count a new layout (c->gen) when a buffer moves. */
+static void grow(dom_t *c, void *stream, void **p, int64_t *cap, int64_t need, int64_t keep,
+                 size_t elem)
+{
+    void *old = *p;
+    mmd_grow(stream, p, cap, need, keep, elem);
+    c->gen += *p != old;
+}
+
+static void grow_atoms(dom_t *c, void *stream, int64_t need_all, int64_t need_own, int64_t keep)
+{
+    void *old[5] = {c->m.x, c->m.v, c->m.f, c->m.eatom, c->m.watom};
+    mmd_grow_atoms(stream, &c->m, need_all, need_own, keep);
+    c->gen += old[0] != c->m.x || old[1] != c->m.v || old[2] != c->m.f || old[3] != c->m.eatom ||
+              old[4] != c->m.watom;
+}
+
 static void begin_step(tess_ctx_h ctx, dom_t *c);
 static void exch_stage(tess_ctx_h ctx, dom_t *c);
 static void border_stage(tess_ctx_h ctx, dom_t *c);
-static void ghost_stage(tess_ctx_h ctx, dom_t *c);
+static void step_on(tess_ctx_h ctx, dom_t *c, int from);
 static void build_neighbors(tess_ctx_h ctx, dom_t *c);
 
 /* ---- messages ------------------------------------------------------------------------------- */
@@ -124,8 +142,8 @@ static void atoms_post(tess_ctx_h ctx, void *e, const void *header, size_t heade
         c->direct[p][st][from] = 1;
     } else {
         int64_t n = (int64_t)(sizes[0] / sizeof(double));
-        mmd_grow(tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from], &c->rbuf_cap[p][st][from], n,
-                 0, sizeof(double));
+        grow(c, tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from], &c->rbuf_cap[p][st][from],
+             n, 0, sizeof(double));
         dst[0]              = sizes[0] ? c->rbuf[p][st][from] : NULL;
         c->direct[p][st][from] = 0;
     }
@@ -143,7 +161,7 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
     c->arrived[p][st][0] = c->arrived[p][st][1] = 0;
     if (is_rebuild(c->step) && st < 3) { /* atoms moving in: MMD_MOVE_W doubles each */
         int64_t r0 = c->rcount[p][st][0] / MMD_MOVE_W, r1 = c->rcount[p][st][1] / MMD_MOVE_W;
-        mmd_grow_atoms(s, &c->m, c->m.nlocal + r0 + r1, c->m.nlocal + r0 + r1, c->m.nlocal);
+        grow_atoms(c, s, c->m.nlocal + r0 + r1, c->m.nlocal + r0 + r1, c->m.nlocal);
         mmd_unpack(s, c->rbuf[p][st][0], r0, c->m.x, c->m.v, c->m.nlocal);
         mmd_unpack(s, c->rbuf[p][st][1], r1, c->m.x, c->m.v, c->m.nlocal + r0);
         c->m.nlocal += r0 + r1;
@@ -156,7 +174,7 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
         c->m.rcnt[d][1] = c->rcount[p][st][1] / MMD_XW;
         c->m.roff[d][0] = n;
         c->m.roff[d][1] = n + c->m.rcnt[d][0];
-        mmd_grow_atoms(s, &c->m, n + c->m.rcnt[d][0] + c->m.rcnt[d][1], 0, n);
+        grow_atoms(c, s, n + c->m.rcnt[d][0] + c->m.rcnt[d][1], 0, n);
         for (int k = 0; k < 2; k++)
             if (c->m.rcnt[d][k])
                 tess_gpu_memcpy_async(c->m.x + MMD_XW * c->m.roff[d][k], c->rbuf[p][st][k],
@@ -164,13 +182,8 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
         c->m.nghost += c->m.rcnt[d][0] + c->m.rcnt[d][1];
         c->stage++;
         border_stage(ctx, c);
-    } else { /* ghost positions */
-        for (int k = 0; k < 2; k++)
-            if (!c->direct[p][st][k] && c->m.rcnt[st][k])
-                tess_gpu_memcpy_async(c->m.x + MMD_XW * c->m.roff[st][k], c->rbuf[p][st][k],
-                                      (size_t)c->m.rcnt[st][k] * MMD_XW * sizeof(double), s);
-        c->stage++;
-        ghost_stage(ctx, c);
+    } else { /* ghost positions: copied in by the next segment */
+        step_on(ctx, c, st);
     }
 }
 
@@ -247,7 +260,7 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     int64_t       n[2] = {c->m.hcount[0], c->m.hcount[1]};
     if (n[0] > cap[0] || n[1] > cap[1]) { /* a list did not fit: grow it, select again */
         for (int k = 0; k < 2; k++)
-            mmd_grow(s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
+            grow(c, s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
         if (exch)
             exch_select(ctx, c);
         else
@@ -256,8 +269,8 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     }
     if (exch) {
         for (int k = 0; k < 2; k++) {
-            mmd_grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_MOVE_W * n[k], 0,
-                     sizeof(double));
+            grow(c, s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_MOVE_W * n[k],
+                 0, sizeof(double));
             mmd_pack(s, c->m.x, c->m.v, lst[k], n[k], d, mmd_shift_of(&c->m, d, k),
                      c->sbuf[p][st][k]);
         }
@@ -275,7 +288,7 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         c->m.rcnt[d][1] = n[0];
         c->m.roff[d][0] = base;
         c->m.roff[d][1] = base + n[1];
-        mmd_grow_atoms(s, &c->m, base + n[0] + n[1], 0, base);
+        grow_atoms(c, s, base + n[0] + n[1], 0, base);
         mmd_pack(s, c->m.x, NULL, lst[1], n[1], d, mmd_shift_of(&c->m, d, 1),
                  c->m.x + MMD_XW * c->m.roff[d][0]);
         mmd_pack(s, c->m.x, NULL, lst[0], n[0], d, mmd_shift_of(&c->m, d, 0),
@@ -286,26 +299,24 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         return;
     }
     for (int k = 0; k < 2; k++) {
-        mmd_grow(s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
-                 sizeof(double));
+        grow(c, s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
+             sizeof(double));
         mmd_pack(s, c->m.x, NULL, lst[k], n[k], d, mmd_shift_of(&c->m, d, k), c->sbuf[p][st][k]);
     }
     send_two(ctx, c, d, n, MMD_XW);
     try_consume(ctx, c);
 }
 
-static void do_force(tess_ctx_h ctx, dom_t *c);
-
 static void build_neighbors(tess_ctx_h ctx, dom_t *c)
 {
     tess_stream_t s     = tess_ctx_stream(ctx);
     int64_t       nbins = (int64_t)c->m.bins.n[0] * c->m.bins.n[1] * c->m.bins.n[2];
     double        t     = 0;
-    mmd_grow(s, (void **)&c->m.bincount, &c->m.bincount_cap, nbins, 0, sizeof(int));
-    mmd_grow(s, (void **)&c->m.binatoms, &c->m.binatoms_cap, nbins * c->m.bins.cap, 0, sizeof(int));
-    mmd_grow(s, (void **)&c->m.numneigh, &c->m.neigh_cap, c->m.cap_own, 0, sizeof(int));
-    mmd_grow(s, (void **)&c->m.neigh, &c->m.neigh_alloc, (int64_t)c->m.maxneigh * c->m.cap_own, 0,
-             sizeof(int));
+    grow(c, s, (void **)&c->m.bincount, &c->m.bincount_cap, nbins, 0, sizeof(int));
+    grow(c, s, (void **)&c->m.binatoms, &c->m.binatoms_cap, nbins * c->m.bins.cap, 0, sizeof(int));
+    grow(c, s, (void **)&c->m.numneigh, &c->m.neigh_cap, c->m.cap_own, 0, sizeof(int));
+    grow(c, s, (void **)&c->m.neigh, &c->m.neigh_alloc, (int64_t)c->m.maxneigh * c->m.cap_own, 0,
+         sizeof(int));
     c->m.stride = c->m.cap_own;
     if (opt.timing) {
         tess_gpu_stream_sync(s);
@@ -337,81 +348,182 @@ static void on_neigh(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         build_neighbors(ctx, c);
         return;
     }
-    do_force(ctx, c);
+    step_on(ctx, c, 3); /* the force */
 }
 
 /* ---- ordinary steps ------------------------------------------------------------------------- */
 
-static void ghost_stage(tess_ctx_h ctx, dom_t *c)
+/*
+ * Step segments: a chare's stream work between two communication points, a function of (ctx,
+ * chare, seg_step_t) run through app_segment, which may record its launches once and replay
+ * them. A segment only enqueues stream work (no sends, continuations or waits, no change to the
+ * chare's host state: step_on grows the buffers and advances the step around it), and its
+ * launches' arguments depend on nothing but its key: the chare's layout generation (gen: every
+ * rebuild and every buffer that moves starts a new one, so the atom counts, the send lists and
+ * the buffers are those of the recording), the step parity (the buffers), which ghosts landed in
+ * place, and the parts it runs (all of seg_step_t). dt and dtforce are constants of the run.
+ *
+ * On an ordinary step a segment runs from a communication point to the next: the ghosts of the
+ * stage whose messages came in copied from the receive buffers (or, at the step's start, the
+ * first integrate), the stages along dimensions of one chare in place, and the next stage's sends
+ * packed; after the last stage the force, the final integrate and the next step's start up to its
+ * first sends. A thermo step ends its segment after the thermo sums (their copy to the host and
+ * the continuation come between two segments), and so does a step before a rebuild (whose kernels
+ * alternate with host decisions, made after waiting for the stream: direct calls) or the end of a
+ * phase. With --timing the force is a segment of its own, timed, and the final integrate and the
+ * thermo sums another (SEG_FINAL). Slots: 2 (from + 1) + parity for from = -1 (the step's start)
+ * … 3 (the force of a rebuild step); SEG_THERMO + parity for a segment with the thermo sums.
+ */
+enum { SEG_THERMO = 10, SEG_FINAL = 12 };
+enum { PART_FORCE = 1, PART_FINAL = 2 };
+
+typedef struct seg_step {
+    int par, from, to;         /* step parity; ghosts of stage `from` (-1: the first integrate; 3:
+                                * none) copied in, the stages before `to` in place, `to`'s packs */
+    int force, thermo, final;  /* when to = 3: the PART_* of the force part */
+    int next, next_to;         /* then the next step's start, up to the packs of stage next_to */
+} seg_step_t;
+
+/* The first stage from st on along a dimension of more than one chare (3: none). */
+static int next_split(int st)
 {
-    tess_stream_t s = tess_ctx_stream(ctx);
-    int           p = c->step % 2;
-    while (c->stage < 3 && cg[c->stage] == 1) { /* its own neighbor: in place */
-        int d = c->stage;
+    while (st < 3 && cg[st] == 1)
+        st++;
+    return st;
+}
+
+static void seg_ghosts(tess_stream_t s, dom_t *c, int from, int to, int p)
+{
+    if (from < 0) {
+        mmd_initial_integrate(s, c->m.x, c->m.v, c->m.f, c->m.nlocal, pr.dt, pr.dtforce);
+    } else {
+        for (int k = 0; k < 2; k++)
+            if (!c->direct[p][from][k] && c->m.rcnt[from][k])
+                app_tess_copy(c->m.x + MMD_XW * c->m.roff[from][k], c->rbuf[p][from][k],
+                              (size_t)c->m.rcnt[from][k] * MMD_XW * sizeof(double), s);
+    }
+    for (int d = from + 1; d < to; d++) { /* its own neighbor: in place */
         mmd_pack(s, c->m.x, NULL, c->m.blist[d][1], c->m.bcount[d][1], d, mmd_shift_of(&c->m, d, 1),
                  c->m.x + MMD_XW * c->m.roff[d][0]);
         mmd_pack(s, c->m.x, NULL, c->m.blist[d][0], c->m.bcount[d][0], d, mmd_shift_of(&c->m, d, 0),
                  c->m.x + MMD_XW * c->m.roff[d][1]);
-        c->stage++;
     }
-    if (c->stage == 3) {
-        do_force(ctx, c);
-        return;
-    }
-    int d = c->stage;
-    for (int k = 0; k < 2; k++) {
-        mmd_grow(s, (void **)&c->sbuf[p][d][k], &c->sbuf_cap[p][d][k], MMD_XW * c->m.bcount[d][k],
-                 0, sizeof(double));
-        mmd_pack(s, c->m.x, NULL, c->m.blist[d][k], c->m.bcount[d][k], d, mmd_shift_of(&c->m, d, k),
-                 c->sbuf[p][d][k]);
-    }
-    send_two(ctx, c, d, c->m.bcount[d], MMD_XW);
-    try_consume(ctx, c);
+    for (int k = 0; to < 3 && k < 2; k++)
+        mmd_pack(s, c->m.x, NULL, c->m.blist[to][k], c->m.bcount[to][k], to,
+                 mmd_shift_of(&c->m, to, k), c->sbuf[p][to][k]);
 }
 
-static void do_force(tess_ctx_h ctx, dom_t *c)
+static void seg_step(tess_ctx_h ctx, void *e, void *arg)
 {
-    tess_stream_t s      = tess_ctx_stream(ctx);
-    int           thermo = mmd_is_thermo(&opt, c->step);
-    double        t      = 0;
-    if (opt.timing) {
+    dom_t            *c = e;
+    const seg_step_t *a = arg;
+    tess_stream_t     s = tess_ctx_stream(ctx);
+    if (a->from < 3)
+        seg_ghosts(s, c, a->from, a->to, a->par);
+    if (a->force & PART_FORCE)
+        mmd_force(s, c->m.x, c->m.f, c->m.neigh, c->m.numneigh, c->m.stride, c->m.nlocal,
+                  pr.cutforce * pr.cutforce, a->thermo ? c->m.eatom : NULL,
+                  a->thermo ? c->m.watom : NULL);
+    if ((a->force & PART_FINAL) && a->final)
+        mmd_final_integrate(s, c->m.v, c->m.f, c->m.nlocal, pr.dtforce);
+    if ((a->force & PART_FINAL) && a->thermo)
+        mmd_thermo_sums(s, c->m.v, c->m.eatom, c->m.watom, c->m.nlocal, c->m.thermo_out);
+    if (a->next)
+        seg_ghosts(s, c, -1, a->next_to, 1 - a->par);
+}
+
+/* Room in the send buffers of stage `to` (none at 3) of parity p. */
+static void grow_sends(dom_t *c, tess_stream_t s, int p, int to)
+{
+    for (int k = 0; to < 3 && k < 2; k++)
+        grow(c, s, (void **)&c->sbuf[p][to][k], &c->sbuf_cap[p][to][k],
+             MMD_XW * c->m.bcount[to][k], 0, sizeof(double));
+}
+
+static void run_step_segment(tess_ctx_h ctx, dom_t *c, const seg_step_t *a, int slot)
+{
+    int from = a->from, p = a->par;
+    int direct = from >= 0 && from < 3 ? c->direct[p][from][0] | c->direct[p][from][1] << 1 : 0;
+    uint64_t key = (uint64_t)c->gen << 24 | (uint64_t)direct << 20 | (uint64_t)a->next << 19 |
+                   (uint64_t)a->next_to << 16 | (uint64_t)a->final << 15 |
+                   (uint64_t)a->thermo << 14 | (uint64_t)a->force << 11 |
+                   (uint64_t)(from + 1) << 6 | (uint64_t)a->to << 2 | (uint64_t)p;
+    app_segment(ctx, c, slot, key, seg_step, (void *)a);
+}
+
+/* Step c->step goes on from the stage whose messages just came in (`from`; -1: an ordinary
+ * step's start; 3: the force of a rebuild step) to its next communication point. */
+static void step_on(tess_ctx_h ctx, dom_t *c, int from)
+{
+    tess_stream_t s = tess_ctx_stream(ctx);
+    int           p = c->step % 2, n = c->step + 1;
+    seg_step_t    a = {.par = p, .from = from, .to = from < 3 ? next_split(from + 1) : 3};
+    grow_sends(c, s, p, a.to);
+    if (a.to == 3 && !(opt.timing && from < 3)) { /* the force (timed: after the ghosts) */
+        a.thermo = mmd_is_thermo(&opt, c->step);
+        a.final  = c->step > 0;
+        a.force  = opt.timing ? PART_FORCE : PART_FORCE | PART_FINAL;
+        a.next   = !opt.timing && !a.thermo && n <= c->target && !is_rebuild(n) &&
+                 next_split(0) < 3;
+        a.next_to = a.next ? next_split(0) : 0;
+        if (a.next)
+            grow_sends(c, s, 1 - p, a.next_to);
+    }
+    int    slot = a.thermo ? SEG_THERMO + p : 2 * (from + 1) + p;
+    double t    = 0;
+    if (opt.timing && a.force) {
         tess_gpu_stream_sync(s);
         t = tess_wtime();
     }
-    mmd_force(s, c->m.x, c->m.f, c->m.neigh, c->m.numneigh, c->m.stride, c->m.nlocal,
-              pr.cutforce * pr.cutforce, thermo ? c->m.eatom : NULL, thermo ? c->m.watom : NULL);
+    run_step_segment(ctx, c, &a, slot);
+    if (a.to < 3) {
+        c->stage = a.to;
+        send_two(ctx, c, a.to, c->m.bcount[a.to], MMD_XW);
+        try_consume(ctx, c);
+        return;
+    }
+    if (!a.force) { /* --timing: the ghosts apart, then the force */
+        step_on(ctx, c, 3);
+        return;
+    }
     if (opt.timing) {
         tess_gpu_stream_sync(s);
         c->m.t_force += tess_wtime() - t;
+        seg_step_t f = {.par = p, .from = 3, .to = 3, .force = PART_FINAL, .thermo = a.thermo,
+                        .final = a.final};
+        run_step_segment(ctx, c, &f, SEG_FINAL + a.thermo);
     }
-    if (c->step > 0)
-        mmd_final_integrate(s, c->m.v, c->m.f, c->m.nlocal, pr.dtforce);
-    if (thermo) {
+    if (a.thermo) { /* outside the segments: the slot changes from row to row */
         int slot = c->nthermo++ % nslots;
-        mmd_thermo_sums(s, c->m.v, c->m.eatom, c->m.watom, c->m.nlocal, c->m.thermo_out);
         tess_gpu_memcpy_async(c->m.hthermo + 3 * slot, c->m.thermo_out, 3 * sizeof(double), s);
         thermo_note_t note = {c->step, slot, c->m.nlocal};
         tess_gpu_then(ctx, E_THERMO_READY, &note, sizeof(note));
     }
     c->step++;
-    if (c->step <= c->target)
+    if (a.next) { /* the next step's start ran in this segment: its first sends */
+        c->stage = a.next_to;
+        send_two(ctx, c, a.next_to, c->m.bcount[a.next_to], MMD_XW);
+        try_consume(ctx, c);
+    } else if (c->step <= c->target) {
         begin_step(ctx, c);
+    }
 }
 
 static void begin_step(tess_ctx_h ctx, dom_t *c)
 {
     tess_stream_t s = tess_ctx_stream(ctx);
-    if (c->step > 0)
-        mmd_initial_integrate(s, c->m.x, c->m.v, c->m.f, c->m.nlocal, pr.dt, pr.dtforce);
-    c->stage = 0;
+    c->stage        = 0;
     if (is_rebuild(c->step)) {
+        c->gen++; /* new counts and lists */
+        if (c->step > 0)
+            mmd_initial_integrate(s, c->m.x, c->m.v, c->m.f, c->m.nlocal, pr.dt, pr.dtforce);
         double wrap[3];
         for (int d = 0; d < 3; d++)
             wrap[d] = cg[d] == 1 ? pr.L[d] : 0.0;
         mmd_pbc(s, c->m.x, c->m.nlocal, wrap);
         exch_stage(ctx, c);
     } else {
-        ghost_stage(ctx, c);
+        step_on(ctx, c, -1);
     }
 }
 
@@ -509,9 +621,9 @@ static void dom_alloc(tess_ctx_h ctx, dom_t *c)
     c->m.hthermo    = app_tess_pinned_alloc(3 * sizeof(double) * (size_t)nslots);
     int64_t c0      = opt.small ? 1 : 1024;
     for (int k = 0; k < 2; k++) {
-        mmd_grow(s, (void **)&c->m.xlist[k], &c->m.xlist_cap[k], c0, 0, sizeof(int));
+        grow(c, s, (void **)&c->m.xlist[k], &c->m.xlist_cap[k], c0, 0, sizeof(int));
         for (int d = 0; d < 3; d++)
-            mmd_grow(s, (void **)&c->m.blist[d][k], &c->m.blist_cap[d][k], c0, 0, sizeof(int));
+            grow(c, s, (void **)&c->m.blist[d][k], &c->m.blist_cap[d][k], c0, 0, sizeof(int));
     }
 }
 
@@ -567,6 +679,7 @@ static void dom_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
         c->m.maxneigh = keep.m.maxneigh;
         c->step       = keep.step;
         c->nthermo    = keep.nthermo;
+        c->gen        = keep.gen + 1;
         dom_alloc(ctx, c);
     }
     size_t n = (size_t)c->m.nlocal;
@@ -677,8 +790,7 @@ static void make_lattice(void)
         for (int d = 0; d < 3; d++)
             g *= (int64_t)(c->m.hi[d] - c->m.lo[d] + 2 * pr.cutneigh) + 1;
         g = (int64_t)(density * (double)g);
-        mmd_grow_atoms(l.stream[k], &c->m, opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64,
-                       0);
+        grow_atoms(c, l.stream[k], opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64, 0);
         tess_gpu_memcpy_async(c->m.x, l.x[k], sizeof(double) * MMD_XW * (size_t)n, l.stream[k]);
         tess_gpu_memcpy_async(c->m.v, l.v[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
         tess_gpu_stream_sync(l.stream[k]);
