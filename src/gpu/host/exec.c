@@ -86,6 +86,7 @@ static tess_status_t exec_not_recording(tess_gpu_stream_h s, const char *fn)
 {
     if (tess_likely(!s->rec))
         return TESS_OK;
+    s->rec->broken = 1; /* as a CUDA capture is invalidated: graph_end fails */
     return tess_error(TESS_ERR_UNSUPPORTED, "%s on stream %p, which records a graph: a graph "
                       "holds copies, sets and kernels only", fn, (void *)s);
 }
@@ -533,6 +534,8 @@ static tess_status_t exec_enqueue(tess_gpu_stream_h s, exec_op_t *op)
         return TESS_OK;
     }
     tess_status_t st = tess_gpu_host_graph_append(s->rec, op);
+    if (st != TESS_OK)
+        s->rec->broken = 1;
     op_put(op);
     return st;
 }
@@ -697,6 +700,13 @@ tess_status_t tess_gpu_host_graph_end(tess_gpu_stream_h s, tess_gpu_graph_h *g_p
     if (st == TESS_OK)
         s->rec = NULL;
     pthread_mutex_unlock(&exec.lock);
+    if (st == TESS_OK && g->broken) {
+        tess_gpu_host_graph_unref(g);
+        return tess_error(TESS_ERR_UNSUPPORTED, "graph_end: the recording on stream %p is "
+                          "invalid: an operation it cannot hold was enqueued (an event, a "
+                          "signal, a sync or a graph launch; see the error of that call)",
+                          (void *)s);
+    }
     if (st == TESS_OK)
         *g_p = g;
     return st;

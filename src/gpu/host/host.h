@@ -223,6 +223,7 @@ typedef struct tess_gpu_host_op {
 struct tess_gpu_graph {
     uint32_t            magic;
     _Atomic int         refs;
+    int                 broken; /* an operation it cannot hold was enqueued while recording */
     size_t              n, cap;
     tess_gpu_host_op_t *ops;
 };
