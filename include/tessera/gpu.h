@@ -278,11 +278,12 @@ TESS_API tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, i
  * The record function may enqueue kernels, tess_gpu_memcpy_async, tess_gpu_memset_async and
  * tess_gpu_launch_host on tess_ctx_stream(ctx) (which, while it runs, is a per-PE stream that
  * records; elements share streams, so the element's own stream is never recorded). It should do
- * nothing else: it runs once per key (twice, or at every step, in the modes below). Sends
- * (tess_send, tess_send_device, ...), tess_contribute, tess_gpu_then, tess_gpu_stream_sync and a
- * nested tess_gpu_graph_run inside it are misuse: the job ends with a message naming the call
- * "... inside a step graph's record function". Events on the recording stream are refused by the
- * host backend (an error from the call, and tess_gpu_graph_run then fails).
+ * nothing else: it runs once per key, but at every step with TESS_CHECK=1 or +tess-graphs 0.
+ * Sends (tess_send, tess_send_device, ...), tess_contribute, tess_gpu_then, tess_gpu_stream_sync
+ * and a nested tess_gpu_graph_run inside it are misuse: the job ends with a message naming the
+ * call "... inside a step graph's record function". Events on the recording stream are refused
+ * by the host backend, and host functions (tess_gpu_launch_host) by HIP's stream capture: the
+ * call or the recording fails, and tess_gpu_graph_run returns the error.
  *
  * Graphs are dropped when the element migrates (its device pointers change), is destroyed or
  * restarted from a checkpoint, and on tess_gpu_graph_reset (call it after changing a pointer or

@@ -530,7 +530,8 @@ static int vnd_node_compare(vndGraphNodeType_t t, VND(GraphNode_t) a, VND(GraphN
                      (void *)(uintptr_t)y.fn);
             return 1;
         }
-        if (x.fn != vnd_host_trampoline) {
+        /* (HIP's trampoline is a stream callback, of another type, that a graph never holds.) */
+        if ((uintptr_t)x.fn != (uintptr_t)vnd_host_trampoline) {
             if (x.userData != y.userData) {
                 snprintf(why, len, "host function %p with data %p, is %p now",
                          (void *)(uintptr_t)x.fn, x.userData, y.userData);
