@@ -14,7 +14,8 @@
  *   slot 2 (key 0)   a device-to-device copy of acc, and out[step] = acc[0] (the step read from
  *                    the device word): ordered after slot 0's replay.
  * Then, outside the graphs, out[step] goes to the device and to the next element by a device
- * message, and a continuation checks out[step] (both ordered after the replays). The record
+ * message, and a continuation checks out[step] (both ordered after the replays); the next step
+ * starts once the continuation ran and the send is done (its buffer may then go: migration). The record
  * functions count their calls; the test predicts the count from the rule (a record per slot
  * when the key changes or the graphs were dropped: reset, migration) or, with TESS_GRAPHS=0 or
  * TESS_CHECK=1, one a call.
@@ -55,6 +56,7 @@ typedef struct elem {
     hbuf_t  *h;
     int      use_b;       /* slot 0 works on D_ACC_B (from step RESET) */
     int      step, moves, arrived, recvs, errors;
+    int      checked, sent; /* this step's continuation ran; its device send is done */
     hbuf_t  *h_old;       /* the host buffer before the last migration within the process */
     int      keep_old;    /* the last migration stayed in the process: h_old is still ours */
     int      free_old;    /* h_old is to be freed at the end of this step */
@@ -64,7 +66,7 @@ typedef struct elem {
 } elem_t;
 
 static tess_array_h arr;
-static tess_entry_t E_STEP, E_AFTER, E_RECV, E_NOOP;
+static tess_entry_t E_STEP, E_AFTER, E_SENT, E_RECV, E_NOOP;
 static int64_t      n;
 static int          migrate_mode, graphs_on = 1, check_on;
 static const char  *misuse;
@@ -209,6 +211,8 @@ static void fail(elem_t *e, const char *what, int64_t got, int64_t want)
                 e->step, what, (long long)got, (long long)want);
 }
 
+static void sent_done(void *arg);
+
 static void step(tess_ctx_h ctx, void *p, const void *msg, size_t size)
 {
     (void)msg;
@@ -243,9 +247,18 @@ static void step(tess_ctx_h ctx, void *p, const void *msg, size_t size)
     CHECK_OK(tess_gpu_memcpy_async(e->dev + D_OUT + s, &e->h->out[s], 8, st));
     tess_dev_buf_t b = {e->dev + D_OUT + s, 8};
     CHECK_OK(tess_send_device(arr, tess_idx1((int32_t)((e->id + 1) % n)), E_RECV, &s, sizeof(s),
-                              &b, 1, NULL, NULL, NULL));
+                              &b, 1, NULL, sent_done, (void *)(intptr_t)e->id));
     CHECK_OK(tess_gpu_then(ctx, E_AFTER, NULL, 0));
 }
+
+/* The send's buffer may be freed (a migration frees the old device buffer) once it is done:
+ * the element goes on when both its continuation ran and its send is done. */
+static void sent_done(void *arg)
+{
+    CHECK_OK(tess_send(arr, tess_idx1((int32_t)(intptr_t)arg), E_SENT, NULL, 0));
+}
+
+static void next(tess_ctx_h ctx, elem_t *e);
 
 static void after(tess_ctx_h ctx, void *p, const void *msg, size_t size)
 {
@@ -255,6 +268,25 @@ static void after(tess_ctx_h ctx, void *p, const void *msg, size_t size)
     int     s = e->step;
     if (e->h->out[s] != out_value(s))
         fail(e, "out (read by a continuation after the replay)", e->h->out[s], out_value(s));
+    e->checked = 1;
+    next(ctx, e);
+}
+
+static void sent(tess_ctx_h ctx, void *p, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    elem_t *e = p;
+    e->sent   = 1;
+    next(ctx, e);
+}
+
+static void next(tess_ctx_h ctx, elem_t *e)
+{
+    int s = e->step;
+    if (!e->checked || !e->sent)
+        return;
+    e->checked = e->sent = 0;
     if (e->free_old) {
         tess_gpu_free_host(e->h_old);
         e->free_old = 0;
@@ -428,6 +460,7 @@ int main(int argc, char **argv)
     n = 2 * (int64_t)tess_num_pes() + 1;
     CHECK_OK(tess_entry_register("step", misuse ? misuse_step : step, &E_STEP));
     CHECK_OK(tess_entry_register("after", after, &E_AFTER));
+    CHECK_OK(tess_entry_register("sent", sent, &E_SENT));
     CHECK_OK(tess_entry_register_device("recv", recv_post, recv, 0, &E_RECV));
     CHECK_OK(tess_entry_register("noop", noop, &E_NOOP));
     tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR |
