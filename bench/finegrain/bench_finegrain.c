@@ -39,7 +39,9 @@
  * parity, so a step's messages are ready only after every receiver's use of that parity),
  * --in-place (the receiving entry also TESS_ENTRY_IN_PLACE, as Jacobi2D's -halos inplace: within
  * a process nothing is copied and the step kernel reads each message in its sender's buffer,
- * which the sender rewrites only in its step after next, after this chare's next message).
+ * which the sender rewrites only in its step after next, after this chare's next message),
+ * --graph K (instead of the ring: a chare step of K stream operations issued as plain launches
+ * against the same step as a step graph, tess_gpu_graph_run, in the same run: fg_graph.c).
  *
  * Each run names its mechanism — copy or in-place, sender-ordered or not, and TESS_BATCH_STREAM
  * (batch-auto when unset) — on its RESULT line and in its CSV row; the row also splits the
@@ -58,9 +60,9 @@
 
 static struct {
     int         c, m, bytes, steps, warmup, reps, remote, raw, calls, delay_us, sender_ordered;
-    int         in_place;
+    int         in_place, graph;
     const char *csv;
-} opt = {8, 4, 4096, 1000, 100, 3, 0, 1, 0, 0, 0, 0, NULL};
+} opt = {8, 4, 4096, 1000, 100, 3, 0, 1, 0, 0, 0, 0, 0, NULL};
 
 static int        rank, nprocs, words, np_chares, nchares;
 static int        use_cuda;
@@ -333,7 +335,7 @@ static void usage(void)
         fprintf(stderr, "usage: bench_finegrain [-c CHARES_PER_PE] [-m MESSAGES (even)] "
                         "[-b BYTES] [-s STEPS] [-w WARMUP] [-r REPS] [--where local|remote] "
                         "[--no-raw] [--calls] [--sender-ordered] [--in-place] [--delay-us N] "
-                        "[--csv FILE]\n");
+                        "[--graph OPS (>= 3)] [--csv FILE]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
     exit(2);
 }
@@ -375,6 +377,8 @@ static void parse(int argc, char **argv)
             opt.reps = atoi(v);
         else if (!strcmp(a, "--delay-us"))
             opt.delay_us = atoi(v);
+        else if (!strcmp(a, "--graph"))
+            opt.graph = atoi(v);
         else if (!strcmp(a, "--csv"))
             opt.csv = v;
         else if (!strcmp(a, "--where") && (!strcmp(v, "local") || !strcmp(v, "remote")))
@@ -383,7 +387,8 @@ static void parse(int argc, char **argv)
             usage();
     }
     if (opt.c < 1 || opt.m < 2 || opt.m % 2 || opt.m > FG_MAX_M || opt.bytes < 8 ||
-        opt.bytes % 4 || opt.steps < 1 || opt.warmup < 0 || opt.reps < 1)
+        opt.bytes % 4 || opt.steps < 1 || opt.warmup < 0 || opt.reps < 1 ||
+        (opt.graph && opt.graph < 3))
         usage();
     if (opt.remote && nprocs < 2) {
         if (rank == 0)
@@ -433,6 +438,13 @@ int main(int argc, char **argv)
     ck(tess_entry_register_device("msg", msg_post, on_msg, flags, &E_MSG), "entry registration");
     ck(tess_entry_register("checked", on_checked, &E_CHECKED), "entry registration");
     ck(tess_entry_register("result", on_result, &E_RESULT), "entry registration");
+    fg_graph_register();
+    if (opt.graph) {
+        int gst = fg_graph_bench(opt.graph, opt.c, opt.steps, opt.warmup, opt.reps, use_cuda);
+        tess_finalize();
+        MPI_Finalize();
+        return gst;
+    }
     tess_array_params_t ap = {
         .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_MAP,
         .name = "ring", .ndims = 1, .extents = {nchares}, .elem_size = sizeof(fg_chare_t),

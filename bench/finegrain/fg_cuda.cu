@@ -52,6 +52,18 @@ extern "C" void fg_step_cuda(void *stream, const fg_args_t *a)
     ck(cudaGetLastError(), "the step kernel");
 }
 
+static __global__ void fg_add_kernel(int32_t *p, int32_t n)
+{
+    TESS_KERNEL_LOOP(i, (int64_t)n)
+        p[i]++;
+}
+
+extern "C" void fg_add_cuda(void *stream, int32_t *p, int32_t n)
+{
+    fg_add_kernel<<<1, 256, 0, (cudaStream_t)stream>>>(p, n);
+    ck(cudaGetLastError(), "the add kernel");
+}
+
 static void *c_stream_create(void)
 {
     cudaStream_t s;

@@ -242,6 +242,86 @@ typedef struct tess_dev_send {
 TESS_API tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, int n,
                                                  tess_stream_t stream, const char *file, int line);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Step graphs                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * At fine grain a step is bound by host time: each kernel launch or copy costs the host a few
+ * microseconds. A step graph records the stream work of an element's step once (CUDA/HIP: a
+ * graph captured from a stream) and replays it later as one launch.
+ *
+ *     static void record_step(tess_ctx_h ctx, void *elem, void *arg)
+ *     {
+ *         block_t     *b = elem;
+ *         cudaStream_t s = (cudaStream_t)tess_ctx_stream(ctx); // the recording stream
+ *         unpack<<<g, t, 0, s>>>(b->halo[b->parity], b->u);
+ *         update<<<g, t, 0, s>>>(b->u, b->unew, b->d_step);    // d_step: device memory
+ *         pack<<<g, t, 0, s>>>(b->unew, b->out[b->parity]);
+ *     }
+ *     ...in the entry method of each step:
+ *     step_kernel<<<1, 1, 0, s>>>(b->d_step);                   // or advance it in `update`
+ *     tess_gpu_graph_run(ctx, 0, b->parity, record_step, NULL);
+ *     tess_send_device(...);                                    // after the replay, in order
+ *
+ * The key. `key` summarises everything the recorded work depends on that may change: buffer
+ * pointers chosen by parity, sizes, a number of kernels... A different key records again. What
+ * changes every step (the step number, a time) must NOT be a kernel argument: the graph holds
+ * the arguments of its recording, and every replay would pass the first step's value. Kernels
+ * read such values from device memory instead (a counter the graph itself advances, or one the
+ * step updates with a copy enqueued before the replay), as `d_step` above. TESS_CHECK=1 records
+ * again at each replay and compares (kernels, launch dimensions, copy and set parameters and,
+ * where the backend can compare them, kernel argument bytes): a difference ends the job with
+ * "TESS_CHECK: step graph in slot S of element I of array 'A' replayed stale: ..." naming what
+ * differs.
+ *
+ * The record function may enqueue kernels, tess_gpu_memcpy_async, tess_gpu_memset_async and
+ * tess_gpu_launch_host on tess_ctx_stream(ctx) (which, while it runs, is a per-PE stream that
+ * records; elements share streams, so the element's own stream is never recorded). It should do
+ * nothing else: it runs once per key, but at every step with TESS_CHECK=1 or +tess-graphs 0.
+ * Sends (tess_send, tess_send_device, ...), tess_contribute, tess_gpu_then, tess_gpu_stream_sync
+ * and a nested tess_gpu_graph_run inside it are misuse: the job ends with a message naming the
+ * call "... inside a step graph's record function". Events on the recording stream are refused
+ * by the host backend, and host functions (tess_gpu_launch_host) by HIP's stream capture: the
+ * call or the recording fails, and tess_gpu_graph_run returns the error.
+ *
+ * Graphs are dropped when the element migrates (its device pointers change), is destroyed or
+ * restarted from a checkpoint, and on tess_gpu_graph_reset (call it after changing a pointer or
+ * a size the graphs captured but the keys do not cover). They are never packed. With
+ * +tess-graphs 0 (TESS_GRAPHS=0) nothing is recorded: tess_gpu_graph_run calls record with
+ * tess_ctx_stream(ctx) being the element's own stream every time (for comparisons).
+ */
+
+/** The work a step graph records: enqueue kernels/copies/memsets on tess_ctx_stream(ctx).
+ *  `elem` is the element's state, `arg` what tess_gpu_graph_run was given. */
+typedef void (*tess_gpu_record_fn_t)(tess_ctx_h ctx, void *elem, void *arg);
+
+/** Graphs an element may keep at once (slots 0 to TESS_GPU_GRAPH_SLOTS - 1). */
+#define TESS_GPU_GRAPH_SLOTS 16
+
+/**
+ * Run the element's graph in `slot` on its stream (entry): if that slot holds a graph
+ * recorded with the same `key`, launch it (record is not called); otherwise call
+ * record(ctx, elem, arg) with the stream work it enqueues recorded into a graph, keep that in
+ * the slot under `key` (replacing what was there) and launch it. The launch is ordered after the
+ * work enqueued on the element's stream before the call and before what is enqueued after it
+ * (tess_gpu_then, device sends), as the recorded work itself would be.
+ * Errors: what the backend says of a recording or launch (TESS_ERR_GPU; TESS_ERR_UNSUPPORTED
+ * for an operation a graph cannot hold), TESS_ERR_NO_MEMORY. Misuse (a ctx that is not an
+ * element of this PE, a slot out of range, a NULL record, a call inside a record function)
+ * ends the job with a message.
+ */
+#define tess_gpu_graph_run(ctx, slot, key, record, arg) \
+    tess_gpu_graph_run_loc((ctx), (slot), (key), (record), (arg), __FILE__, __LINE__)
+TESS_API tess_status_t tess_gpu_graph_run_loc(tess_ctx_h ctx, int slot, uint64_t key,
+                                              tess_gpu_record_fn_t record, void *arg,
+                                              const char *file, int line);
+
+/** Forget the element's graphs (entry): after it changed a pointer or a size they captured.
+ *  Launches already made still run. Misuse as tess_gpu_graph_run. */
+#define tess_gpu_graph_reset(ctx) tess_gpu_graph_reset_loc((ctx), __FILE__, __LINE__)
+TESS_API tess_status_t tess_gpu_graph_reset_loc(tess_ctx_h ctx, const char *file, int line);
+
 #ifdef __cplusplus
 }
 #endif

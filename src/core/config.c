@@ -199,6 +199,11 @@ static const opt_t opts[] = {
       "broken promise ends the job naming the array, entry, element and message (slow: copies "
       "of buffers, host work and waits on every device message these apply to; off: one branch)"},
      OPT_BOOL, CFG(check), 0, 1, NULL, 0},
+    {{"graphs", "TESS_GRAPHS", "+tess-graphs", "1",
+      "step graphs (tess_gpu_graph_run): record an element's stream work once and replay it "
+      "as one launch; 0 calls the record function on the element's stream every time (for "
+      "comparisons)"},
+     OPT_BOOL, CFG(graphs), 0, 1, NULL, 0},
 };
 
 static const opt_t *opt_by_name(const char *name)

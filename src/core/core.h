@@ -70,6 +70,7 @@ typedef struct tess_config {
     char   reduce[8];        /* auto|mpi|tree: reductions with broadcast callbacks (reduce_fast.c) */
     int    reduce_times;     /* print the fast path's time split at the end (2: every round) */
     int    check;            /* check the promises of device entries' flags and TESS_STREAM_READY */
+    int    graphs;           /* step graphs recorded and replayed (0: record runs every time) */
 } tess_config_t;
 
 extern tess_config_t tess_cfg;

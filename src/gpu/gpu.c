@@ -292,8 +292,12 @@ tess_status_t tess_gpu_memset_async(void *dst, int value, size_t size, tess_stre
     return st != TESS_OK ? st : tess_gpu->memset_async(dst, value, size, stream);
 }
 
+_Thread_local void (*tess_gpu_record_guard)(const char *call);
+
 tess_status_t tess_gpu_stream_sync(tess_stream_t stream)
 {
+    if (tess_unlikely(tess_gpu_record_guard))
+        tess_gpu_record_guard("tess_gpu_stream_sync");
     tess_status_t st = gpu_check_init(__func__);
     return st != TESS_OK ? st : tess_gpu->stream_sync(stream);
 }

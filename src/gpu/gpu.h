@@ -25,6 +25,7 @@
 
 typedef struct tess_gpu_stream *tess_gpu_stream_h; /* cudaStream_t/hipStream_t for those */
 typedef struct tess_gpu_event  *tess_gpu_event_h;  /* cudaEvent_t/hipEvent_t for those */
+typedef struct tess_gpu_graph  *tess_gpu_graph_h;  /* a recorded graph, ready to launch */
 
 #define TESS_GPU_IPC_HANDLE_SIZE 128
 
@@ -163,6 +164,23 @@ typedef struct tess_gpu_ops {
      *  the device does not share the host's cores; the host backend's executors do, so a PE
      *  that would spin blocks at once while they have work. */
     int (*busy)(void);
+
+    /** Graphs (optional: all NULL where the backend has none; the runtime then runs the work
+     *  directly). graph_begin puts stream s, which nothing else uses, in recording mode: the
+     *  copies, sets, kernels and host functions the calling thread then enqueues on s are
+     *  recorded, not run (CUDA: cudaStreamCaptureModeThreadLocal). graph_end ends it and gives
+     *  the recording, ready to launch (on an error, such as an operation the recording cannot
+     *  hold, nothing: the stream is out of recording mode either way). graph_launch enqueues
+     *  the recorded operations on s, in their order, as one operation; a graph may be launched
+     *  any number of times, on any stream. graph_destroy may be called while launches of g are
+     *  still queued or running: they complete, and g is freed after them. graph_compare:
+     *  0 when a and b record the same operations, else nonzero with what differs in why.
+     *  Threads: begin, the recording and end on one thread; the rest from any thread. */
+    tess_status_t (*graph_begin)(tess_gpu_stream_h s);
+    tess_status_t (*graph_end)(tess_gpu_stream_h s, tess_gpu_graph_h *g_p);
+    tess_status_t (*graph_launch)(tess_gpu_graph_h g, tess_gpu_stream_h s);
+    void (*graph_destroy)(tess_gpu_graph_h g);
+    int (*graph_compare)(tess_gpu_graph_h a, tess_gpu_graph_h b, char *why, size_t len);
 } tess_gpu_ops_t;
 
 #define TESS_GPU_HOST_ARGS_MAX 256
@@ -229,6 +247,11 @@ tess_status_t tess_gpu_mem_release(void *ptr);
  *  TESS_GPU_COPY_BATCH_MAX: then in several), else one memcpy_async each. Destinations must not
  *  overlap. Any thread. */
 tess_status_t tess_gpu_memcpy_batch(const tess_gpu_copy_t *copies, int n, tess_gpu_stream_h s);
+
+/** Set by the layer above on a thread while it records a graph (NULL otherwise):
+ *  tess_gpu_stream_sync, which a recording cannot hold, calls it with its name first (it
+ *  reports the misuse and does not return). */
+extern _Thread_local void (*tess_gpu_record_guard)(const char *call);
 
 /** Stream i of the per-process pool (i taken modulo the pool size). */
 tess_gpu_stream_h tess_gpu_pool_stream(size_t i);

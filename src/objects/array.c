@@ -148,6 +148,7 @@ tess_status_t tess_obj_elem_attach(obj_pe_t *op, tess_ctx_h e)
 void tess_obj_elem_detach(obj_pe_t *op, tess_ctx_h e)
 {
     tess_array_t *a = e->array;
+    tess_obj_graph_drop(op, e); /* its device pointers change where it goes */
     if (!elem_in_slab(e, op->local))
         tess_hmap_remove(&op->elems, tess_obj_key(a->id, e->linear));
     tess_obj_array_lock(a);
@@ -478,6 +479,7 @@ static void array_release(tess_array_t *a)
         tess_vec_t *v = &a->pe_elems[l];
         for (size_t k = 0; k < v->count; k++) {
             tess_ctx_h e = v->items[k];
+            tess_obj_graph_drop(obj_pe_of(l), e);
             if (!elem_in_slab(e, l)) {
                 tess_hmap_remove(&obj_pe_of(l)->elems, tess_obj_key(a->id, e->linear));
                 free(e);
@@ -625,6 +627,7 @@ static void obj_pe_fini(tess_pe_t *pe)
     for (size_t i = 0; i < op->parked.count; i++)
         tess_core_msg_free(op->parked.items[i]);
     tess_vec_fini(&op->parked);
+    tess_obj_graph_pe_fini(op);
     tess_hmap_fini(&op->elems);
     free(op);
     *tess_core_pe_slot(pe, TESS_SLOT_OBJECTS) = NULL;

@@ -706,6 +706,7 @@ void tess_ckpt_apply_record(loaded_t *l)
     tess_ctx_h       e = l->e;
     tess_array_t    *a = e->array;
     const rec_hdr_t *h = (const rec_hdr_t *)l->head;
+    tess_obj_graph_drop_any(e); /* its buffers are about to change */
     if (a->dtor)
         a->dtor(e, tess_obj_state(e), a->arg);
     memcpy(tess_obj_state(e), h + 1, a->elem_size);

@@ -393,6 +393,7 @@ tess_status_t tess_contribute_loc(tess_ctx_h ctx, uint64_t tag, const void *data
                                   const char *file, int line)
 {
     tess_obj_check_init("tess_contribute", file, line);
+    tess_obj_check_not_recording("tess_contribute", file, line);
     obj_pe_t *opp = tess_obj_pe();
     char      idx[48];
     if (tess_unlikely(!opp || !tess_core_in_phase()))

@@ -204,6 +204,7 @@ tess_status_t tess_send_device_loc(tess_array_h a, tess_index_t index, tess_entr
                                    int line)
 {
     tess_obj_check_init("tess_send_device", file, line);
+    tess_obj_check_not_recording("tess_send_device", file, line);
     obj_send_device(a, index, entry, header, header_len, bufs, nbufs, obj_send_stream(stream),
                     stream == TESS_STREAM_READY, done, done_arg, "tess_send_device", file, line);
     return TESS_OK;
@@ -213,6 +214,7 @@ tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, int n,
                                         tess_stream_t stream, const char *file, int line)
 {
     tess_obj_check_init("tess_send_device_many", file, line);
+    tess_obj_check_not_recording("tess_send_device_many", file, line);
     if (tess_unlikely(n < 0 || (n && !sends)))
         tess_obj_misuse(file, line, "tess_send_device_many with %d sends at %p", n,
                         (const void *)sends);

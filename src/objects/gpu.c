@@ -25,6 +25,7 @@ tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, const void *
                                 size_t size, const char *file, int line)
 {
     tess_obj_check_init("tess_gpu_then", file, line);
+    tess_obj_check_not_recording("tess_gpu_then", file, line);
     obj_pe_t *op = tess_obj_pe();
     if (tess_unlikely(!op || !tess_core_in_phase()))
         tess_obj_misuse(file, line, "tess_gpu_then outside a phase");

@@ -137,6 +137,10 @@ typedef struct obj_pe {
     /* TESS_CHECK: the checked device message whose entry runs, and its delivery stream. */
     struct promise   *promise_open;
     tess_gpu_stream_h promise_stream;
+    /* Step graphs (graph.c): the PE's elements' graphs, and the stream they are recorded on. */
+    tess_hmap_t       graphs; /* tess_obj_key -> the element's graphs */
+    int               have_graphs;
+    tess_gpu_stream_h graph_stream;
 } obj_pe_t;
 
 /* objects.c / array.c */
@@ -330,6 +334,22 @@ void  tess_obj_promise_consumed(void *rec);
 /** The message is forwarded without its checks. */
 void  tess_obj_promise_drop(void *rec);
 void  tess_obj_promise_fini(void);
+
+/* graph.c — step graphs. */
+/** The element whose step graph's record function runs on this thread, or NULL. */
+extern _Thread_local tess_ctx_h tess_obj_graph_rec;
+_Noreturn void tess_obj_graph_misuse(const char *what, const char *file, int line);
+/** Misuse when called from a record function: `what` cannot be recorded. */
+static inline void tess_obj_check_not_recording(const char *what, const char *file, int line)
+{
+    if (tess_unlikely(tess_obj_graph_rec))
+        tess_obj_graph_misuse(what, file, line);
+}
+/** Forget e's graphs on PE op (it leaves, or is destroyed); on every PE of the process (main
+ *  thread outside phases: a restart); and everything of PE op (its fini). */
+void tess_obj_graph_drop(obj_pe_t *op, tess_ctx_h e);
+void tess_obj_graph_drop_any(tess_ctx_h e);
+void tess_obj_graph_pe_fini(obj_pe_t *op);
 
 /* migrate.c */
 /* A PUP pass: sizing, packing for a migration, copying out for a checkpoint (the element

@@ -113,6 +113,7 @@ static int64_t obj_check_target(tess_array_h a, const tess_index_t *index, tess_
 {
     char tgt[200];
     tess_obj_check_init(what, file, line);
+    tess_obj_check_not_recording(what, file, line);
     if (tess_unlikely(!tess_core_pe_self() || !tess_core_in_phase()))
         tess_obj_misuse(file, line, "%s to %s outside a phase (only entry methods, "
                         "continuations and tess_run start functions may send)", what,

@@ -42,6 +42,11 @@ static void gate_fn(void *args)
         usleep(100);
 }
 
+static void count_fn(void *args)
+{
+    (**(int32_t **)args)++;
+}
+
 static void sleep_fn(void *args)
 {
     usleep(*(unsigned *)args);
@@ -313,6 +318,51 @@ int main(void)
         CHECK_OK(tess_gpu->ipc_event_export(ie, &he));
         CHECK(memcmp(&hm, &zero, sizeof(zero)) != 0 && memcmp(&he, &zero, sizeof(zero)) != 0);
         CHECK_OK(tess_gpu->event_destroy(ie));
+    }
+
+    /* ---- graphs, where the backend has them: recorded, not run; each launch runs the
+     * recording in stream order; destroyed while launches are held back; compared ---- */
+    if (tess_gpu->graph_begin) {
+        tess_gpu_stream_h cap;
+        tess_gpu_graph_h  gr, same, other;
+        int32_t          *cnt = (int32_t *)hsrc, *back = (int32_t *)hdst;
+        *cnt = 0;
+        *back = -1;
+        CHECK_OK(tess_gpu->stream_create(&cap));
+        for (int k = 0; k < 3; k++) {
+            int32_t *arg = k == 2 ? cnt + 1 : cnt; /* `other`: another argument */
+            CHECK_OK(tess_gpu->graph_begin(cap));
+            CHECK_OK(tess_gpu->launch_host(cap, count_fn, &arg, sizeof(arg)));
+            CHECK_OK(tess_gpu->memcpy_async(db, cnt, 4, cap));
+            CHECK_OK(tess_gpu->memcpy_async(back, db, 4, cap));
+            CHECK_OK(tess_gpu->graph_end(cap, k == 0 ? &gr : k == 1 ? &same : &other));
+        }
+        CHECK_OK(tess_gpu->stream_sync(cap));
+        CHECK(*cnt == 0 && *back == -1); /* recorded, not run */
+        char why[256] = "";
+        CHECK(tess_gpu->graph_compare(gr, same, why, sizeof(why)) == 0);
+        CHECK(tess_gpu->graph_compare(gr, other, why, sizeof(why)) != 0 && why[0]);
+        printf("test_gpu_ops: graphs differ: %s\n", why);
+        tess_gpu->graph_destroy(same);
+        tess_gpu->graph_destroy(other);
+        gate_t  gg  = {0};
+        gate_t *ggp = &gg;
+        CHECK_OK(tess_gpu->launch_host(s0, gate_fn, &ggp, sizeof(ggp)));
+        for (int k = 0; k < 3; k++)
+            CHECK_OK(tess_gpu->graph_launch(gr, s0));
+        tess_gpu->graph_destroy(gr); /* its launches are still held back by the gate */
+        CHECK(*cnt == 0);
+        atomic_store_explicit(&gg.open, 1, memory_order_release);
+        CHECK_OK(tess_gpu->stream_sync(s0));
+        CHECK_MSG(*cnt == 3 && *back == 3, "after 3 launches: count %d, read back %d", *cnt,
+                  *back);
+        if (tess_gpu->kind == TESS_GPU_HOST) {
+            /* Events cannot be recorded: the call fails, and so does the recording. */
+            CHECK_OK(tess_gpu->graph_begin(cap));
+            CHECK_ST(tess_gpu->event_record(e, cap), TESS_ERR_UNSUPPORTED);
+            CHECK_ST(tess_gpu->graph_end(cap, &gr), TESS_ERR_UNSUPPORTED);
+        }
+        CHECK_OK(tess_gpu->stream_destroy(cap));
     }
 
     /* ---- the public wrappers of gpu.c ---- */

@@ -10,6 +10,7 @@
  */
 #include "gpu/vendor/vendor.h"
 
+#include <stdio.h>
 #include <string.h>
 
 tess_cuda_driver_t tess_cuda_driver;
@@ -30,18 +31,34 @@ tess_status_t tess_cuda_cu_error_at(CUresult r, const char *what, const char *fi
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-static tess_status_t cuda_entry(const char *symbol, void **fn_p)
+static tess_status_t cuda_entry_version(const char *symbol, int version, void **fn_p)
 {
     enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, fn_p, CUDA_ENTRY_VERSION,
+    cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, fn_p, (unsigned)version,
                                                      cudaEnableDefault, &found);
     if (e != cudaSuccess)
         return vnd_error(e, "cudaGetDriverEntryPointByVersion");
     if (found != cudaDriverEntryPointSuccess || !*fn_p)
         return tess_error(TESS_ERR_GPU, "the CUDA driver has no %s for CUDA %d.%d (query "
-                          "result %d)", symbol, CUDA_ENTRY_VERSION / 1000,
-                          CUDA_ENTRY_VERSION % 1000 / 10, (int)found);
+                          "result %d)", symbol, version / 1000, version % 1000 / 10, (int)found);
     return TESS_OK;
+}
+
+static tess_status_t cuda_entry(const char *symbol, void **fn_p)
+{
+    return cuda_entry_version(symbol, CUDA_ENTRY_VERSION, fn_p);
+}
+
+/* An optional entry point: NULL (logged at debug level) when the driver lacks it. */
+static void *cuda_entry_optional(const char *symbol, int version)
+{
+    void *fn = NULL;
+    if (cuda_entry_version(symbol, version, &fn) != TESS_OK) {
+        tess_error_clear();
+        tess_debug("cuda: no %s: step graphs are compared without it (TESS_CHECK)", symbol);
+        fn = NULL;
+    }
+    return fn;
 }
 
 tess_status_t tess_cuda_driver_init(void)
@@ -68,6 +85,13 @@ tess_status_t tess_cuda_driver_init(void)
         wv = NULL;
     }
     tess_cuda_driver.write_value32 = (PFN_cuStreamWriteValue32_v11070)wv;
+    /* What the checks of step graphs use to compare kernel nodes (optional). */
+    tess_cuda_driver.kernel_node_get_params = (PFN_cuGraphKernelNodeGetParams_v12000)
+        cuda_entry_optional("cuGraphKernelNodeGetParams", 12000);
+    tess_cuda_driver.func_get_param_info = (PFN_cuFuncGetParamInfo_v12040)
+        cuda_entry_optional("cuFuncGetParamInfo", 12040);
+    tess_cuda_driver.kernel_get_param_info = (PFN_cuKernelGetParamInfo_v12040)
+        cuda_entry_optional("cuKernelGetParamInfo", 12040);
     return TESS_OK;
 }
 
@@ -91,6 +115,81 @@ void tess_cuda_device_selected(int device)
     }
     tess_cuda_driver.copy_fn       = (CUfunction)fn;
     tess_cuda_driver.copy_batch_fn = (CUfunction)bfn;
+}
+
+/* ---- step graphs: kernel nodes compared ---------------------------------------------------- */
+
+/* Where argument i lies (CUDA_SUCCESS), or an error once i is past the last one. */
+static CUresult cuda_param_info(const CUDA_KERNEL_NODE_PARAMS *p, size_t i, size_t *off_p,
+                                size_t *size_p)
+{
+    if (p->func && tess_cuda_driver.func_get_param_info)
+        return tess_cuda_driver.func_get_param_info(p->func, i, off_p, size_p);
+    if (!p->func && p->kern && tess_cuda_driver.kernel_get_param_info)
+        return tess_cuda_driver.kernel_get_param_info(p->kern, i, off_p, size_p);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+int tess_cuda_kernel_node_compare(cudaGraphNode_t a, cudaGraphNode_t b, char *why, size_t len)
+{
+    CUDA_KERNEL_NODE_PARAMS x, y;
+    if (!tess_cuda_driver.kernel_node_get_params) {
+        struct cudaKernelNodeParams rx, ry; /* no driver entry: the runtime's view, no args */
+        if (cudaGraphKernelNodeGetParams(a, &rx) != cudaSuccess ||
+            cudaGraphKernelNodeGetParams(b, &ry) != cudaSuccess) {
+            (void)cudaGetLastError();
+            snprintf(why, len, "cudaGraphKernelNodeGetParams failed");
+            return 1;
+        }
+        memset(&x, 0, sizeof(x));
+        memset(&y, 0, sizeof(y));
+        x.func = (CUfunction)rx.func;
+        y.func = (CUfunction)ry.func;
+        x.gridDimX = rx.gridDim.x, x.gridDimY = rx.gridDim.y, x.gridDimZ = rx.gridDim.z;
+        y.gridDimX = ry.gridDim.x, y.gridDimY = ry.gridDim.y, y.gridDimZ = ry.gridDim.z;
+        x.blockDimX = rx.blockDim.x, x.blockDimY = rx.blockDim.y, x.blockDimZ = rx.blockDim.z;
+        y.blockDimX = ry.blockDim.x, y.blockDimY = ry.blockDim.y, y.blockDimZ = ry.blockDim.z;
+        x.sharedMemBytes = rx.sharedMemBytes;
+        y.sharedMemBytes = ry.sharedMemBytes;
+    } else {
+        CUresult r;
+        if ((r = tess_cuda_driver.kernel_node_get_params(a, &x)) != CUDA_SUCCESS ||
+            (r = tess_cuda_driver.kernel_node_get_params(b, &y)) != CUDA_SUCCESS) {
+            snprintf(why, len, "cuGraphKernelNodeGetParams failed (%d)", (int)r);
+            return 1;
+        }
+    }
+    const void *kx = x.func ? (const void *)x.func : (const void *)x.kern;
+    const void *ky = y.func ? (const void *)y.func : (const void *)y.kern;
+    if (kx != ky) {
+        snprintf(why, len, "kernel %p, is %p now", kx, ky);
+        return 1;
+    }
+    if (x.gridDimX != y.gridDimX || x.gridDimY != y.gridDimY || x.gridDimZ != y.gridDimZ ||
+        x.blockDimX != y.blockDimX || x.blockDimY != y.blockDimY || x.blockDimZ != y.blockDimZ ||
+        x.sharedMemBytes != y.sharedMemBytes) {
+        snprintf(why, len, "kernel %p launched with grid (%u,%u,%u) block (%u,%u,%u) and %u "
+                 "bytes of shared memory, now (%u,%u,%u) (%u,%u,%u) and %u", kx, x.gridDimX,
+                 x.gridDimY, x.gridDimZ, x.blockDimX, x.blockDimY, x.blockDimZ,
+                 x.sharedMemBytes, y.gridDimX, y.gridDimY, y.gridDimZ, y.blockDimX,
+                 y.blockDimY, y.blockDimZ, y.sharedMemBytes);
+        return 1;
+    }
+    if (!x.kernelParams || !y.kernelParams)
+        return 0; /* arguments passed through `extra`: not compared */
+    size_t off, size;
+    for (size_t i = 0; cuda_param_info(&x, i, &off, &size) == CUDA_SUCCESS; i++)
+        if (memcmp(x.kernelParams[i], y.kernelParams[i], size)) {
+            const unsigned char *p = x.kernelParams[i], *q = y.kernelParams[i];
+            size_t k = 0;
+            while (p[k] == q[k])
+                k++;
+            snprintf(why, len, "kernel %p: argument %zu (%zu bytes), byte %zu was 0x%02x, is "
+                     "0x%02x now (a value that changes between steps, passed as a kernel "
+                     "argument?)", kx, i, size, k, p[k], q[k]);
+            return 1;
+        }
+    return 0;
 }
 
 /* ---- device capabilities ------------------------------------------------------------------ */

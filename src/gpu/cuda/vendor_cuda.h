@@ -37,6 +37,19 @@
 #define vnd_launch_host_func(s, fn, arg) cudaLaunchHostFunc((s), (fn), (arg))
 #define VND_LAUNCH_HOST_FUNC_STR         "cudaLaunchHostFunc"
 
+/* Graphs: the node parameter structs, instantiation (the signatures differ), and the hook that
+ * compares two kernel nodes (driver_cuda.c: with their argument bytes where the driver can say
+ * where each argument lies). */
+typedef enum cudaGraphNodeType  vndGraphNodeType_t;
+typedef struct cudaMemcpy3DParms vndMemcpy3DParms_t;
+typedef struct cudaMemsetParams  vndMemsetParams_t;
+typedef struct cudaHostNodeParams vndHostNodeParams_t;
+#define vnd_graph_instantiate(exec_p, graph) cudaGraphInstantiate((exec_p), (graph), 0)
+#define VND_GRAPH_INSTANTIATE_STR            "cudaGraphInstantiate"
+/** 0 when kernel nodes a and b launch the same kernel with the same dimensions and arguments,
+ *  1 with what differs in why. */
+int tess_cuda_kernel_node_compare(cudaGraphNode_t a, cudaGraphNode_t b, char *why, size_t len);
+
 /* ---- the driver functions (driver_cuda.c) -------------------------------------------------- */
 
 /* Driver ABI version asked of cudaGetDriverEntryPointByVersion: the PFN_*_vNNNN types below
@@ -51,6 +64,9 @@ typedef struct tess_cuda_driver {
     PFN_cuGetErrorName_v6000         get_error_name;
     PFN_cuLaunchKernel_v4000         launch_kernel;
     PFN_cuStreamWriteValue32_v11070  write_value32; /* NULL: no stream signals, events only */
+    PFN_cuGraphKernelNodeGetParams_v12000 kernel_node_get_params; /* NULL: not compared */
+    PFN_cuFuncGetParamInfo_v12040    func_get_param_info;   /* NULL: arguments not compared */
+    PFN_cuKernelGetParamInfo_v12040  kernel_get_param_info; /* NULL: likewise */
     CUfunction                       copy_fn;       /* the copy kernel on the device, or NULL */
     CUfunction                       copy_batch_fn; /* the batch copy kernel, or NULL */
 } tess_cuda_driver_t;

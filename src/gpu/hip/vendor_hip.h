@@ -9,6 +9,8 @@
 
 #include <hip/hip_runtime_api.h>
 
+#include <stdio.h>
+
 /* ---- names -------------------------------------------------------------------------------- */
 
 #define VND(name)           hip##name
@@ -43,6 +45,44 @@
 #define VND_LAUNCH_HOST_FUNC_STR         "hipStreamAddCallback"
 
 #define VND_HAS_KCOPY 0
+
+/* Graphs: the node parameter structs, instantiation (the signatures differ), and the hook that
+ * compares two kernel nodes: kernel, dimensions and shared memory (HIP cannot say where each
+ * argument lies, so their bytes are not compared). A host function (hipStreamAddCallback)
+ * cannot be recorded: ending such a recording fails. */
+typedef hipGraphNodeType  vndGraphNodeType_t;
+typedef hipMemcpy3DParms  vndMemcpy3DParms_t;
+typedef hipMemsetParams   vndMemsetParams_t;
+typedef hipHostNodeParams vndHostNodeParams_t;
+#define vnd_graph_instantiate(exec_p, graph) hipGraphInstantiate((exec_p), (graph), NULL, NULL, 0)
+#define VND_GRAPH_INSTANTIATE_STR            "hipGraphInstantiate"
+
+static inline int tess_hip_kernel_node_compare(hipGraphNode_t a, hipGraphNode_t b, char *why,
+                                               size_t len)
+{
+    hipKernelNodeParams x, y;
+    if (hipGraphKernelNodeGetParams(a, &x) != hipSuccess ||
+        hipGraphKernelNodeGetParams(b, &y) != hipSuccess) {
+        (void)hipGetLastError();
+        snprintf(why, len, "hipGraphKernelNodeGetParams failed");
+        return 1;
+    }
+    if (x.func != y.func) {
+        snprintf(why, len, "kernel %p, is %p now", x.func, y.func);
+        return 1;
+    }
+    if (x.gridDim.x != y.gridDim.x || x.gridDim.y != y.gridDim.y || x.gridDim.z != y.gridDim.z ||
+        x.blockDim.x != y.blockDim.x || x.blockDim.y != y.blockDim.y ||
+        x.blockDim.z != y.blockDim.z || x.sharedMemBytes != y.sharedMemBytes) {
+        snprintf(why, len, "kernel %p launched with grid (%u,%u,%u) block (%u,%u,%u) and %u "
+                 "bytes of shared memory, now (%u,%u,%u) (%u,%u,%u) and %u", x.func, x.gridDim.x,
+                 x.gridDim.y, x.gridDim.z, x.blockDim.x, x.blockDim.y, x.blockDim.z,
+                 x.sharedMemBytes, y.gridDim.x, y.gridDim.y, y.gridDim.z, y.blockDim.x,
+                 y.blockDim.y, y.blockDim.z, y.sharedMemBytes);
+        return 1;
+    }
+    return 0;
+}
 
 /* ---- the hooks (vendor/vendor.h) ---------------------------------------------------------- */
 

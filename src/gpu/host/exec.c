@@ -22,20 +22,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-enum { OP_COPY, OP_SET, OP_FN, OP_RECORD, OP_WAIT, OP_SIGNAL };
-
-typedef struct exec_op {
-    struct exec_op *next;
-    int             kind;
-    union {
-        struct { void *dst; const void *src; size_t size; } copy;
-        struct { void *dst; int value; size_t size; } set;
-        tess_gpu_host_fn_t fn;
-        struct { tess_gpu_host_evslot_t *slot; uint64_t seq; int ipc; } ev;
-        struct { _Atomic uint32_t *word; uint32_t value; } sig;
-    } u;
-    _Alignas(max_align_t) unsigned char args[TESS_GPU_HOST_ARGS_MAX];
-} exec_op_t;
+typedef tess_gpu_host_op_t exec_op_t;
 
 struct tess_gpu_stream {
     uint32_t                magic;
@@ -45,6 +32,7 @@ struct tess_gpu_stream {
     size_t                  blocked_idx;
     pthread_cond_t          cv; /* done advanced (for stream_sync and drain) */
     struct tess_gpu_stream *ready_next, *all_prev, *all_next;
+    tess_gpu_graph_h        rec; /* recording a graph (graph_begin): enqueues go there */
 };
 
 typedef struct exec_thread {
@@ -91,6 +79,16 @@ static tess_status_t exec_stream_check(tess_gpu_stream_h *s, const char *fn)
     if (tess_unlikely((*s)->magic != TESS_GPU_HOST_STREAM_MAGIC || (*s)->destroying))
         return tess_error(TESS_ERR_INVALID, "%s: %p is not a live stream", fn, (void *)*s);
     return TESS_OK;
+}
+
+/* What a recording cannot hold: an error naming the call (lock held). */
+static tess_status_t exec_not_recording(tess_gpu_stream_h s, const char *fn)
+{
+    if (tess_likely(!s->rec))
+        return TESS_OK;
+    s->rec->broken = 1; /* as a CUDA capture is invalidated: graph_end fails */
+    return tess_error(TESS_ERR_UNSUPPORTED, "%s on stream %p, which records a graph: a graph "
+                      "holds copies, sets and kernels only", fn, (void *)s);
 }
 
 /* ---- the queues (everything here runs with exec.lock held) ---------------------------------- */
@@ -268,17 +266,8 @@ static void event_complete(tess_gpu_host_evslot_t *slot, uint64_t seq)
         ;
 }
 
-static void exec_run(exec_thread_t *t, exec_op_t *op)
+static void exec_run_one(exec_op_t *op)
 {
-    int jitter = tess_gpu_host.params.host_jitter_us;
-    if (jitter > 0) {
-        t->rng ^= t->rng << 13;
-        t->rng ^= t->rng >> 7;
-        t->rng ^= t->rng << 17;
-        uint64_t        us = t->rng % ((uint64_t)jitter + 1);
-        struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
-        nanosleep(&ts, NULL);
-    }
     if (tess_unlikely(tess_gpu_host_fault_skip(op->kind == OP_FN, op->kind == OP_RECORD)))
         return;
     switch (op->kind) {
@@ -300,6 +289,26 @@ static void exec_run(exec_thread_t *t, exec_op_t *op)
     default:
         tess_fatal("host backend: operation kind %d cannot be run", op->kind);
     }
+}
+
+static void exec_run(exec_thread_t *t, exec_op_t *op)
+{
+    int jitter = tess_gpu_host.params.host_jitter_us;
+    if (jitter > 0) {
+        t->rng ^= t->rng << 13;
+        t->rng ^= t->rng >> 7;
+        t->rng ^= t->rng << 17;
+        uint64_t        us = t->rng % ((uint64_t)jitter + 1);
+        struct timespec ts = {.tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (op->kind == OP_GRAPH) {
+        tess_gpu_graph_h g = op->u.graph;
+        for (size_t i = 0; i < g->n; i++)
+            exec_run_one(&g->ops[i]);
+        return;
+    }
+    exec_run_one(op);
 }
 
 static void *exec_main(void *arg)
@@ -326,6 +335,8 @@ static void *exec_main(void *arg)
 
             exec_run(t, op);
             int record = op->kind == OP_RECORD, signal = op->kind == OP_SIGNAL;
+            if (op->kind == OP_GRAPH)
+                tess_gpu_host_graph_unref(op->u.graph); /* this launch's reference */
 
             pthread_mutex_lock(&exec.lock);
             s->running = 0;
@@ -438,6 +449,8 @@ tess_status_t tess_gpu_host_stream_sync(tess_gpu_stream_h s)
     pthread_mutex_lock(&exec.lock);
     tess_status_t st = exec_stream_check(&s, "stream_sync");
     if (st == TESS_OK)
+        st = exec_not_recording(s, "stream_sync");
+    if (st == TESS_OK)
         stream_wait_done(s, atomic_load_explicit(&s->enq, memory_order_relaxed));
     pthread_mutex_unlock(&exec.lock);
     return st == TESS_OK ? tess_gpu_host_fault_check("stream_sync") : st;
@@ -513,6 +526,20 @@ static tess_status_t exec_begin(tess_gpu_stream_h *s, const char *fn, exec_op_t 
     return st;
 }
 
+/* Queue op on s, or record it when s records a graph (lock held; op is taken either way). */
+static tess_status_t exec_enqueue(tess_gpu_stream_h s, exec_op_t *op)
+{
+    if (tess_likely(!s->rec)) {
+        stream_push(s, op);
+        return TESS_OK;
+    }
+    tess_status_t st = tess_gpu_host_graph_append(s->rec, op);
+    if (st != TESS_OK)
+        s->rec->broken = 1;
+    op_put(op);
+    return st;
+}
+
 /* Copies and sets: their arguments are checked against device memory by the caller (ops.c). */
 tess_status_t tess_gpu_host_stream_copy(void *dst, const void *src, size_t size,
                                         tess_gpu_stream_h s)
@@ -525,9 +552,9 @@ tess_status_t tess_gpu_host_stream_copy(void *dst, const void *src, size_t size,
     op->u.copy.dst  = dst;
     op->u.copy.src  = src;
     op->u.copy.size = size;
-    stream_push(s, op);
+    st = exec_enqueue(s, op);
     pthread_mutex_unlock(&exec.lock);
-    return TESS_OK;
+    return st;
 }
 
 tess_status_t tess_gpu_host_stream_set(void *dst, int value, size_t size, tess_gpu_stream_h s)
@@ -540,9 +567,9 @@ tess_status_t tess_gpu_host_stream_set(void *dst, int value, size_t size, tess_g
     op->u.set.dst   = dst;
     op->u.set.value = value;
     op->u.set.size  = size;
-    stream_push(s, op);
+    st = exec_enqueue(s, op);
     pthread_mutex_unlock(&exec.lock);
-    return TESS_OK;
+    return st;
 }
 
 tess_status_t tess_gpu_host_launch_host(tess_gpu_stream_h s, tess_gpu_host_fn_t fn,
@@ -557,13 +584,14 @@ tess_status_t tess_gpu_host_launch_host(tess_gpu_stream_h s, tess_gpu_host_fn_t 
                           "(at most %d)", args_size, args, TESS_GPU_HOST_ARGS_MAX);
     if ((st = exec_begin(&s, "launch_host", &op)) != TESS_OK)
         return st;
-    op->kind = OP_FN;
-    op->u.fn = fn;
+    op->kind      = OP_FN;
+    op->u.fn      = fn;
+    op->args_size = (uint32_t)args_size;
     if (args_size)
         memcpy(op->args, args, args_size);
-    stream_push(s, op);
+    st = exec_enqueue(s, op);
     pthread_mutex_unlock(&exec.lock);
-    return TESS_OK;
+    return st;
 }
 
 tess_status_t tess_gpu_host_event_record(tess_gpu_event_h e, tess_gpu_stream_h s)
@@ -572,6 +600,11 @@ tess_status_t tess_gpu_host_event_record(tess_gpu_event_h e, tess_gpu_stream_h s
     tess_status_t st = tess_gpu_host_event_check(e, "event_record");
     if (st != TESS_OK || (st = exec_begin(&s, "event_record", &op)) != TESS_OK)
         return st;
+    if ((st = exec_not_recording(s, "event_record")) != TESS_OK) {
+        op_put(op);
+        pthread_mutex_unlock(&exec.lock);
+        return st;
+    }
     op->kind      = OP_RECORD;
     op->u.ev.slot = e->slot;
     /* Taken under the lock, so seqs of one stream are in stream order. */
@@ -591,6 +624,11 @@ tess_status_t tess_gpu_host_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t 
         return tess_error(TESS_ERR_INVALID, "stream_signal: the word is NULL");
     if ((st = exec_begin(&s, "stream_signal", &op)) != TESS_OK)
         return st;
+    if ((st = exec_not_recording(s, "stream_signal")) != TESS_OK) {
+        op_put(op);
+        pthread_mutex_unlock(&exec.lock);
+        return st;
+    }
     op->kind        = OP_SIGNAL;
     op->u.sig.word  = word;
     op->u.sig.value = value;
@@ -614,10 +652,82 @@ tess_status_t tess_gpu_host_stream_wait_event(tess_gpu_stream_h s, tess_gpu_even
         return exec_stream_check(&s, "stream_wait_event");
     if ((st = exec_begin(&s, "stream_wait_event", &op)) != TESS_OK)
         return st;
+    if ((st = exec_not_recording(s, "stream_wait_event")) != TESS_OK) {
+        op_put(op);
+        pthread_mutex_unlock(&exec.lock);
+        return st;
+    }
     op->kind      = OP_WAIT;
     op->u.ev.slot = e->slot;
     op->u.ev.seq  = target;
     op->u.ev.ipc  = (e->flags & TESS_GPU_EVENT_IPC) != 0;
+    stream_push(s, op);
+    pthread_mutex_unlock(&exec.lock);
+    return TESS_OK;
+}
+
+/* ---- graphs ------------------------------------------------------------------------------------ */
+
+tess_status_t tess_gpu_host_graph_begin(tess_gpu_stream_h s)
+{
+    tess_status_t st = tess_gpu_host_fault_check("graph_begin");
+    if (st != TESS_OK)
+        return st;
+    if (!s)
+        return tess_error(TESS_ERR_INVALID, "graph_begin: the default stream cannot record");
+    tess_gpu_graph_h g = tess_gpu_host_graph_new();
+    if (!g)
+        return TESS_ERR_NO_MEMORY;
+    pthread_mutex_lock(&exec.lock);
+    if ((st = exec_stream_check(&s, "graph_begin")) == TESS_OK && s->rec)
+        st = tess_error(TESS_ERR_STATE, "graph_begin: stream %p already records a graph",
+                        (void *)s);
+    if (st == TESS_OK)
+        s->rec = g;
+    pthread_mutex_unlock(&exec.lock);
+    if (st != TESS_OK)
+        tess_gpu_host_graph_unref(g);
+    return st;
+}
+
+tess_status_t tess_gpu_host_graph_end(tess_gpu_stream_h s, tess_gpu_graph_h *g_p)
+{
+    pthread_mutex_lock(&exec.lock);
+    tess_status_t    st = exec_stream_check(&s, "graph_end");
+    tess_gpu_graph_h g  = NULL;
+    if (st == TESS_OK && !(g = s->rec))
+        st = tess_error(TESS_ERR_STATE, "graph_end: stream %p records no graph", (void *)s);
+    if (st == TESS_OK)
+        s->rec = NULL;
+    pthread_mutex_unlock(&exec.lock);
+    if (st == TESS_OK && g->broken) {
+        tess_gpu_host_graph_unref(g);
+        return tess_error(TESS_ERR_UNSUPPORTED, "graph_end: the recording on stream %p is "
+                          "invalid: an operation it cannot hold was enqueued (an event, a "
+                          "signal, a sync or a graph launch; see the error of that call)",
+                          (void *)s);
+    }
+    if (st == TESS_OK)
+        *g_p = g;
+    return st;
+}
+
+tess_status_t tess_gpu_host_graph_launch(tess_gpu_graph_h g, tess_gpu_stream_h s)
+{
+    exec_op_t    *op;
+    tess_status_t st;
+    if (!g || g->magic != TESS_GPU_HOST_GRAPH_MAGIC)
+        return tess_error(TESS_ERR_INVALID, "graph_launch: %p is not a live graph", (void *)g);
+    if ((st = exec_begin(&s, "graph_launch", &op)) != TESS_OK)
+        return st;
+    if ((st = exec_not_recording(s, "graph_launch")) != TESS_OK) {
+        op_put(op);
+        pthread_mutex_unlock(&exec.lock);
+        return st;
+    }
+    op->kind    = OP_GRAPH;
+    op->u.graph = g;
+    tess_gpu_host_graph_ref(g); /* dropped by the executor after the run */
     stream_push(s, op);
     pthread_mutex_unlock(&exec.lock);
     return TESS_OK;

@@ -8,7 +8,9 @@
  *             place in a segment; the plain segments of the layers above (gpu.h)
  *   fault.c   the device failure of tests (TESS_HOST_FAULT_KERNEL)
  *   events.c  own events: slots in event segments; query and timing
- *   exec.c    streams, the executor threads that run them, the stream side of events
+ *   graph.c   graphs: recorded stream operations, their references and comparison
+ *   exec.c    streams, the executor threads that run them, the stream side of events,
+ *             recording a stream's operations into a graph and launching graphs
  *   arena.c   device memory: the allocator over memory segments (mem_free waits for exec)
  *   ipc.c     exporting own allocations and events, opening other processes'
  *   ops.c     the ops table: init and fini in that order, and what needs several parts (a
@@ -193,6 +195,48 @@ tess_status_t tess_gpu_host_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_ev
 /** Free every own event and destroy the event segments (fini). */
 void          tess_gpu_host_events_fini(void);
 
+/* ---- stream operations (exec.c queues them, graph.c records them) --------------------------- */
+
+enum { OP_COPY, OP_SET, OP_FN, OP_RECORD, OP_WAIT, OP_SIGNAL, OP_GRAPH };
+
+typedef struct tess_gpu_host_op {
+    struct tess_gpu_host_op *next;
+    int                      kind;
+    uint32_t                 args_size; /* OP_FN */
+    union {
+        struct { void *dst; const void *src; size_t size; } copy;
+        struct { void *dst; int value; size_t size; } set;
+        tess_gpu_host_fn_t fn;
+        struct { tess_gpu_host_evslot_t *slot; uint64_t seq; int ipc; } ev;
+        struct { _Atomic uint32_t *word; uint32_t value; } sig;
+        struct tess_gpu_graph *graph;
+    } u;
+    _Alignas(max_align_t) unsigned char args[TESS_GPU_HOST_ARGS_MAX];
+} tess_gpu_host_op_t;
+
+/* ---- graphs (graph.c) ----------------------------------------------------------------------- */
+
+/* A recording: copies, sets and host functions, run in order by one OP_GRAPH operation per
+ * launch. Reference-counted: the owner's reference, and one per queued launch, so that
+ * graph_destroy is safe while launches are still queued or running. */
+#define TESS_GPU_HOST_GRAPH_MAGIC 0x47525048u
+struct tess_gpu_graph {
+    uint32_t            magic;
+    _Atomic int         refs;
+    int                 broken; /* an operation it cannot hold was enqueued while recording */
+    size_t              n, cap;
+    tess_gpu_host_op_t *ops;
+};
+
+tess_gpu_graph_h tess_gpu_host_graph_new(void);
+/** Append a copy of *op (a copy, set or host function). */
+tess_status_t    tess_gpu_host_graph_append(tess_gpu_graph_h g, const tess_gpu_host_op_t *op);
+void             tess_gpu_host_graph_ref(tess_gpu_graph_h g);
+void             tess_gpu_host_graph_unref(tess_gpu_graph_h g);
+void             tess_gpu_host_graph_destroy(tess_gpu_graph_h g);
+int              tess_gpu_host_graph_compare(tess_gpu_graph_h a, tess_gpu_graph_h b, char *why,
+                                             size_t len);
+
 /* ---- streams and executors (exec.c) --------------------------------------------------------- */
 
 tess_status_t tess_gpu_host_exec_init(void);
@@ -217,6 +261,9 @@ tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e);
 tess_status_t tess_gpu_host_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t *word,
                                           uint32_t value);
 void          tess_gpu_host_set_notify(tess_gpu_notify_fn_t fn);
+tess_status_t tess_gpu_host_graph_begin(tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_graph_end(tess_gpu_stream_h s, tess_gpu_graph_h *g_p);
+tess_status_t tess_gpu_host_graph_launch(tess_gpu_graph_h g, tess_gpu_stream_h s);
 int           tess_gpu_host_busy(void);
 
 /* ---- device memory (arena.c) ---------------------------------------------------------------- */

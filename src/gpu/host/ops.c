@@ -258,4 +258,9 @@ const tess_gpu_ops_t tess_gpu_host_ops = {
     .native_stream     = host_native_stream,
     .set_notify        = tess_gpu_host_set_notify,
     .busy              = tess_gpu_host_busy,
+    .graph_begin       = tess_gpu_host_graph_begin,
+    .graph_end         = tess_gpu_host_graph_end,
+    .graph_launch      = tess_gpu_host_graph_launch,
+    .graph_destroy     = tess_gpu_host_graph_destroy,
+    .graph_compare     = tess_gpu_host_graph_compare,
 };

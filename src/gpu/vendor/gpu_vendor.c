@@ -18,11 +18,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A launch_host call: the function and a copy of its arguments, freed after the call. */
+/* A launch_host call: the function and a copy of its arguments, freed after the call — or,
+ * recorded into a graph, kept (on the graph's list) until the graph is destroyed and its last
+ * launch has run. */
 typedef struct vnd_host_call {
-    tess_gpu_host_fn_t fn;
+    struct vnd_host_call *next;
+    tess_gpu_host_fn_t    fn;
+    uint32_t              args_size;
+    int                   kept;
     _Alignas(max_align_t) unsigned char args[];
 } vnd_host_call_t;
+
+/* The stream this thread records a graph from (graph_begin; capture is per thread), and the
+ * host calls recorded so far. */
+static _Thread_local VND(Stream_t)    vnd_rec_stream;
+static _Thread_local vnd_host_call_t *vnd_rec_calls;
 
 tess_vnd_state_t tess_vnd = {.device = -1};
 
@@ -176,7 +186,8 @@ static void vnd_host_call_run(void *arg)
 {
     vnd_host_call_t *call = arg;
     call->fn(call->args);
-    free(call);
+    if (!call->kept)
+        free(call);
 }
 VND_HOST_TRAMPOLINE(vnd_host_trampoline, vnd_host_call_run)
 
@@ -192,7 +203,10 @@ static tess_status_t vnd_launch_host(tess_gpu_stream_h s, tess_gpu_host_fn_t fn,
     vnd_host_call_t *call = tess_malloc(sizeof(*call) + args_size, "a host launch");
     if (!call)
         return TESS_ERR_NO_MEMORY;
-    call->fn = fn;
+    call->next      = NULL;
+    call->fn        = fn;
+    call->args_size = (uint32_t)args_size;
+    call->kept      = vnd_rec_stream && (VND(Stream_t))s == vnd_rec_stream;
     if (args_size > 0)
         memcpy(call->args, args, args_size);
 
@@ -200,6 +214,10 @@ static tess_status_t vnd_launch_host(tess_gpu_stream_h s, tess_gpu_host_fn_t fn,
     if (e != VND(Success)) {
         st = vnd_error(e, VND_LAUNCH_HOST_FUNC_STR);
         goto err_free_call;
+    }
+    if (call->kept) { /* replayed with each launch of the graph: the graph owns it */
+        call->next    = vnd_rec_calls;
+        vnd_rec_calls = call;
     }
     return TESS_OK;
 
@@ -331,6 +349,261 @@ static tess_status_t vnd_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_event
 
 static void *vnd_native_stream(tess_gpu_stream_h s) { return (void *)s; }
 
+/* ---- graphs: stream capture, instantiated once, launched many times ------------------------ */
+
+struct tess_gpu_graph {
+    VND(Graph_t)      graph; /* the recording, kept for graph_compare */
+    VND(GraphExec_t)  exec;
+    vnd_host_call_t  *calls; /* the recorded host calls' arguments */
+    VND(Stream_t)     last;  /* the stream of the last launch, NULL before the first */
+    int               launched;
+};
+
+static void vnd_calls_free(vnd_host_call_t *c)
+{
+    while (c) {
+        vnd_host_call_t *next = c->next;
+        free(c);
+        c = next;
+    }
+}
+
+static void vnd_calls_free_run(void *arg) { vnd_calls_free(arg); }
+VND_HOST_TRAMPOLINE(vnd_calls_free_trampoline, vnd_calls_free_run)
+
+static tess_status_t vnd_graph_begin(tess_gpu_stream_h s)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    if (vnd_rec_stream)
+        return tess_error(TESS_ERR_STATE, "graph_begin: this thread already records a graph");
+    VND(Error_t) e = VND(StreamBeginCapture)((VND(Stream_t))s, VND(StreamCaptureModeThreadLocal));
+    if (e != VND(Success))
+        return vnd_error(e, VND_STR(StreamBeginCapture));
+    vnd_rec_stream = (VND(Stream_t))s;
+    vnd_rec_calls  = NULL;
+    return TESS_OK;
+}
+
+static tess_status_t vnd_graph_end(tess_gpu_stream_h s, tess_gpu_graph_h *g_p)
+{
+    tess_status_t    st;
+    VND(Graph_t)     graph = NULL;
+    VND(GraphExec_t) exec  = NULL;
+    vnd_host_call_t *calls = vnd_rec_calls;
+    vnd_rec_stream = NULL;
+    vnd_rec_calls  = NULL;
+    VND(Error_t) e = VND(StreamEndCapture)((VND(Stream_t))s, &graph);
+    if (e != VND(Success)) {
+        /* An operation the capture could not hold invalidated it: no graph. */
+        st = vnd_error(e, VND_STR(StreamEndCapture));
+        goto err_free_calls;
+    }
+    if ((e = vnd_graph_instantiate(&exec, graph)) != VND(Success)) {
+        st = vnd_error(e, VND_GRAPH_INSTANTIATE_STR);
+        goto err_destroy_graph;
+    }
+    tess_gpu_graph_h g = tess_calloc(1, sizeof(*g), "a graph");
+    if (!g) {
+        st = TESS_ERR_NO_MEMORY;
+        goto err_destroy_exec;
+    }
+    g->graph = graph;
+    g->exec  = exec;
+    g->calls = calls;
+    *g_p     = g;
+    return TESS_OK;
+
+err_destroy_exec:
+    VND(GraphExecDestroy)(exec);
+err_destroy_graph:
+    VND(GraphDestroy)(graph);
+err_free_calls:
+    vnd_calls_free(calls);
+    return st;
+}
+
+static tess_status_t vnd_graph_launch(tess_gpu_graph_h g, tess_gpu_stream_h s)
+{
+    tess_status_t st = vnd_bind();
+    if (st != TESS_OK)
+        return st;
+    VND(Error_t) e = VND(GraphLaunch)(g->exec, (VND(Stream_t))s);
+    if (e != VND(Success))
+        return vnd_error(e, VND_STR(GraphLaunch));
+    g->last     = (VND(Stream_t))s;
+    g->launched = 1;
+    return TESS_OK;
+}
+
+/* The executable graph may still run: the runtime frees it once it completed. The host calls'
+ * arguments go after the last launch, in its stream's order. */
+static void vnd_graph_destroy(tess_gpu_graph_h g)
+{
+    if (!g || vnd_bind() != TESS_OK)
+        return;
+    VND(GraphExecDestroy)(g->exec);
+    VND(GraphDestroy)(g->graph);
+    if (g->calls && g->launched &&
+        vnd_launch_host_func(g->last, vnd_calls_free_trampoline, g->calls) != VND(Success)) {
+        (void)VND(GetLastError)();
+        tess_warn(VND_TITLE " graph destroyed: the arguments of its %s cannot be freed after "
+                  "its last launch; kept", "host functions");
+    } else if (g->calls && !g->launched) {
+        vnd_calls_free(g->calls);
+    }
+    free(g);
+}
+
+static const char *vnd_node_type_name(vndGraphNodeType_t t)
+{
+    switch (t) {
+    case VND(GraphNodeTypeKernel): return "kernel";
+    case VND(GraphNodeTypeMemcpy): return "copy";
+    case VND(GraphNodeTypeMemset): return "set";
+    case VND(GraphNodeTypeHost):   return "host function";
+    default:                       return "other";
+    }
+}
+
+static int vnd_graph_nodes(VND(Graph_t) graph, VND(GraphNode_t) **nodes_p, size_t *n_p)
+{
+    size_t n = 0;
+    if (VND(GraphGetNodes)(graph, NULL, &n) != VND(Success))
+        return -1;
+    VND(GraphNode_t) *nodes = tess_calloc(n ? n : 1, sizeof(*nodes), "graph nodes");
+    if (!nodes || VND(GraphGetNodes)(graph, nodes, &n) != VND(Success)) {
+        free(nodes);
+        return -1;
+    }
+    *nodes_p = nodes;
+    *n_p     = n;
+    return 0;
+}
+
+/* 0 when nodes a and b (of type t) do the same; else 1 with what differs in why. */
+static int vnd_node_compare(vndGraphNodeType_t t, VND(GraphNode_t) a, VND(GraphNode_t) b,
+                            char *why, size_t len)
+{
+    switch (t) {
+    case VND(GraphNodeTypeKernel):
+        return VND_FN(kernel_node_compare)(a, b, why, len);
+    case VND(GraphNodeTypeMemcpy): {
+        vndMemcpy3DParms_t x, y;
+        if (VND(GraphMemcpyNodeGetParams)(a, &x) != VND(Success) ||
+            VND(GraphMemcpyNodeGetParams)(b, &y) != VND(Success))
+            break;
+        if (x.srcPtr.ptr != y.srcPtr.ptr || x.dstPtr.ptr != y.dstPtr.ptr ||
+            x.extent.width != y.extent.width || x.extent.height != y.extent.height ||
+            x.extent.depth != y.extent.depth || x.srcArray != y.srcArray ||
+            x.dstArray != y.dstArray) {
+            snprintf(why, len, "copy of %zu bytes from %p to %p, is %zu bytes from %p to %p now",
+                     x.extent.width * x.extent.height * x.extent.depth, x.srcPtr.ptr,
+                     x.dstPtr.ptr, y.extent.width * y.extent.height * y.extent.depth,
+                     y.srcPtr.ptr, y.dstPtr.ptr);
+            return 1;
+        }
+        return 0;
+    }
+    case VND(GraphNodeTypeMemset): {
+        vndMemsetParams_t x, y;
+        if (VND(GraphMemsetNodeGetParams)(a, &x) != VND(Success) ||
+            VND(GraphMemsetNodeGetParams)(b, &y) != VND(Success))
+            break;
+        if (x.dst != y.dst || x.value != y.value || x.elementSize != y.elementSize ||
+            x.width != y.width || x.height != y.height || x.pitch != y.pitch) {
+            snprintf(why, len, "set of %zu elements of %u bytes to %u at %p, is %zu of %u to %u "
+                     "at %p now", x.width * x.height, x.elementSize, x.value, x.dst,
+                     y.width * y.height, y.elementSize, y.value, y.dst);
+            return 1;
+        }
+        return 0;
+    }
+    case VND(GraphNodeTypeHost): {
+        vndHostNodeParams_t x, y;
+        if (VND(GraphHostNodeGetParams)(a, &x) != VND(Success) ||
+            VND(GraphHostNodeGetParams)(b, &y) != VND(Success))
+            break;
+        if (x.fn != y.fn) {
+            snprintf(why, len, "host function %p, is %p now", (void *)(uintptr_t)x.fn,
+                     (void *)(uintptr_t)y.fn);
+            return 1;
+        }
+        /* (HIP's trampoline is a stream callback, of another type, that a graph never holds.) */
+        if ((uintptr_t)x.fn != (uintptr_t)vnd_host_trampoline) {
+            if (x.userData != y.userData) {
+                snprintf(why, len, "host function %p with data %p, is %p now",
+                         (void *)(uintptr_t)x.fn, x.userData, y.userData);
+                return 1;
+            }
+            return 0;
+        }
+        const vnd_host_call_t *p = x.userData, *q = y.userData;
+        if (p->fn != q->fn || p->args_size != q->args_size) {
+            snprintf(why, len, "host function %p with %u bytes of arguments, is %p with %u now",
+                     (void *)(uintptr_t)p->fn, p->args_size, (void *)(uintptr_t)q->fn,
+                     q->args_size);
+            return 1;
+        }
+        for (uint32_t k = 0; k < p->args_size; k++)
+            if (p->args[k] != q->args[k]) {
+                snprintf(why, len, "host function %p: argument byte %u was 0x%02x, is 0x%02x now "
+                         "(a value that changes between steps, passed as an argument?)",
+                         (void *)(uintptr_t)p->fn, k, p->args[k], q->args[k]);
+                return 1;
+            }
+        return 0;
+    }
+    default:
+        return 0;
+    }
+    (void)VND(GetLastError)();
+    snprintf(why, len, "the parameters of a %s node cannot be read", vnd_node_type_name(t));
+    return 1;
+}
+
+static int vnd_graph_compare(tess_gpu_graph_h a, tess_gpu_graph_h b, char *why, size_t len)
+{
+    VND(GraphNode_t) *na = NULL, *nb = NULL;
+    size_t            ca = 0, cb = 0;
+    int               differ = 1;
+    if (vnd_bind() != TESS_OK || vnd_graph_nodes(a->graph, &na, &ca) ||
+        vnd_graph_nodes(b->graph, &nb, &cb)) {
+        (void)VND(GetLastError)();
+        snprintf(why, len, VND_STR(GraphGetNodes) " failed");
+        goto out;
+    }
+    if (ca != cb) {
+        snprintf(why, len, "%zu operations recorded, %zu now", ca, cb);
+        goto out;
+    }
+    for (size_t i = 0; i < ca; i++) {
+        vndGraphNodeType_t ta, tb;
+        if (VND(GraphNodeGetType)(na[i], &ta) != VND(Success) ||
+            VND(GraphNodeGetType)(nb[i], &tb) != VND(Success)) {
+            (void)VND(GetLastError)();
+            snprintf(why, len, VND_STR(GraphNodeGetType) " failed");
+            goto out;
+        }
+        if (ta != tb) {
+            snprintf(why, len, "operation %zu was a %s, is a %s now", i + 1,
+                     vnd_node_type_name(ta), vnd_node_type_name(tb));
+            goto out;
+        }
+        char what[320];
+        if (vnd_node_compare(ta, na[i], nb[i], what, sizeof(what))) {
+            snprintf(why, len, "operation %zu (%s): %s", i + 1, vnd_node_type_name(ta), what);
+            goto out;
+        }
+    }
+    differ = 0;
+out:
+    free(na);
+    free(nb);
+    return differ;
+}
+
 const tess_gpu_ops_t VND_OPS = {
     .name              = VND_NAME,
     .kind              = VND_KIND,
@@ -379,4 +652,9 @@ const tess_gpu_ops_t VND_OPS = {
     .native_stream     = vnd_native_stream,
     .set_notify        = NULL, /* the runtime polls events */
     .busy              = NULL, /* the device has cores of its own */
+    .graph_begin       = vnd_graph_begin,
+    .graph_end         = vnd_graph_end,
+    .graph_launch      = vnd_graph_launch,
+    .graph_destroy     = vnd_graph_destroy,
+    .graph_compare     = vnd_graph_compare,
 };

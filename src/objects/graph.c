@@ -1,0 +1,213 @@
+/* graph.c — step graphs (tess_gpu_graph_run): an element's stream work recorded once into a
+ * graph per slot and replayed as one launch on its stream.
+ *
+ * A record function runs with the element's stream swapped for its PE's capture stream (made
+ * on first use, used for nothing else: elements share pool streams, and another thread's work
+ * on a stream being recorded would be recorded too), so code that launches on tess_ctx_stream
+ * is recorded unchanged. While it runs, calls that a graph cannot hold or that would act at
+ * record time only (sends, continuations, a stream sync, a nested graph) are misuse.
+ *
+ * The graphs of an element live in a per-PE side table keyed by (array, linear index), not in
+ * its header (every element pays for the header). They are dropped when the element leaves the
+ * PE (migration: its device pointers change), when it is destroyed, on tess_gpu_graph_reset and
+ * on restart from a checkpoint; they are never packed. A graph whose replay may still run is
+ * destroyed safely: the backends free it after its launches. */
+#include "objects.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct obj_graph_elem {
+    uint32_t         used; /* bit s: slot s holds a graph */
+    uint64_t         key[TESS_GPU_GRAPH_SLOTS];
+    tess_gpu_graph_h g[TESS_GPU_GRAPH_SLOTS];
+} obj_graph_elem_t;
+
+/* The element whose record function runs on this thread, or NULL; and where its
+ * tess_gpu_graph_run was called (the location of misuse reported by lower layers). */
+_Thread_local tess_ctx_h   tess_obj_graph_rec;
+static _Thread_local const char *graph_file;
+static _Thread_local int         graph_line;
+
+_Noreturn static void graph_guard(const char *call)
+{
+    tess_obj_misuse(graph_file, graph_line, "%s inside a step graph's record function (it only "
+                    "enqueues stream work, which later steps replay without calling it)", call);
+}
+
+void tess_obj_graph_misuse(const char *what, const char *file, int line)
+{
+    tess_obj_misuse(file, line, "%s inside a step graph's record function (it only enqueues "
+                    "stream work, which later steps replay without calling it)", what);
+}
+
+static void graph_elem_free(obj_graph_elem_t *ge)
+{
+    for (int s = 0; s < TESS_GPU_GRAPH_SLOTS; s++)
+        if (ge->used & (1u << s))
+            tess_gpu->graph_destroy(ge->g[s]);
+    free(ge);
+}
+
+void tess_obj_graph_drop(obj_pe_t *op, tess_ctx_h e)
+{
+    if (!op->have_graphs || !op->graphs.count)
+        return;
+    obj_graph_elem_t *ge = tess_hmap_remove(&op->graphs, tess_obj_key(e->array->id, e->linear));
+    if (ge)
+        graph_elem_free(ge);
+}
+
+void tess_obj_graph_drop_any(tess_ctx_h e)
+{
+    for (int l = 0; l < tess_rt.ppn; l++) {
+        tess_pe_t *pe = tess_core_pe_by_local(l);
+        obj_pe_t  *op = pe ? *tess_core_pe_slot(pe, TESS_SLOT_OBJECTS) : NULL;
+        if (op)
+            tess_obj_graph_drop(op, e);
+    }
+}
+
+void tess_obj_graph_pe_fini(obj_pe_t *op)
+{
+    if (op->have_graphs) {
+        uint64_t k;
+        void    *v;
+        for (size_t it = 0; tess_hmap_next(&op->graphs, &it, &k, &v);)
+            graph_elem_free(v);
+        tess_hmap_fini(&op->graphs);
+        op->have_graphs = 0;
+    }
+    if (op->graph_stream) {
+        tess_gpu->stream_destroy(op->graph_stream);
+        op->graph_stream = NULL;
+    }
+}
+
+/* Call record with the element's stream being `s` (NULL: its own), the guards set. */
+static void graph_call(tess_ctx_h e, tess_gpu_stream_h s, tess_gpu_record_fn_t record, void *arg,
+                       const char *file, int line)
+{
+    graph_file = file;
+    graph_line = line;
+    tess_gpu_stream_h own = e->stream;
+    if (s)
+        e->stream = s;
+    tess_obj_graph_rec    = e;
+    tess_gpu_record_guard = graph_guard;
+    record(e, tess_obj_state(e), arg);
+    tess_gpu_record_guard = NULL;
+    tess_obj_graph_rec    = NULL;
+    e->stream             = own;
+}
+
+/* Record what record enqueues into a new graph, on the PE's capture stream. */
+static tess_status_t graph_record(obj_pe_t *op, tess_ctx_h e, tess_gpu_record_fn_t record,
+                                  void *arg, tess_gpu_graph_h *g_p, const char *file, int line)
+{
+    tess_status_t st;
+    if (!op->graph_stream && (st = tess_gpu->stream_create(&op->graph_stream)) != TESS_OK)
+        return st;
+    if ((st = tess_gpu->graph_begin(op->graph_stream)) != TESS_OK)
+        return st;
+    graph_call(e, op->graph_stream, record, arg, file, line);
+    return tess_gpu->graph_end(op->graph_stream, g_p);
+}
+
+static obj_graph_elem_t *graph_elem_of(obj_pe_t *op, tess_ctx_h e)
+{
+    uint64_t k = tess_obj_key(e->array->id, e->linear);
+    if (!op->have_graphs) {
+        if (tess_hmap_init(&op->graphs, 64) != TESS_OK)
+            return NULL;
+        op->have_graphs = 1;
+    }
+    obj_graph_elem_t *ge = tess_hmap_get(&op->graphs, k);
+    if (ge)
+        return ge;
+    if (!(ge = tess_calloc(1, sizeof(*ge), "an element's step graphs")))
+        return NULL;
+    if (tess_hmap_put(&op->graphs, k, ge) != TESS_OK) {
+        free(ge);
+        return NULL;
+    }
+    return ge;
+}
+
+/* TESS_CHECK: record again and compare with the graph about to be replayed. */
+static void graph_check(obj_pe_t *op, tess_ctx_h e, int slot, tess_gpu_graph_h g,
+                        tess_gpu_record_fn_t record, void *arg, const char *file, int line)
+{
+    char             why[400], idx[48];
+    tess_gpu_graph_h scratch = NULL;
+    tess_status_t    st      = graph_record(op, e, record, arg, &scratch, file, line);
+    if (st != TESS_OK)
+        tess_fatal("TESS_CHECK: step graph in slot %d of element %s of array '%s': recording "
+                   "it again for the check failed: %s", slot, tess_obj_elem_text(e, idx, sizeof(idx)),
+                   e->array->name, tess_error_detail());
+    int differ = tess_gpu->graph_compare(g, scratch, why, sizeof(why));
+    tess_gpu->graph_destroy(scratch);
+    if (differ)
+        tess_fatal("TESS_CHECK: step graph in slot %d of element %s of array '%s' replayed "
+                   "stale: %s; the key must cover what the recorded work depends on, and values "
+                   "that change every step must be read from device memory",
+                   slot, tess_obj_elem_text(e, idx, sizeof(idx)), e->array->name, why);
+}
+
+/* The checks of a call taking ctx: a phase, an element of this PE. */
+static obj_pe_t *graph_check_ctx(tess_ctx_h ctx, const char *what, const char *file, int line)
+{
+    tess_obj_check_init(what, file, line);
+    obj_pe_t *op = tess_obj_pe();
+    if (tess_unlikely(!op || !tess_core_in_phase()))
+        tess_obj_misuse(file, line, "%s outside a phase", what);
+    if (tess_unlikely(!ctx || (ctx != op->current && !tess_obj_elem_is_on(op, ctx))))
+        tess_obj_misuse(file, line, "%s with a ctx that is not an element of this PE", what);
+    if (tess_unlikely(tess_obj_graph_rec))
+        tess_obj_graph_misuse(what, file, line);
+    return op;
+}
+
+tess_status_t tess_gpu_graph_run_loc(tess_ctx_h ctx, int slot, uint64_t key,
+                                     tess_gpu_record_fn_t record, void *arg, const char *file,
+                                     int line)
+{
+    obj_pe_t *op = graph_check_ctx(ctx, "tess_gpu_graph_run", file, line);
+    if (tess_unlikely(slot < 0 || slot >= TESS_GPU_GRAPH_SLOTS))
+        tess_obj_misuse(file, line, "tess_gpu_graph_run in slot %d (slots are 0 to %d)", slot,
+                        TESS_GPU_GRAPH_SLOTS - 1);
+    if (tess_unlikely(!record))
+        tess_obj_misuse(file, line, "tess_gpu_graph_run with a NULL record function");
+    if (!tess_cfg.graphs || !tess_gpu->graph_begin) {
+        graph_call(ctx, NULL, record, arg, file, line);
+        return TESS_OK;
+    }
+    obj_graph_elem_t *ge = graph_elem_of(op, ctx);
+    if (!ge)
+        return TESS_ERR_NO_MEMORY;
+    uint32_t bit = 1u << slot;
+    if ((ge->used & bit) && ge->key[slot] == key) {
+        if (tess_unlikely(tess_cfg.check))
+            graph_check(op, ctx, slot, ge->g[slot], record, arg, file, line);
+        return tess_gpu->graph_launch(ge->g[slot], ctx->stream);
+    }
+    if (ge->used & bit) {
+        ge->used &= ~bit;
+        tess_gpu->graph_destroy(ge->g[slot]);
+    }
+    tess_gpu_graph_h g;
+    tess_status_t    st = graph_record(op, ctx, record, arg, &g, file, line);
+    if (st != TESS_OK)
+        return st;
+    ge->g[slot]   = g;
+    ge->key[slot] = key;
+    ge->used |= bit;
+    return tess_gpu->graph_launch(g, ctx->stream);
+}
+
+tess_status_t tess_gpu_graph_reset_loc(tess_ctx_h ctx, const char *file, int line)
+{
+    obj_pe_t *op = graph_check_ctx(ctx, "tess_gpu_graph_reset", file, line);
+    tess_obj_graph_drop(op, ctx);
+    return TESS_OK;
+}
