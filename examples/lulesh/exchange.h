@@ -314,6 +314,8 @@ static inline TESS_HD int64_t lul_face_elem(int64_t ex, int64_t ey, int64_t ez, 
 typedef struct lul_fields {
     double *f[LUL_XCH_MAX_FIELDS];
     int     nf;
+    int     pad; /* zero: no implicit padding, so launch arguments compare byte for byte (a
+                  * step graph's TESS_CHECK compares them) */
 } lul_fields_t;
 
 static inline TESS_HD void lul_pack_node(const lul_fields_t *fl, const lul_region_t *r,
@@ -343,6 +345,7 @@ static inline TESS_HD void lul_unpack_node(const lul_fields_t *fl, const lul_reg
 typedef struct lul_xch_plan {
     int64_t off[27];
     int     ring; /* face messages carry their rings only (the node-copy: lul_node_copy_ring) */
+    int     pad;  /* zero (lul_fields_t says why) */
 } lul_xch_plan_t;
 
 /* One axis of a node's message m: the node's side b on it (-1, 0, 1: low face, inside, high

@@ -114,7 +114,7 @@ static void exchange_nodes(blk_t *bl, int nb, int nf, int copy, int centric, int
 {
     for (int s = 0; s < nb; s++) {
         blk_t       *k  = &bl[s];
-        lul_fields_t fl = {{k->node[0], k->node[1]}, nf};
+        lul_fields_t fl = {{k->node[0], k->node[1]}, nf, 0};
         for (int d = 0; d < 27; d++) {
             k->out[d] = NULL;
             if (!lul_dir_neighbor(grid, k->c, d, NULL) || (copy && !lul_xch_sync_sends(d)))
@@ -128,7 +128,7 @@ static void exchange_nodes(blk_t *bl, int nb, int nf, int copy, int centric, int
     }
     for (int r = 0; r < nb; r++) {
         blk_t       *k  = &bl[r];
-        lul_fields_t fl = {{k->node[0], k->node[1]}, nf};
+        lul_fields_t fl = {{k->node[0], k->node[1]}, nf, 0};
         for (int d = 0; d < 27; d++) {
             int nc[3];
             if (!lul_dir_neighbor(grid, k->c, d, nc) || (copy && !lul_xch_sync_recvs(d)))
@@ -263,7 +263,7 @@ static void check_grid(int64_t n, int gx, int gy, int gz)
     }
     for (int s = 0; s < nb; s++) {
         blk_t       *k  = &bl[s];
-        lul_fields_t fl = {{k->elem[0], k->elem[1], k->elem[2]}, 3};
+        lul_fields_t fl = {{k->elem[0], k->elem[1], k->elem[2]}, 3, 0};
         for (int f = 0; f < 6; f++) {
             k->out[f] = NULL;
             if (!lul_dir_neighbor(grid, k->c, lul_face_dir(f), NULL))
@@ -274,7 +274,7 @@ static void check_grid(int64_t n, int gx, int gy, int gz)
     }
     for (int r = 0; r < nb; r++) {
         blk_t       *k  = &bl[r];
-        lul_fields_t fl = {{k->elem[0], k->elem[1], k->elem[2]}, 3};
+        lul_fields_t fl = {{k->elem[0], k->elem[1], k->elem[2]}, 3, 0};
         for (int f = 0; f < 6; f++) {
             int nc[3];
             if (lul_dir_neighbor(grid, k->c, lul_face_dir(f), nc))

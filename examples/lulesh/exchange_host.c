@@ -21,6 +21,7 @@ typedef struct node_args {
     lul_region_t r;
     double      *buf;
     int          add;
+    int          pad; /* zero: launch arguments without implicit padding (lul_fields_t) */
 } node_args_t;
 
 static void host_pack_nodes(void *p)
@@ -41,7 +42,7 @@ void lul_xch_pack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, i
                         int ring, double *buf)
 {
     lul_region_t r = lul_node_region_of(ex, ey, ez, d, ring);
-    node_args_t a = {fl, r, buf, 0};
+    node_args_t a = {fl, r, buf, 0, 0};
     launch(stream, host_pack_nodes, &a, sizeof(a));
 }
 
@@ -49,7 +50,7 @@ void lul_xch_unpack_nodes(void *stream, lul_fields_t fl, int64_t ex, int64_t ey,
                           int ring, const double *buf, int add)
 {
     lul_region_t r = lul_node_region_of(ex, ey, ez, d, ring);
-    node_args_t a = {fl, r, (double *)buf, add};
+    node_args_t a = {fl, r, (double *)buf, add, 0};
     launch(stream, host_unpack_nodes, &a, sizeof(a));
 }
 
@@ -59,6 +60,7 @@ typedef struct elem_args {
     lul_fields_t fl;
     int64_t      ex, ey, ez, base, count;
     int          f;
+    int          pad; /* zero (node_args_t) */
     double      *buf;
 } elem_args_t;
 
@@ -81,7 +83,7 @@ static void host_unpack_elems(void *p)
 void lul_xch_pack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez, int f,
                         double *buf)
 {
-    elem_args_t a = {fl, ex, ey, ez, 0, lul_face_count(ex, ey, ez, f), f, buf};
+    elem_args_t a = {fl, ex, ey, ez, 0, lul_face_count(ex, ey, ez, f), f, 0, buf};
     launch(stream, host_pack_elems, &a, sizeof(a));
 }
 
@@ -89,7 +91,7 @@ void lul_xch_unpack_elems(void *stream, lul_fields_t fl, int64_t ex, int64_t ey,
                           const double *buf)
 {
     int64_t base = lul_ghost_offset(ex, ey, ez, f), count = lul_face_count(ex, ey, ez, f);
-    elem_args_t a = {fl, ex, ey, ez, base, count, f, (double *)buf};
+    elem_args_t a = {fl, ex, ey, ez, base, count, f, 0, (double *)buf};
     launch(stream, host_unpack_elems, &a, sizeof(a));
 }
 

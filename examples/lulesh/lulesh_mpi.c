@@ -352,10 +352,10 @@ int main(int argc, char **argv)
     xch_t x;
     xch_init(&x, d, grid, c);
     d->gather_in_nodes = nprocs == 1; /* no node to sum with a neighbour */
-    lul_fields_t mass  = {{d->nodalMass}, 1};
-    lul_fields_t force = {{d->fx, d->fy, d->fz}, 3};
-    lul_fields_t posv  = {{d->x, d->y, d->z, d->xd, d->yd, d->zd}, 6};
-    lul_fields_t grad  = {{d->delv_xi, d->delv_eta, d->delv_zeta}, 3};
+    lul_fields_t mass  = {{d->nodalMass}, 1, 0};
+    lul_fields_t force = {{d->fx, d->fy, d->fz}, 3, 0};
+    lul_fields_t posv  = {{d->x, d->y, d->z, d->xd, d->yd, d->zd}, 6, 0};
+    lul_fields_t grad  = {{d->delv_xi, d->delv_eta, d->delv_zeta}, 3, 0};
     xch_nodes(&x, mass, 1);
     app_sync_stream();
     MPI_Barrier(MPI_COMM_WORLD);

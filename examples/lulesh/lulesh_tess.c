@@ -209,12 +209,14 @@ static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t
 {
     tess_status_t st;
     if (kernel_load && size <= sizeof(((timed_args_t *)0)->args)) {
-        timed_args_t a = {fn, kernel_load, kernel_part, {0}};
+        timed_args_t a;
+        memset(&a, 0, sizeof(a)); /* no stray padding bytes: recorded arguments compare equal */
+        a.fn   = fn;
+        a.load = kernel_load;
+        a.part = kernel_part;
         memcpy(a.args, args, size);
-        app_segment_note(APP_SEG_LAUNCH, timed_kernel, NULL, &a, offsetof(timed_args_t, args) + size);
         st = tess_gpu_launch_host(stream, timed_kernel, &a, offsetof(timed_args_t, args) + size);
     } else {
-        app_segment_note(APP_SEG_LAUNCH, fn, NULL, args, size);
         st = tess_gpu_launch_host(stream, fn, args, size);
     }
     if (st != TESS_OK)
@@ -269,6 +271,7 @@ static double *plan_of(chare_t *c, int set, int parity, int recv, lul_xch_plan_t
 {
     int any    = 0;
     plan->ring = set_ring(set);
+    plan->pad  = 0;
     for (int d = 0; d < 27; d++)
         any |= (plan->off[d] = c->off[set][parity][recv][d]) >= 0;
     return any ? c->xbuf : NULL;
@@ -627,7 +630,7 @@ static uint64_t seg_key(const chare_t *c, int par)
 static void run_segment(tess_ctx_h ctx, chare_t *c, int slot, int par,
                         void (*fn)(tess_ctx_h, void *, void *))
 {
-    app_segment(ctx, c, slot + par, seg_key(c, par), fn, &par);
+    app_segment(ctx, slot + par, seg_key(c, par), fn, &par);
 }
 
 static void seg_force(tess_ctx_h ctx, void *e, void *arg)

@@ -145,6 +145,8 @@ typedef struct select_args {
     const double *x;
     int64_t       first, last, cap;
     int           d;
+    int           pad; /* zero: launch arguments without implicit padding (a step graph's
+                        * TESS_CHECK compares them byte for byte) */
     double        a, b;
     int          *list, *count;
 } select_args_t;
@@ -168,7 +170,7 @@ void mmd_select(void *s, const double *x, int64_t first, int64_t last, int d, do
 {
     ON_CUDA(mmd_cuda_select(s, x, first, last, d, a, b, list, count, cap, scratch));
     (void)scratch;
-    select_args_t args = {x, first, last, cap, d, a, b, list, count};
+    select_args_t args = {x, first, last, cap, d, 0, a, b, list, count};
     launch(s, host_select, &args, sizeof(args));
 }
 
@@ -177,6 +179,7 @@ typedef struct pack_args {
     const int    *list;
     int64_t       n;
     int           d;
+    int           pad; /* zero (select_args_t) */
     double        shift;
     double       *buf;
 } pack_args_t;
@@ -194,7 +197,7 @@ void mmd_pack(void *s, const double *x, const double *v, const int *list, int64_
     if (n == 0)
         return;
     ON_CUDA(mmd_cuda_pack(s, x, v, list, n, d, shift, buf));
-    pack_args_t a = {x, v, list, n, d, shift, buf};
+    pack_args_t a = {x, v, list, n, d, 0, shift, buf};
     launch(s, host_pack, &a, sizeof(a));
 }
 
@@ -290,6 +293,7 @@ typedef struct neigh_args {
     int          *neigh, *numneigh;
     int64_t       stride;
     int           maxneigh;
+    int           pad; /* zero (select_args_t) */
     int          *status;
 } neigh_args_t;
 
@@ -314,7 +318,7 @@ void mmd_neighbor(void *s, const double *x, int64_t nlocal, mmd_bins_t b, const 
     ON_CUDA(mmd_cuda_neighbor(s, x, nlocal, b, bincount, binatoms, cutneighsq, neigh, numneigh,
                               stride, maxneigh, status));
     neigh_args_t a = {x, nlocal, b, bincount, binatoms, cutneighsq, neigh, numneigh, stride,
-                      maxneigh, status};
+                      maxneigh, 0, status};
     launch(s, host_neighbor, &a, sizeof(a));
 }
 

@@ -140,6 +140,7 @@ typedef struct mmd_bins {
     double lo[3], inv[3]; /* origin, bins per unit length */
     int    n[3], reach[3];
     int    cap;
+    int    pad; /* zero: no implicit padding (bins go by value into launch arguments) */
 } mmd_bins_t;
 
 static inline void mmd_bins_setup(const double lo[3], const double hi[3], double cutneigh,

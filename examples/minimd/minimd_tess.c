@@ -448,7 +448,7 @@ static void run_step_segment(tess_ctx_h ctx, dom_t *c, const seg_step_t *a, int 
                    (uint64_t)a->next_to << 16 | (uint64_t)a->final << 15 |
                    (uint64_t)a->thermo << 14 | (uint64_t)a->force << 11 |
                    (uint64_t)(from + 1) << 6 | (uint64_t)a->to << 2 | (uint64_t)p;
-    app_segment(ctx, c, slot, key, seg_step, (void *)a);
+    app_segment(ctx, slot, key, seg_step, (void *)a);
 }
 
 /* Step c->step goes on from the stage whose messages just came in (`from`; -1: an ordinary

@@ -273,7 +273,9 @@ TESS_API tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, i
  * again at each replay and compares (kernels, launch dimensions, copy and set parameters and,
  * where the backend can compare them, kernel argument bytes): a difference ends the job with
  * "TESS_CHECK: step graph in slot S of element I of array 'A' replayed stale: ..." naming what
- * differs.
+ * differs. The bytes compared include a struct argument's padding: build such arguments with
+ * their padding zeroed (explicit padding members, or memset before filling the members), or
+ * the check reports the garbage in it.
  *
  * The record function may enqueue kernels, tess_gpu_memcpy_async, tess_gpu_memset_async and
  * tess_gpu_launch_host on tess_ctx_stream(ctx) (which, while it runs, is a per-PE stream that
