@@ -38,12 +38,14 @@ tess_status_t tess_finalize(void)
     tess_status_t st = tess_obj_check_main("tess_finalize");
     if (st != TESS_OK)
         return st;
+    tess_status_t ck = tess_obj_ckpt_fini(); /* collective: before the processes part */
     tess_core_collective_enter(TESS_COLL_FINALIZE);
     tess_lb_fini();
     tess_obj_fini();
     tess_obj_entries_fini();
     tess_devcomm_fini();
-    return tess_core_fini();
+    st = tess_core_fini();
+    return ck != TESS_OK ? ck : st;
 }
 
 int tess_initialized(void) { return tess_core_initialized(); }

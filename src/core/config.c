@@ -199,6 +199,16 @@ static const opt_t opts[] = {
       "broken promise ends the job naming the array, entry, element and message (slow: copies "
       "of buffers, host work and waits on every device message these apply to; off: one branch)"},
      OPT_BOOL, CFG(check), 0, 1, NULL, 0},
+    {{"ckpt_background", "TESS_CKPT_BACKGROUND", "+tess-ckpt-background", "1",
+      "tess_checkpoint takes a snapshot of the elements (device buffers into device memory) and "
+      "returns; a writer thread writes it while the chares run on, and the next tess_checkpoint, "
+      "tess_checkpoint_wait, tess_restart or tess_finalize makes it current (0: each "
+      "tess_checkpoint returns once its checkpoint is written and current)"},
+     OPT_BOOL, CFG(ckpt_background), 0, 1, NULL, 0},
+    {{"ckpt_write_delay_ms", "TESS_CKPT_WRITE_DELAY_MS", NULL, "0",
+      "a background checkpoint's writer waits this many milliseconds after creating its file "
+      "before it writes (for tests: a checkpoint still being written)"},
+     OPT_INT, CFG(ckpt_write_delay_ms), 0, 600000, NULL, 0},
 };
 
 static const opt_t *opt_by_name(const char *name)

@@ -70,6 +70,8 @@ typedef struct tess_config {
     char   reduce[8];        /* auto|mpi|tree: reductions with broadcast callbacks (reduce_fast.c) */
     int    reduce_times;     /* print the fast path's time split at the end (2: every round) */
     int    check;            /* check the promises of device entries' flags and TESS_STREAM_READY */
+    int    ckpt_background;  /* tess_checkpoint takes a snapshot and writes it in the background */
+    int    ckpt_write_delay_ms; /* a background checkpoint's writer waits this long first (tests) */
 } tess_config_t;
 
 extern tess_config_t tess_cfg;

@@ -144,6 +144,9 @@ extern tess_array_t *tess_obj_arrays[TESS_OBJ_MAX_ARRAYS];
 extern uint32_t      tess_obj_narrays;
 tess_status_t tess_obj_init(void);
 void          tess_obj_fini(void);
+/* tess_finalize, first: wait for a background checkpoint and make it current, free the
+ * snapshot memory (checkpoint.c); its status. */
+tess_status_t tess_obj_ckpt_fini(void);
 obj_pe_t     *tess_obj_pe(void);
 
 static inline uint64_t tess_obj_key(uint32_t aid, int64_t linear)
