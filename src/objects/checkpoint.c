@@ -31,7 +31,7 @@ static tess_status_t ckpt_agree(tess_status_t st)
     memset(&w, 0, sizeof(w));
     if (tess_rt.rank == first) {
         w.st = st;
-        snprintf(w.text, sizeof(w.text), "%s", tess_error_detail());
+        tess_ckpt_detail_copy(st, w.text, sizeof(w.text));
     }
     MPI_Bcast(&w, sizeof(w), MPI_BYTE, first, tess_rt.comm);
     if (tess_rt.rank == first)

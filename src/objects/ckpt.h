@@ -113,6 +113,9 @@ TESS_PRINTF(2, 3) void tess_ckpt_pathf(char *buf, const char *fmt, ...);
 /* TESS_ERR_SYSTEM naming what failed on path, and errno's text. */
 tess_status_t tess_ckpt_sys_error(const char *what, const char *path);
 tess_status_t tess_ckpt_sync_path(const char *path);
+/* This thread's error detail into buf, without the " (status text)" tess_error added: to be
+ * passed on as another error's text. */
+void tess_ckpt_detail_copy(tess_status_t st, char *buf, size_t cap);
 /* Write a small file through path.tmp and a rename, synced. */
 tess_status_t tess_ckpt_write_file_atomic(const char *dir, const char *name, const void *buf,
                                           size_t len);

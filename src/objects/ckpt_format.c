@@ -231,6 +231,16 @@ static int cmp_rec(const void *x, const void *y)
     return a->linear < b->linear ? -1 : a->linear > b->linear;
 }
 
+void tess_ckpt_detail_copy(tess_status_t st, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", tess_error_detail());
+    char   suffix[64];
+    size_t n = strlen(buf), k = (size_t)snprintf(suffix, sizeof(suffix), " (%s)",
+                                                 tess_status_string(st));
+    if (n >= k && !strcmp(buf + n - k, suffix))
+        buf[n - k] = 0;
+}
+
 void tess_ckpt_arrays_describe(const ckpt_set_t *set, man_array_t *ma)
 {
     memset(ma, 0, (size_t)set->n * sizeof(*ma));

@@ -692,7 +692,7 @@ static void *bg_main(void *arg)
         st = tess_ckpt_sys_error("cannot close", bg.path);
     bg.st = st;
     if (st != TESS_OK)
-        snprintf(bg.text, sizeof(bg.text), "%s", tess_error_detail());
+        tess_ckpt_detail_copy(st, bg.text, sizeof(bg.text));
     atomic_store(&bg.done, 1);
     return NULL;
 }
