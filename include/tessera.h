@@ -544,10 +544,10 @@ typedef struct tess_ckpt_params {
  * copied to host memory, and its device buffers into a snapshot area of device memory by copies
  * on the element's stream (kept and grown between checkpoints; where it cannot be allocated, in
  * pinned host memory, and where that fails too, the checkpoint is written before returning, with
- * a warning saying why). Work the program enqueues on an element's stream afterwards runs after
- * the copies, and host bytes and device buffers may be changed at once: nothing of them is read
- * after the return. A buffer that work on another stream changes, or that is freed, needs the
- * element's stream synchronised first. A writer thread then writes the files while the chares
+ * a warning saying why). It returns once those copies are done, so host bytes and device buffers
+ * may be changed or freed at once, from any stream: nothing of them is read after the return
+ * (the copies wait for the work already enqueued on each element's stream, as the checkpoint
+ * written before returning does). A writer thread then writes the files while the chares
  * run on; the checkpoint becomes current (the rename, once every process has written and synced
  * its file) at the next tess_checkpoint_wait, tess_checkpoint, tess_restart or tess_finalize,
  * which return the write's error if it had one (TESS_ERR_SYSTEM naming the file and the errno

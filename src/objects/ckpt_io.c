@@ -385,9 +385,8 @@ tess_status_t tess_ckpt_write_data(const char *tmpdir, const ckpt_set_t *set, re
 
 /* A background checkpoint. tess_checkpoint copies every record's host part (header, state, PUP
  * bytes) into `host` and enqueues, on each element's stream, copies of its device buffers into
- * the snapshot area, then records an event on each of those streams: the copies are ordered
- * before any later work there, and nothing of the elements is read after tess_checkpoint
- * returns. A thread then waits for the events and writes the file as the synchronous writer does
+ * the snapshot area (after the work already there), then records an event on each of those
+ * streams and waits for them: nothing of the elements is read after tess_checkpoint returns. A thread then waits for the events and writes the file as the synchronous writer does
  * (the same two staging halves and pwrite thread), copying the area into the halves on a stream
  * of its own. The area is device memory (tess_gpu->mem_alloc), kept and grown between
  * checkpoints; pinned host memory when that fails. */
@@ -628,6 +627,13 @@ tess_status_t tess_ckpt_snapshot(const char *tmpdir, const ckpt_set_t *set, int 
         bg.nev++;
     }
     free(sv);
+    /* Return only once the copies are done (a few ms even for GBs, device to device, behind
+     * the work already on those streams): the program may then change or free the buffers
+     * from any stream or thread, not only by work ordered on the element's stream. */
+    for (size_t i = 0; st == TESS_OK && i < bg.nev; i++)
+        if (tess_gpu->event_sync(bg.ev[i]) != TESS_OK)
+            st = tess_error(TESS_ERR_GPU, "checkpoint: a snapshot copy failed: %s",
+                            tess_error_detail());
     if (st == TESS_OK && !bg.stream && dev_total && !bg.area_pinned &&
         tess_gpu->stream_create(&bg.stream) != TESS_OK)
         st = tess_error(TESS_ERR_GPU, "checkpoint: the writer's stream: %s", tess_error_detail());
