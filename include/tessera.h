@@ -316,7 +316,9 @@ typedef enum tess_op {
 typedef enum tess_cb_kind {
     TESS_CB_ELEMENT   = 0, /**< send the result to one element's entry */
     TESS_CB_BROADCAST = 1, /**< broadcast the result to an entry of every element of an array */
-    TESS_CB_RETURN    = 2  /**< end the phase; tess_result() returns the value on every rank */
+    TESS_CB_RETURN    = 2, /**< end the phase; tess_result() returns the value on every rank */
+    TESS_CB_CHECKPOINT_ELEMENT   = 3, /**< tess_cb_checkpoint(), then as TESS_CB_ELEMENT */
+    TESS_CB_CHECKPOINT_BROADCAST = 4  /**< tess_cb_checkpoint(), then as TESS_CB_BROADCAST */
 } tess_cb_kind_t;
 
 typedef struct tess_callback {
@@ -340,6 +342,23 @@ static inline tess_callback_t tess_cb_return(void)
 {
     tess_callback_t cb = {TESS_CB_RETURN, NULL, {0, 0, 0}, -1};
     return cb;
+}
+/**
+ * A checkpoint inside a phase, then `then` (tess_cb_element or tess_cb_broadcast; any other is
+ * refused by tess_contribute). When the reduction completes its result is held; the phase goes
+ * on until it is quiet (nothing in flight: typically every element waits for that result); then
+ * every process takes a checkpoint with the parameters of tess_checkpoint_callback_params() and
+ * step N = the reduction's tag, as tess_checkpoint() between phases would (in the background
+ * by default), and the result goes to `then`: the phase continues in the same tess_run() call
+ * (its start function does not run again). A phase that uses it must not end with tess_exit()
+ * before the result is delivered.
+ */
+static inline tess_callback_t tess_cb_checkpoint(tess_callback_t then)
+{
+    then.kind = then.kind == TESS_CB_ELEMENT     ? TESS_CB_CHECKPOINT_ELEMENT
+              : then.kind == TESS_CB_BROADCAST ? TESS_CB_CHECKPOINT_BROADCAST
+                                               : (tess_cb_kind_t)-1;
+    return then;
 }
 
 /**
@@ -572,6 +591,16 @@ TESS_API tess_status_t tess_checkpoint(const tess_ckpt_params_t *params);
  * TESS_ERR_GPU (a snapshot copy failed), TESS_ERR_STATE (inside a phase).
  */
 TESS_API tess_status_t tess_checkpoint_wait(void);
+
+/**
+ * The parameters of the checkpoints that tess_cb_checkpoint() reductions take (main, between
+ * phases; collective, the same on every process): dir, program, arrays, background and user
+ * bytes are copied (user: at most 1 GiB; without TESS_CKPT_FIELD_USER the checkpoint's user
+ * bytes are the reduction's result, so that a restart can hand it to `then` itself); the step is
+ * the reduction's tag. NULL forgets them (a tess_cb_checkpoint reduction then aborts the job).
+ * Errors: TESS_ERR_INVALID (params), TESS_ERR_NO_MEMORY, TESS_ERR_STATE (inside a phase).
+ */
+TESS_API tess_status_t tess_checkpoint_callback_params(const tess_ckpt_params_t *params);
 
 /** What a checkpoint holds (from its manifest). */
 typedef struct tess_ckpt_info {

@@ -532,3 +532,158 @@ tess_status_t tess_restart(const tess_ckpt_params_t *p)
     free(set);
     return st;
 }
+
+/* ---- checkpoints from a reduction callback (tess_cb_checkpoint) ------------------------- */
+
+/* The parameters given by tess_checkpoint_callback_params (main only). */
+static struct cbparams {
+    int           armed;
+    uint64_t      field_mask;
+    char          dir[CKPT_PATH];
+    char          program[64];
+    int           narrays, background;
+    tess_array_h  arrays[TESS_OBJ_MAX_ARRAYS];
+    void         *user;
+    size_t        user_size;
+} cbp;
+
+/* A result held for `then` (written by the PE that completed the reduction, read by the main
+ * thread after the phase: tess_core_run's end orders them). */
+static struct held {
+    int          active, kind;
+    uint32_t     aid;
+    int64_t      linear;
+    tess_entry_t entry;
+    uint64_t     tag;
+    void        *data;
+    size_t       size;
+} held;
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+
+tess_status_t tess_checkpoint_callback_params(const tess_ckpt_params_t *p)
+{
+    tess_status_t st = tess_obj_check_main("tess_checkpoint_callback_params");
+    if (st != TESS_OK)
+        return st;
+    free(cbp.user);
+    memset(&cbp, 0, sizeof(cbp));
+    if (!p)
+        return TESS_OK;
+    ckpt_set_t set;
+    st = ckpt_params(p, &set, "tess_checkpoint_callback_params");
+    if (st == TESS_OK && (p->field_mask & TESS_CKPT_FIELD_USER) && p->user_size &&
+        (!p->user || p->user_size > CKPT_USER_MAX))
+        st = tess_error(TESS_ERR_INVALID, "tess_checkpoint_callback_params: %zu user bytes at %p "
+                        "(at most %zu, not NULL)", p->user_size, p->user, CKPT_USER_MAX);
+    if (st == TESS_OK && (p->field_mask & TESS_CKPT_FIELD_USER) && p->user_size) {
+        cbp.user = tess_malloc(p->user_size, "a checkpoint's user bytes");
+        if (!cbp.user)
+            st = TESS_ERR_NO_MEMORY;
+        else {
+            memcpy(cbp.user, p->user, p->user_size);
+            cbp.user_size = p->user_size;
+        }
+    }
+    if (st != TESS_OK) {
+        free(cbp.user);
+        memset(&cbp, 0, sizeof(cbp));
+        return st;
+    }
+    cbp.field_mask = p->field_mask & ~(uint64_t)TESS_CKPT_FIELD_STEP;
+    tess_ckpt_pathf(cbp.dir, "%s", p->dir);
+    snprintf(cbp.program, sizeof(cbp.program), "%s", ckpt_program(p));
+    cbp.background = ckpt_background(p);
+    if (p->field_mask & TESS_CKPT_FIELD_ARRAYS) {
+        cbp.narrays = set.n;
+        memcpy(cbp.arrays, set.a, (size_t)set.n * sizeof(set.a[0]));
+    }
+    cbp.armed = 1;
+    return TESS_OK;
+}
+
+void tess_obj_ckpt_cb_hold(int kind, uint32_t aid, int64_t linear, tess_entry_t entry,
+                           uint64_t tag, const void *data, size_t size)
+{
+    void *copy = malloc(size ? size : 1);
+    if (!copy)
+        tess_fatal("out of memory holding a reduction's result for a checkpoint");
+    memcpy(copy, data, size);
+    pthread_mutex_lock(&held_lock);
+    if (held.active)
+        tess_fatal("tess_cb_checkpoint: reduction %llu completed while the result of reduction "
+                   "%llu still waits for its checkpoint (one at a time)",
+                   (unsigned long long)tag, (unsigned long long)held.tag);
+    held = (struct held){.active = 1, .kind = kind, .aid = aid, .linear = linear,
+                         .entry = entry, .tag = tag, .data = copy, .size = size};
+    pthread_mutex_unlock(&held_lock);
+}
+
+int tess_obj_ckpt_cb_due(void)
+{
+    if (!cbp.armed) {
+        if (held.active)
+            tess_fatal("a tess_cb_checkpoint reduction completed, but no "
+                       "tess_checkpoint_callback_params were given");
+        return 0;
+    }
+    int due = held.active;
+    MPI_Allreduce(MPI_IN_PLACE, &due, 1, MPI_INT, MPI_MAX, tess_rt.comm);
+    return due;
+}
+
+tess_status_t tess_obj_ckpt_cb_checkpoint(void)
+{
+    /* The tag and, without user bytes of the program's, the result: from the process that
+     * holds it to every process. */
+    int      who = held.active ? tess_rt.rank : INT_MAX;
+    MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, tess_rt.comm);
+    uint64_t ts[2] = {held.tag, held.size};
+    MPI_Bcast(ts, 2, MPI_UINT64_T, who, tess_rt.comm);
+    tess_ckpt_params_t p = {.field_mask = cbp.field_mask | TESS_CKPT_FIELD_STEP |
+                                          TESS_CKPT_FIELD_BACKGROUND | TESS_CKPT_FIELD_USER,
+                            .dir = cbp.dir, .program = cbp.program, .narrays = cbp.narrays,
+                            .arrays = cbp.arrays, .step = ts[0],
+                            .background = cbp.background};
+    void *result = NULL;
+    if (cbp.field_mask & TESS_CKPT_FIELD_USER) {
+        p.user      = cbp.user;
+        p.user_size = cbp.user_size;
+    } else if (ts[1] && ts[1] <= CKPT_USER_MAX) {
+        result = tess_malloc(ts[1], "a reduction's result");
+        if (!result)
+            tess_fatal("out of memory for a reduction's result of %llu bytes",
+                       (unsigned long long)ts[1]);
+        if (held.active)
+            memcpy(result, held.data, ts[1]);
+        MPI_Bcast(result, (int)ts[1], MPI_BYTE, who, tess_rt.comm);
+        p.user      = result;
+        p.user_size = ts[1];
+    }
+    tess_status_t st = tess_checkpoint(&p);
+    free(result);
+    if (st != TESS_OK) { /* the phase ends here: the result is dropped */
+        free(held.data);
+        memset(&held, 0, sizeof(held));
+    }
+    return st;
+}
+
+void tess_obj_ckpt_cb_deliver(void *arg)
+{
+    (void)arg;
+    if (!held.active)
+        return;
+    tess_array_t *a = held.aid < tess_obj_narrays ? tess_obj_arrays[held.aid] : NULL;
+    if (!a || a->destroyed)
+        tess_fatal("tess_cb_checkpoint: the array of the callback is gone");
+    if (held.kind == TESS_CB_ELEMENT) {
+        tess_msg_t *m = tess_core_msg_alloc(held.size);
+        if (!m)
+            tess_fatal("out of memory delivering a reduction result");
+        memcpy(tess_msg_payload(m), held.data, held.size);
+        tess_obj_send_linear(a, held.linear, held.entry, m);
+    } else
+        tess_obj_broadcast(a, held.entry, held.data, held.size);
+    free(held.data);
+    memset(&held, 0, sizeof(held));
+}
