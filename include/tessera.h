@@ -563,7 +563,7 @@ typedef struct tess_ckpt_params {
  * copied to host memory, and its device buffers into a snapshot area of device memory by copies
  * on the element's stream (kept and grown between checkpoints; where it cannot be allocated, in
  * pinned host memory, and where that fails too, the checkpoint is written before returning, with
- * a warning saying why). It returns once those copies are done, so host bytes and device buffers
+ * a warning saying why; TESS_CKPT_SNAPSHOT=host: pinned host memory only). It returns once those copies are done, so host bytes and device buffers
  * may be changed or freed at once, from any stream: nothing of them is read after the return
  * (the copies wait for the work already enqueued on each element's stream, as the checkpoint
  * written before returning does). A writer thread then writes the files while the chares

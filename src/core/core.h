@@ -72,6 +72,7 @@ typedef struct tess_config {
     int    check;            /* check the promises of device entries' flags and TESS_STREAM_READY */
     int    ckpt_background;  /* tess_checkpoint takes a snapshot and writes it in the background */
     int    ckpt_write_delay_ms; /* a background checkpoint's writer waits this long first (tests) */
+    char   ckpt_snapshot[8]; /* auto|host|none: where a background checkpoint's device bytes go */
 } tess_config_t;
 
 extern tess_config_t tess_cfg;

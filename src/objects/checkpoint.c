@@ -335,6 +335,10 @@ tess_status_t tess_checkpoint(const tess_ckpt_params_t *p)
         st = finish(st, &rv, fsize, p->dir, sc[0], sc[1], arrays, set->n, ckpt_program(p),
                     p->user, user_size);
         free(rv.v);
+        if (st == TESS_OK)
+            tess_debug("checkpoint %llu of %s written before returning (no snapshot memory) in "
+                       "%.3f s", (unsigned long long)sc[0], p->dir,
+                       (double)(tess_time_ns() - t0) * 1e-9);
         goto out;
     }
 

@@ -513,35 +513,42 @@ static int cmp_stream(const void *x, const void *y)
 }
 
 /* An area of at least `need` bytes: the one kept, else new device memory, else pinned host
- * memory; 0 when neither can be had (the warning says why). */
+ * memory (TESS_CKPT_SNAPSHOT=host: pinned host memory only); 0 when neither can be had (the
+ * warning says why) or TESS_CKPT_SNAPSHOT=none. */
 static int snap_area(size_t need)
 {
-    if (need <= bg.area_size)
+    int host_only = !strcmp(tess_cfg.ckpt_snapshot, "host");
+    if (!strcmp(tess_cfg.ckpt_snapshot, "none"))
+        return 0;
+    if (need <= bg.area_size && (bg.area_pinned || !host_only))
         return 1;
     if (bg.area)
         (bg.area_pinned ? tess_gpu->host_free : tess_gpu->mem_free)(bg.area);
     bg.area      = NULL;
     bg.area_size = 0;
     size_t want  = TESS_ALIGN_UP(need, (size_t)64 << 20);
-    if (tess_gpu->mem_alloc(want, (void **)&bg.area) == TESS_OK) {
-        bg.area_size   = want;
-        bg.area_pinned = 0;
-        return 1;
+    char   dev_err[256] = "TESS_CKPT_SNAPSHOT=host";
+    if (!host_only) {
+        if (tess_gpu->mem_alloc(want, (void **)&bg.area) == TESS_OK) {
+            bg.area_size   = want;
+            bg.area_pinned = 0;
+            return 1;
+        }
+        tess_ckpt_detail_copy(TESS_ERR_NO_MEMORY, dev_err, sizeof(dev_err));
+        tess_error_clear();
     }
-    char dev_err[256];
-    snprintf(dev_err, sizeof(dev_err), "%s", tess_error_detail());
-    tess_error_clear();
     if (tess_gpu->host_alloc(want, (void **)&bg.area) == TESS_OK) {
         bg.area_size   = want;
         bg.area_pinned = 1;
-        tess_warn("checkpoint: the snapshot of %zu device bytes goes to pinned host memory: no "
-                  "device memory for it (%s)", need, dev_err);
+        if (!host_only)
+            tess_warn("checkpoint: the snapshot of %zu device bytes goes to pinned host memory: "
+                      "no device memory for it (%s)", need, dev_err);
         return 1;
     }
     bg.area = NULL;
-    tess_warn("checkpoint: written before returning, not in the background: neither device "
-              "memory (%s) nor pinned host memory (%s) for a snapshot of %zu bytes", dev_err,
-              tess_error_detail(), need);
+    tess_warn("checkpoint: written before returning, not in the background: no memory for a "
+              "snapshot of %zu device bytes (device: %s; pinned host: %s)", need, dev_err,
+              tess_error_detail());
     tess_error_clear();
     return 0;
 }
