@@ -14,6 +14,7 @@
 #                        returning (TESS_CKPT_BACKGROUND=0) and in the background: run times,
 #                        the checkpoints' time and share of the run as LULESH prints them, and
 #                        each run's time over the run without checkpoints (goal: at most 1.03)
+# PARTS=bench or PARTS=lulesh runs one of the two (default: both).
 # On the host backend (no GPU) use small sizes: run.sh build out 0.0625,0.25 (LULESH_G=30).
 set -euo pipefail
 b=$(cd "$1" && pwd)
@@ -24,18 +25,22 @@ out=$(cd "$out" && pwd)
 ckdir=${CKPT_DIR:-$out/ckpt-dir}
 here=$(cd "$(dirname "$0")" && pwd)
 mpirun=${MPIEXEC:-mpirun}
+parts=${PARTS:-bench,lulesh}
 rm -rf "$ckdir"
-"$mpirun" ${MPIEXEC_FLAGS:-} -n 1 "$b/bench/ckpt/bench_ckpt" -s "$sizes" -c 16 -d "$ckdir" \
-    -r "${REPS:-2}" -o "$out/ckpt.csv" | tee "$out/ckpt.txt"
-rm -rf "$ckdir"
-/usr/bin/python3 "$here/../plot.py" "$out/ckpt.csv" "$out/ckpt.png" --x size_gb --y gbs \
-    --series path --facet op --logx --logy --xlabel "device state per process (GB)" \
-    --ylabel "GB/s (bg-stop: size / time the chares are stopped)" \
-    --title "checkpoint and restart against the raw paths" || true
+if [[ ,$parts, == *,bench,* ]]; then
+    "$mpirun" ${MPIEXEC_FLAGS:-} -n 1 "$b/bench/ckpt/bench_ckpt" -s "$sizes" -c 16 -d "$ckdir" \
+        -r "${REPS:-2}" -o "$out/ckpt.csv" | tee "$out/ckpt.txt"
+    rm -rf "$ckdir"
+    /usr/bin/python3 "$here/../plot.py" "$out/ckpt.csv" "$out/ckpt.png" --x size_gb --y gbs \
+        --series path --facet op --logx --logy --xlabel "device state per process (GB)" \
+        --ylabel "GB/s (bg-stop: size / time the chares are stopped)" \
+        --title "checkpoint and restart against the raw paths" || true
+fi
+[[ ,$parts, == *,lulesh,* ]] || exit 0
 
 g=${LULESH_G:-256}
 its=${LULESH_ITS:-1000}
-lulesh() { # LABEL [ENV...] -- [ARGS...]
+lulesh() { # LABEL [ENV...]; CK_ARGS: the checkpoint options
     local label=$1
     shift
     echo "## $label"
