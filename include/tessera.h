@@ -90,7 +90,9 @@ TESS_API tess_status_t tess_init(int *argc, char ***argv, MPI_Comm comm,
                                  const tess_params_t *params);
 
 /** Destroy every array, stop the PEs and release all resources (main; collective). MPI stays
- *  initialised: the caller finalizes it. */
+ *  initialised: the caller finalizes it. A background checkpoint still being written is first
+ *  waited for and made current (tess_checkpoint_wait); its error, if any, is returned after
+ *  everything else is released. */
 TESS_API tess_status_t tess_finalize(void);
 
 /** Nonzero between tess_init() and tess_finalize(). Any thread. */
@@ -314,7 +316,9 @@ typedef enum tess_op {
 typedef enum tess_cb_kind {
     TESS_CB_ELEMENT   = 0, /**< send the result to one element's entry */
     TESS_CB_BROADCAST = 1, /**< broadcast the result to an entry of every element of an array */
-    TESS_CB_RETURN    = 2  /**< end the phase; tess_result() returns the value on every rank */
+    TESS_CB_RETURN    = 2, /**< end the phase; tess_result() returns the value on every rank */
+    TESS_CB_CHECKPOINT_ELEMENT   = 3, /**< tess_cb_checkpoint(), then as TESS_CB_ELEMENT */
+    TESS_CB_CHECKPOINT_BROADCAST = 4  /**< tess_cb_checkpoint(), then as TESS_CB_BROADCAST */
 } tess_cb_kind_t;
 
 typedef struct tess_callback {
@@ -338,6 +342,23 @@ static inline tess_callback_t tess_cb_return(void)
 {
     tess_callback_t cb = {TESS_CB_RETURN, NULL, {0, 0, 0}, -1};
     return cb;
+}
+/**
+ * A checkpoint inside a phase, then `then` (tess_cb_element or tess_cb_broadcast; any other is
+ * refused by tess_contribute). When the reduction completes its result is held; the phase goes
+ * on until it is quiet (nothing in flight: typically every element waits for that result); then
+ * every process takes a checkpoint with the parameters of tess_checkpoint_callback_params() and
+ * step N = the reduction's tag, as tess_checkpoint() between phases would (in the background
+ * by default), and the result goes to `then`: the phase continues in the same tess_run() call
+ * (its start function does not run again). A phase that uses it must not end with tess_exit()
+ * before the result is delivered.
+ */
+static inline tess_callback_t tess_cb_checkpoint(tess_callback_t then)
+{
+    then.kind = then.kind == TESS_CB_ELEMENT     ? TESS_CB_CHECKPOINT_ELEMENT
+              : then.kind == TESS_CB_BROADCAST ? TESS_CB_CHECKPOINT_BROADCAST
+                                               : (tess_cb_kind_t)-1;
+    return then;
 }
 
 /**
@@ -512,7 +533,8 @@ enum tess_ckpt_field {
     TESS_CKPT_FIELD_PROGRAM = 1u << 0,
     TESS_CKPT_FIELD_USER    = 1u << 1,
     TESS_CKPT_FIELD_ARRAYS  = 1u << 2,
-    TESS_CKPT_FIELD_STEP    = 1u << 3
+    TESS_CKPT_FIELD_STEP    = 1u << 3,
+    TESS_CKPT_FIELD_BACKGROUND = 1u << 4
 };
 
 typedef struct tess_ckpt_params {
@@ -526,20 +548,59 @@ typedef struct tess_ckpt_params {
     const tess_array_h *arrays;     /**<   order); a restart names the same set */
     uint64_t            step;       /**< tess_checkpoint: N of ckpt.N (default: the current N
                                          + 1, or 1); a cycle number works */
+    int                 background; /**< tess_checkpoint: 1 write in the background, 0 before
+                                         returning (default: TESS_CKPT_BACKGROUND, 1) */
 } tess_ckpt_params_t;
 
 /**
  * Write a checkpoint (main, between phases; collective over every process, which pass the same
- * dir, program, step and arrays; the user bytes of process 0 are saved). Streams of the
- * elements are not synchronised as a whole: each element's device buffers are copied on its own
- * stream after the work already enqueued there. Returns when the checkpoint is complete and
- * current on every process.
+ * dir, program, step, arrays and background; the user bytes of process 0 are saved). Streams of
+ * the elements are not synchronised as a whole: each element's device buffers are copied on its
+ * own stream after the work already enqueued there.
+ *
+ * In the background (the default; TESS_CKPT_BACKGROUND=0 or params->background = 0 turn it
+ * off) tess_checkpoint takes a snapshot and returns: every element's state and PUP bytes are
+ * copied to host memory, and its device buffers into a snapshot area of device memory by copies
+ * on the element's stream (kept and grown between checkpoints; where it cannot be allocated, in
+ * pinned host memory, and where that fails too, the checkpoint is written before returning, with
+ * a warning saying why; TESS_CKPT_SNAPSHOT=host: pinned host memory only). It returns once those copies are done, so host bytes and device buffers
+ * may be changed or freed at once, from any stream: nothing of them is read after the return
+ * (the copies wait for the work already enqueued on each element's stream, as the checkpoint
+ * written before returning does). A writer thread then writes the files while the chares
+ * run on; the checkpoint becomes current (the rename, once every process has written and synced
+ * its file) at the next tess_checkpoint_wait, tess_checkpoint, tess_restart or tess_finalize,
+ * which return the write's error if it had one (TESS_ERR_SYSTEM naming the file and the errno
+ * text); tess_checkpoint then takes no new checkpoint. Memory: the snapshot area holds the
+ * device bytes of the largest checkpoint so far until tess_finalize.
+ *
+ * Without it tess_checkpoint returns when the checkpoint is complete and current on every
+ * process.
  * Errors (the same on every process, naming the process and what failed; D/current is then
  * unchanged): TESS_ERR_INVALID (params), TESS_ERR_STATE (inside a phase, not initialised),
  * TESS_ERR_SYSTEM (a file or directory operation, with its errno text), TESS_ERR_GPU,
  * TESS_ERR_NO_MEMORY, TESS_ERR_MISMATCH (processes passed different arguments).
  */
 TESS_API tess_status_t tess_checkpoint(const tess_ckpt_params_t *params);
+
+/**
+ * Wait until the background checkpoint still being written (if any) is written and synced by
+ * every process, and make it current (main, between phases; collective: every process calls it,
+ * as the current pointer moves only once all have written). TESS_OK when there was none.
+ * Errors (the same on every process; D/current is then unchanged): TESS_ERR_SYSTEM (a data file
+ * could not be written or synced: the message names the process, the file and the errno text),
+ * TESS_ERR_GPU (a snapshot copy failed), TESS_ERR_STATE (inside a phase).
+ */
+TESS_API tess_status_t tess_checkpoint_wait(void);
+
+/**
+ * The parameters of the checkpoints that tess_cb_checkpoint() reductions take (main, between
+ * phases; collective, the same on every process): dir, program, arrays, background and user
+ * bytes are copied (user: at most 1 GiB; without TESS_CKPT_FIELD_USER the checkpoint's user
+ * bytes are the reduction's result, so that a restart can hand it to `then` itself); the step is
+ * the reduction's tag. NULL forgets them (a tess_cb_checkpoint reduction then aborts the job).
+ * Errors: TESS_ERR_INVALID (params), TESS_ERR_NO_MEMORY, TESS_ERR_STATE (inside a phase).
+ */
+TESS_API tess_status_t tess_checkpoint_callback_params(const tess_ckpt_params_t *params);
 
 /** What a checkpoint holds (from its manifest). */
 typedef struct tess_ckpt_info {
@@ -549,6 +610,8 @@ typedef struct tess_ckpt_info {
     int      narrays;
     size_t   user_size;  /**< bytes of the program's global state */
     char     path[1024]; /**< the checkpoint's directory (D/ckpt.N) */
+    uint64_t pending;    /**< N of a newer checkpoint of this directory still being written in
+                              the background (not complete, not yet current), or 0 */
 } tess_ckpt_info_t;
 
 /**
@@ -556,7 +619,10 @@ typedef struct tess_ckpt_info {
  * one checkpoint's directory, D/ckpt.N) and copy up to user_cap bytes of the program's global
  * state into `user` (NULL: only info_p->user_size is wanted): what a program needs to rebuild
  * its arrays before tess_restart() (main, between phases; collective). `program` (may be NULL:
- * not checked) must be the name it was written with.
+ * not checked) must be the name it was written with. When a background checkpoint of `dir` is
+ * still being written, one whose files every process has finished is made current first (and
+ * its write error, if any, returned); otherwise info_p->pending names it and the info is the
+ * current (complete) checkpoint's.
  * Errors: TESS_ERR_NOT_FOUND (no checkpoint there), TESS_ERR_CORRUPT (a manifest that is
  * truncated or fails its CRC, or not a Tessera checkpoint), TESS_ERR_MISMATCH (another program,
  * an unknown format version), TESS_ERR_TRUNCATED (user is not NULL and user_cap is smaller
@@ -567,7 +633,9 @@ TESS_API tess_status_t tess_checkpoint_info(const char *dir, const char *program
 
 /**
  * Fill the local elements of freshly created arrays from the current checkpoint of
- * params->dir (main, between phases, before the arrays' first phase; collective). The arrays
+ * params->dir (main, between phases, before the arrays' first phase; collective). A background
+ * checkpoint still being written is waited for and made current first, as tess_checkpoint_wait
+ * does (its error returned, nothing restarted). The arrays
  * (params->arrays, or every live array) must match the checkpoint's in order, name,
  * dimensions, extents, element size and whether they have a PUP function, and the program
  * name and the registered entries (names, in order) must be those that wrote it. Every process

@@ -38,12 +38,14 @@ tess_status_t tess_finalize(void)
     tess_status_t st = tess_obj_check_main("tess_finalize");
     if (st != TESS_OK)
         return st;
+    tess_status_t ck = tess_obj_ckpt_fini(); /* collective: before the processes part */
     tess_core_collective_enter(TESS_COLL_FINALIZE);
     tess_lb_fini();
     tess_obj_fini();
     tess_obj_entries_fini();
     tess_devcomm_fini();
-    return tess_core_fini();
+    st = tess_core_fini();
+    return ck != TESS_OK ? ck : st;
 }
 
 int tess_initialized(void) { return tess_core_initialized(); }
@@ -52,7 +54,16 @@ tess_status_t tess_run(tess_run_mode_t mode, tess_start_fn_t start, void *arg)
 {
     tess_error_clear();
     tess_dc_streams_dirty(); /* the caller may have enqueued work on element streams */
-    return tess_core_run(mode, start, arg);
+    tess_status_t st = tess_core_run(mode, start, arg);
+    /* A tess_cb_checkpoint reduction ended the phase at quiescence: checkpoint, then go on. */
+    while (st == TESS_OK && tess_obj_ckpt_cb_due()) {
+        st = tess_obj_ckpt_cb_checkpoint();
+        if (st != TESS_OK)
+            break;
+        tess_dc_streams_dirty();
+        st = tess_core_run(mode, tess_obj_ckpt_cb_deliver, NULL);
+    }
+    return st;
 }
 
 tess_status_t tess_exit_loc(const void *data, size_t size, const char *file, int line)

@@ -155,4 +155,17 @@ static inline double app_ckpt_write(const app_ckpt_t *c, const char *program, co
     return MPI_Wtime() - t0;
 }
 
+/* Wait for the last checkpoint's background write (docs/checkpoint.md); returns the seconds it
+ * took, to count with the checkpoints' time. Exits with the library's message when it failed. */
+static inline double app_ckpt_wait(int rank)
+{
+    double t0 = MPI_Wtime();
+    if (tess_checkpoint_wait() != TESS_OK) {
+        if (rank == 0)
+            fprintf(stderr, "checkpoint failed: %s\n", tess_error_detail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return MPI_Wtime() - t0;
+}
+
 #endif

@@ -204,6 +204,22 @@ static const opt_t opts[] = {
       "as one launch; 0 calls the record function on the element's stream every time (for "
       "comparisons)"},
      OPT_BOOL, CFG(graphs), 0, 1, NULL, 0},
+    {{"ckpt_background", "TESS_CKPT_BACKGROUND", "+tess-ckpt-background", "1",
+      "tess_checkpoint takes a snapshot of the elements (device buffers into device memory) and "
+      "returns; a writer thread writes it while the chares run on, and the next tess_checkpoint, "
+      "tess_checkpoint_wait, tess_restart or tess_finalize makes it current (0: each "
+      "tess_checkpoint returns once its checkpoint is written and current)"},
+     OPT_BOOL, CFG(ckpt_background), 0, 1, NULL, 0},
+    {{"ckpt_snapshot", "TESS_CKPT_SNAPSHOT", NULL, "auto",
+      "where a background checkpoint's snapshot of device buffers goes: auto (device memory, "
+      "kept between checkpoints; else pinned host memory; else the checkpoint is written before "
+      "tess_checkpoint returns, with a warning), host (pinned host memory: no device memory "
+      "kept), none (written before returning)"},
+     OPT_STR, CFG(ckpt_snapshot), 0, 0, "auto|host|none", 0},
+    {{"ckpt_write_delay_ms", "TESS_CKPT_WRITE_DELAY_MS", NULL, "0",
+      "a background checkpoint's writer waits this many milliseconds after creating its file "
+      "before it writes (for tests: a checkpoint still being written)"},
+     OPT_INT, CFG(ckpt_write_delay_ms), 0, 600000, NULL, 0},
 };
 
 static const opt_t *opt_by_name(const char *name)

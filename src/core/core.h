@@ -71,6 +71,9 @@ typedef struct tess_config {
     int    reduce_times;     /* print the fast path's time split at the end (2: every round) */
     int    check;            /* check the promises of device entries' flags and TESS_STREAM_READY */
     int    graphs;           /* step graphs recorded and replayed (0: record runs every time) */
+    int    ckpt_background;  /* tess_checkpoint takes a snapshot and writes it in the background */
+    int    ckpt_write_delay_ms; /* a background checkpoint's writer waits this long first (tests) */
+    char   ckpt_snapshot[8]; /* auto|host|none: where a background checkpoint's device bytes go */
 } tess_config_t;
 
 extern tess_config_t tess_cfg;

@@ -31,7 +31,7 @@ static tess_status_t ckpt_agree(tess_status_t st)
     memset(&w, 0, sizeof(w));
     if (tess_rt.rank == first) {
         w.st = st;
-        snprintf(w.text, sizeof(w.text), "%s", tess_error_detail());
+        tess_ckpt_detail_copy(st, w.text, sizeof(w.text));
     }
     MPI_Bcast(&w, sizeof(w), MPI_BYTE, first, tess_rt.comm);
     if (tess_rt.rank == first)
@@ -159,44 +159,17 @@ static tess_status_t publish(const char *dir, uint64_t step, uint64_t prev)
     return TESS_OK;
 }
 
-tess_status_t tess_checkpoint(const tess_ckpt_params_t *p)
+/* Every process's index and file size to process 0, which writes the manifest and makes the
+ * checkpoint current; every process has written and synced its data file (st is its own
+ * outcome). Collective; the first failure everywhere. */
+static tess_status_t finish(tess_status_t st, recvec_t *rv, uint64_t fsize, const char *dir,
+                            uint64_t step, uint64_t prev, const man_array_t *arrays, int narrays,
+                            const char *program, const void *user, size_t user_size)
 {
-    tess_status_t st = tess_obj_check_main("tess_checkpoint");
+    st = ckpt_agree(st);
     if (st != TESS_OK)
         return st;
-    uint64_t    t0  = tess_time_ns();
-    ckpt_set_t *set = tess_malloc(sizeof(*set), "a checkpoint's arrays");
-    if (!set)
-        return TESS_ERR_NO_MEMORY;
-    st = ckpt_params(p, set, "tess_checkpoint");
-    if (st == TESS_OK && (p->field_mask & TESS_CKPT_FIELD_USER) && p->user_size &&
-        (!p->user || p->user_size > CKPT_USER_MAX))
-        st = tess_error(TESS_ERR_INVALID, "tess_checkpoint: %zu user bytes at %p (at most "
-                        "%zu, not NULL)", p->user_size, p->user, CKPT_USER_MAX);
-    st = ckpt_agree(st);
-    if (st == TESS_OK)
-        st = ckpt_same(ckpt_params_hash(p, set), "tess_checkpoint");
-    if (st != TESS_OK)
-        goto out;
-
-    uint64_t sc[2] = {0, 0}; /* step, previous */
-    st = tess_rt.rank == 0 ? prepare_dir(p, &sc[0], &sc[1]) : TESS_OK;
-    st = ckpt_agree(st);
-    if (st != TESS_OK)
-        goto out;
-    MPI_Bcast(sc, 2, MPI_UINT64_T, 0, tess_rt.comm);
-    char tmpdir[CKPT_PATH];
-    tess_ckpt_pathf(tmpdir, "%s/ckpt.%llu.tmp", p->dir, (unsigned long long)sc[0]);
-
-    recvec_t rv    = {0};
-    uint64_t fsize = 0;
-    st             = ckpt_agree(tess_ckpt_write_data(tmpdir, set, &rv, &fsize));
-    if (st != TESS_OK) {
-        free(rv.v);
-        goto out;
-    }
-    /* The index and file sizes to process 0. */
-    int       mine  = (int)(rv.n * sizeof(man_rec_t)), *counts = NULL, *displs = NULL;
+    int       mine  = (int)(rv->n * sizeof(man_rec_t)), *counts = NULL, *displs = NULL;
     uint64_t *files = NULL;
     char     *all   = NULL;
     size_t    total = 0;
@@ -220,25 +193,181 @@ tess_status_t tess_checkpoint(const tess_ckpt_params_t *p)
         if (!all)
             tess_fatal("out of memory gathering a checkpoint's index");
     }
-    MPI_Gatherv(rv.v, mine, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, tess_rt.comm);
-    free(rv.v);
+    MPI_Gatherv(rv->v, mine, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, tess_rt.comm);
     if (tess_rt.rank == 0) {
-        st = tess_ckpt_manifest_write(tmpdir, set, sc[0], ckpt_program(p), p->user,
-                                      (p->field_mask & TESS_CKPT_FIELD_USER) ? p->user_size : 0,
+        char tmpdir[CKPT_PATH];
+        tess_ckpt_pathf(tmpdir, "%s/ckpt.%llu.tmp", dir, (unsigned long long)step);
+        st = tess_ckpt_manifest_write(tmpdir, arrays, narrays, step, program, user, user_size,
                                       (man_rec_t *)all, total / sizeof(man_rec_t), files);
         if (st == TESS_OK)
-            st = publish(p->dir, sc[0], sc[1]);
+            st = publish(dir, step, prev);
     }
     free(counts);
     free(displs);
     free(files);
     free(all);
+    return ckpt_agree(st);
+}
+
+/* The background checkpoint taken and not yet current: what its completion needs (the same on
+ * every process, as every process took it). */
+static struct pending {
+    int          active;
+    char         dir[CKPT_PATH];
+    char         program[64];
+    uint64_t     step, prev, t0;
+    man_array_t  arrays[TESS_OBJ_MAX_ARRAYS];
+    int          narrays;
+    void        *user; /* process 0's copy */
+    size_t       user_size;
+} pending;
+
+/* Wait for this process's background write, agree that every process's is written, write the
+ * manifest and make the checkpoint current. Collective; nothing when none is pending (the same
+ * on every process). */
+static tess_status_t complete_pending(void)
+{
+    if (!pending.active)
+        return TESS_OK;
+    pending.active   = 0;
+    recvec_t      rv = {0};
+    uint64_t      fsize;
+    tess_status_t st = tess_ckpt_bg_join(&rv, &fsize);
+    st = finish(st, &rv, fsize, pending.dir, pending.step, pending.prev, pending.arrays,
+                pending.narrays, pending.program, pending.user, pending.user_size);
+    free(rv.v);
+    free(pending.user);
+    pending.user = NULL;
+    if (st == TESS_OK)
+        tess_debug("checkpoint %llu of %s written in the background, current %.3f s after it "
+                   "was taken", (unsigned long long)pending.step, pending.dir,
+                   (double)(tess_time_ns() - pending.t0) * 1e-9);
+    return st;
+}
+
+static int ckpt_background(const tess_ckpt_params_t *p)
+{
+    return (p->field_mask & TESS_CKPT_FIELD_BACKGROUND) ? p->background != 0
+                                                       : tess_cfg.ckpt_background;
+}
+
+tess_status_t tess_checkpoint(const tess_ckpt_params_t *p)
+{
+    tess_status_t st = tess_obj_check_main("tess_checkpoint");
+    if (st != TESS_OK)
+        return st;
+    st = complete_pending(); /* the previous one's error, and no new checkpoint */
+    if (st != TESS_OK)
+        return st;
+    uint64_t    t0  = tess_time_ns();
+    ckpt_set_t *set = tess_malloc(sizeof(*set), "a checkpoint's arrays");
+    if (!set)
+        return TESS_ERR_NO_MEMORY;
+    st = ckpt_params(p, set, "tess_checkpoint");
+    if (st == TESS_OK && (p->field_mask & TESS_CKPT_FIELD_USER) && p->user_size &&
+        (!p->user || p->user_size > CKPT_USER_MAX))
+        st = tess_error(TESS_ERR_INVALID, "tess_checkpoint: %zu user bytes at %p (at most "
+                        "%zu, not NULL)", p->user_size, p->user, CKPT_USER_MAX);
     st = ckpt_agree(st);
+    if (st == TESS_OK)
+        st = ckpt_same(ckpt_params_hash(p, set) ^ (uint64_t)ckpt_background(p),
+                       "tess_checkpoint");
+    if (st != TESS_OK)
+        goto out;
+
+    uint64_t sc[2] = {0, 0}; /* step, previous */
+    st = tess_rt.rank == 0 ? prepare_dir(p, &sc[0], &sc[1]) : TESS_OK;
+    st = ckpt_agree(st);
+    if (st != TESS_OK)
+        goto out;
+    MPI_Bcast(sc, 2, MPI_UINT64_T, 0, tess_rt.comm);
+    char tmpdir[CKPT_PATH];
+    tess_ckpt_pathf(tmpdir, "%s/ckpt.%llu.tmp", p->dir, (unsigned long long)sc[0]);
+    size_t user_size = (p->field_mask & TESS_CKPT_FIELD_USER) ? p->user_size : 0;
+    man_array_t *arrays = pending.arrays;
+    tess_ckpt_arrays_describe(set, arrays);
+
+    if (ckpt_background(p)) {
+        int sync = 0;
+        st       = tess_ckpt_snapshot(tmpdir, set, &sync);
+        int any  = sync;
+        MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, tess_rt.comm);
+        if (tess_rt.rank == 0 && st == TESS_OK && user_size) {
+            pending.user = tess_malloc(user_size, "a checkpoint's user bytes");
+            if (!pending.user)
+                st = TESS_ERR_NO_MEMORY;
+            else
+                memcpy(pending.user, p->user, user_size);
+        }
+        st = ckpt_agree(st);
+        if (st != TESS_OK) {
+            tess_ckpt_bg_drop(); /* a snapshot taken here */
+            free(pending.user);
+            pending.user = NULL;
+            goto out;
+        }
+        if (!sync) {
+            tess_ckpt_bg_start();
+            tess_ckpt_pathf(pending.dir, "%s", p->dir);
+            snprintf(pending.program, sizeof(pending.program), "%s", ckpt_program(p));
+            pending.step      = sc[0];
+            pending.prev      = sc[1];
+            pending.t0        = t0;
+            pending.narrays   = set->n;
+            pending.user_size = user_size;
+            pending.active    = 1;
+            if (!any) {
+                tess_debug("checkpoint %llu of %s taken in %.3f s, written in the background",
+                           (unsigned long long)sc[0], p->dir,
+                           (double)(tess_time_ns() - t0) * 1e-9);
+                goto out;
+            }
+            /* Another process writes before returning: so do all, for the same outcome. */
+            st = complete_pending();
+            goto out;
+        }
+        free(pending.user);
+        pending.user = NULL;
+        /* No snapshot memory here: write as without the background (others wait for theirs). */
+        recvec_t rv    = {0};
+        uint64_t fsize = 0;
+        st = tess_ckpt_write_data(tmpdir, set, &rv, &fsize);
+        st = finish(st, &rv, fsize, p->dir, sc[0], sc[1], arrays, set->n, ckpt_program(p),
+                    p->user, user_size);
+        free(rv.v);
+        if (st == TESS_OK)
+            tess_debug("checkpoint %llu of %s written before returning (no snapshot memory) in "
+                       "%.3f s", (unsigned long long)sc[0], p->dir,
+                       (double)(tess_time_ns() - t0) * 1e-9);
+        goto out;
+    }
+
+    recvec_t rv    = {0};
+    uint64_t fsize = 0;
+    st = tess_ckpt_write_data(tmpdir, set, &rv, &fsize);
+    st = finish(st, &rv, fsize, p->dir, sc[0], sc[1], arrays, set->n, ckpt_program(p), p->user,
+                user_size);
+    free(rv.v);
     if (st == TESS_OK)
         tess_debug("checkpoint %llu of %s written in %.3f s", (unsigned long long)sc[0], p->dir,
                    (double)(tess_time_ns() - t0) * 1e-9);
 out:
     free(set);
+    return st;
+}
+
+tess_status_t tess_checkpoint_wait(void)
+{
+    tess_status_t st = tess_obj_check_main("tess_checkpoint_wait");
+    if (st != TESS_OK)
+        return st;
+    return complete_pending();
+}
+
+tess_status_t tess_obj_ckpt_fini(void)
+{
+    tess_status_t st = complete_pending();
+    tess_ckpt_bg_free();
     return st;
 }
 
@@ -291,6 +420,18 @@ tess_status_t tess_checkpoint_info(const char *dir, const char *program, void *u
     tess_status_t st = tess_obj_check_main("tess_checkpoint_info");
     if (st != TESS_OK)
         return st;
+    /* A background checkpoint of dir: made current if every process has written its file. */
+    uint64_t pend = 0;
+    if (pending.active && dir && !strcmp(dir, pending.dir)) {
+        int done = tess_ckpt_bg_done();
+        MPI_Allreduce(MPI_IN_PLACE, &done, 1, MPI_INT, MPI_MIN, tess_rt.comm);
+        if (done) {
+            st = complete_pending();
+            if (st != TESS_OK)
+                return st;
+        } else
+            pend = pending.step;
+    }
     manifest_t m;
     st = manifest_load(dir, program, &m, "tess_checkpoint_info");
     if (st != TESS_OK)
@@ -302,6 +443,7 @@ tess_status_t tess_checkpoint_info(const char *dir, const char *program, void *u
         info_p->ppn       = (int)m.hdr->ppn;
         info_p->narrays   = (int)m.hdr->narrays;
         info_p->user_size = m.hdr->user_size;
+        info_p->pending   = pend;
         tess_ckpt_pathf(info_p->path, "%s", m.path);
     }
     size_t n = TESS_MIN(user_cap, (size_t)m.hdr->user_size);
@@ -347,6 +489,9 @@ tess_status_t tess_restart(const tess_ckpt_params_t *p)
     tess_status_t st = tess_obj_check_main("tess_restart");
     if (st != TESS_OK)
         return st;
+    st = complete_pending(); /* its error, and no restart */
+    if (st != TESS_OK)
+        return st;
     ckpt_set_t *set = tess_malloc(sizeof(*set), "a checkpoint's arrays");
     if (!set)
         return TESS_ERR_NO_MEMORY;
@@ -390,4 +535,159 @@ tess_status_t tess_restart(const tess_ckpt_params_t *p)
     tess_ckpt_manifest_free(&m);
     free(set);
     return st;
+}
+
+/* ---- checkpoints from a reduction callback (tess_cb_checkpoint) ------------------------- */
+
+/* The parameters given by tess_checkpoint_callback_params (main only). */
+static struct cbparams {
+    int           armed;
+    uint64_t      field_mask;
+    char          dir[CKPT_PATH];
+    char          program[64];
+    int           narrays, background;
+    tess_array_h  arrays[TESS_OBJ_MAX_ARRAYS];
+    void         *user;
+    size_t        user_size;
+} cbp;
+
+/* A result held for `then` (written by the PE that completed the reduction, read by the main
+ * thread after the phase: tess_core_run's end orders them). */
+static struct held {
+    int          active, kind;
+    uint32_t     aid;
+    int64_t      linear;
+    tess_entry_t entry;
+    uint64_t     tag;
+    void        *data;
+    size_t       size;
+} held;
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+
+tess_status_t tess_checkpoint_callback_params(const tess_ckpt_params_t *p)
+{
+    tess_status_t st = tess_obj_check_main("tess_checkpoint_callback_params");
+    if (st != TESS_OK)
+        return st;
+    free(cbp.user);
+    memset(&cbp, 0, sizeof(cbp));
+    if (!p)
+        return TESS_OK;
+    ckpt_set_t set;
+    st = ckpt_params(p, &set, "tess_checkpoint_callback_params");
+    if (st == TESS_OK && (p->field_mask & TESS_CKPT_FIELD_USER) && p->user_size &&
+        (!p->user || p->user_size > CKPT_USER_MAX))
+        st = tess_error(TESS_ERR_INVALID, "tess_checkpoint_callback_params: %zu user bytes at %p "
+                        "(at most %zu, not NULL)", p->user_size, p->user, CKPT_USER_MAX);
+    if (st == TESS_OK && (p->field_mask & TESS_CKPT_FIELD_USER) && p->user_size) {
+        cbp.user = tess_malloc(p->user_size, "a checkpoint's user bytes");
+        if (!cbp.user)
+            st = TESS_ERR_NO_MEMORY;
+        else {
+            memcpy(cbp.user, p->user, p->user_size);
+            cbp.user_size = p->user_size;
+        }
+    }
+    if (st != TESS_OK) {
+        free(cbp.user);
+        memset(&cbp, 0, sizeof(cbp));
+        return st;
+    }
+    cbp.field_mask = p->field_mask & ~(uint64_t)TESS_CKPT_FIELD_STEP;
+    tess_ckpt_pathf(cbp.dir, "%s", p->dir);
+    snprintf(cbp.program, sizeof(cbp.program), "%s", ckpt_program(p));
+    cbp.background = ckpt_background(p);
+    if (p->field_mask & TESS_CKPT_FIELD_ARRAYS) {
+        cbp.narrays = set.n;
+        memcpy(cbp.arrays, set.a, (size_t)set.n * sizeof(set.a[0]));
+    }
+    cbp.armed = 1;
+    return TESS_OK;
+}
+
+void tess_obj_ckpt_cb_hold(int kind, uint32_t aid, int64_t linear, tess_entry_t entry,
+                           uint64_t tag, const void *data, size_t size)
+{
+    void *copy = malloc(size ? size : 1);
+    if (!copy)
+        tess_fatal("out of memory holding a reduction's result for a checkpoint");
+    memcpy(copy, data, size);
+    pthread_mutex_lock(&held_lock);
+    if (held.active)
+        tess_fatal("tess_cb_checkpoint: reduction %llu completed while the result of reduction "
+                   "%llu still waits for its checkpoint (one at a time)",
+                   (unsigned long long)tag, (unsigned long long)held.tag);
+    held = (struct held){.active = 1, .kind = kind, .aid = aid, .linear = linear,
+                         .entry = entry, .tag = tag, .data = copy, .size = size};
+    pthread_mutex_unlock(&held_lock);
+}
+
+int tess_obj_ckpt_cb_due(void)
+{
+    if (!cbp.armed) {
+        if (held.active)
+            tess_fatal("a tess_cb_checkpoint reduction completed, but no "
+                       "tess_checkpoint_callback_params were given");
+        return 0;
+    }
+    int due = held.active;
+    MPI_Allreduce(MPI_IN_PLACE, &due, 1, MPI_INT, MPI_MAX, tess_rt.comm);
+    return due;
+}
+
+tess_status_t tess_obj_ckpt_cb_checkpoint(void)
+{
+    /* The tag and, without user bytes of the program's, the result: from the process that
+     * holds it to every process. */
+    int      who = held.active ? tess_rt.rank : INT_MAX;
+    MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, tess_rt.comm);
+    uint64_t ts[2] = {held.tag, held.size};
+    MPI_Bcast(ts, 2, MPI_UINT64_T, who, tess_rt.comm);
+    tess_ckpt_params_t p = {.field_mask = cbp.field_mask | TESS_CKPT_FIELD_STEP |
+                                          TESS_CKPT_FIELD_BACKGROUND | TESS_CKPT_FIELD_USER,
+                            .dir = cbp.dir, .program = cbp.program, .narrays = cbp.narrays,
+                            .arrays = cbp.arrays, .step = ts[0],
+                            .background = cbp.background};
+    void *result = NULL;
+    if (cbp.field_mask & TESS_CKPT_FIELD_USER) {
+        p.user      = cbp.user;
+        p.user_size = cbp.user_size;
+    } else if (ts[1] && ts[1] <= CKPT_USER_MAX) {
+        result = tess_malloc(ts[1], "a reduction's result");
+        if (!result)
+            tess_fatal("out of memory for a reduction's result of %llu bytes",
+                       (unsigned long long)ts[1]);
+        if (held.active)
+            memcpy(result, held.data, ts[1]);
+        MPI_Bcast(result, (int)ts[1], MPI_BYTE, who, tess_rt.comm);
+        p.user      = result;
+        p.user_size = ts[1];
+    }
+    tess_status_t st = tess_checkpoint(&p);
+    free(result);
+    if (st != TESS_OK) { /* the phase ends here: the result is dropped */
+        free(held.data);
+        memset(&held, 0, sizeof(held));
+    }
+    return st;
+}
+
+void tess_obj_ckpt_cb_deliver(void *arg)
+{
+    (void)arg;
+    if (!held.active)
+        return;
+    tess_array_t *a = held.aid < tess_obj_narrays ? tess_obj_arrays[held.aid] : NULL;
+    if (!a || a->destroyed)
+        tess_fatal("tess_cb_checkpoint: the array of the callback is gone");
+    if (held.kind == TESS_CB_ELEMENT) {
+        tess_msg_t *m = tess_core_msg_alloc(held.size);
+        if (!m)
+            tess_fatal("out of memory delivering a reduction result");
+        memcpy(tess_msg_payload(m), held.data, held.size);
+        tess_obj_send_linear(a, held.linear, held.entry, m);
+    } else
+        tess_obj_broadcast(a, held.entry, held.data, held.size);
+    free(held.data);
+    memset(&held, 0, sizeof(held));
 }

@@ -113,6 +113,9 @@ TESS_PRINTF(2, 3) void tess_ckpt_pathf(char *buf, const char *fmt, ...);
 /* TESS_ERR_SYSTEM naming what failed on path, and errno's text. */
 tess_status_t tess_ckpt_sys_error(const char *what, const char *path);
 tess_status_t tess_ckpt_sync_path(const char *path);
+/* This thread's error detail into buf, without the " (status text)" tess_error added: to be
+ * passed on as another error's text. */
+void tess_ckpt_detail_copy(tess_status_t st, char *buf, size_t cap);
 /* Write a small file through path.tmp and a rename, synced. */
 tess_status_t tess_ckpt_write_file_atomic(const char *dir, const char *name, const void *buf,
                                           size_t len);
@@ -121,11 +124,15 @@ void tess_ckpt_remove_dir(const char *path);
 /* N of D/current, or 0 when there is none. */
 uint64_t tess_ckpt_read_current(const char *dir);
 
-/* Process 0: the manifest of set at step from every process's index (recs, sorted here) and
- * file size, with the program's name and user bytes, written into tmpdir. */
-tess_status_t tess_ckpt_manifest_write(const char *tmpdir, const ckpt_set_t *set, uint64_t step,
-                                       const char *program, const void *user_bytes, size_t user,
-                                       man_rec_t *recs, size_t nrecs, const uint64_t *files);
+/* The manifest's description of each array of set (ma: set->n of them), taken when the
+ * checkpoint is: a background one's manifest is written later. */
+void tess_ckpt_arrays_describe(const ckpt_set_t *set, man_array_t *ma);
+/* Process 0: the manifest of the arrays at step from every process's index (recs, sorted
+ * here) and file size, with the program's name and user bytes, written into tmpdir. */
+tess_status_t tess_ckpt_manifest_write(const char *tmpdir, const man_array_t *arrays,
+                                       int narrays, uint64_t step, const char *program,
+                                       const void *user_bytes, size_t user, man_rec_t *recs,
+                                       size_t nrecs, const uint64_t *files);
 /* Process 0: find and read the manifest of dir (a checkpoint, or D through D/current), check
  * its trailer and CRC. */
 tess_status_t tess_ckpt_manifest_read(const char *dir, manifest_t *m);
@@ -139,6 +146,21 @@ void          tess_ckpt_manifest_free(manifest_t *m);
  * in rv (the caller frees rv->v); the file's size is *size_p. */
 tess_status_t tess_ckpt_write_data(const char *tmpdir, const ckpt_set_t *set, recvec_t *rv,
                                    uint64_t *size_p);
+/* A background checkpoint (one at a time). tess_ckpt_snapshot copies every local element of
+ * the set (host parts to host memory, device buffers by copies on each element's stream into
+ * the snapshot area: device memory, else pinned host memory) and lays out this process's data
+ * file under tmpdir; *sync_p = 1 (and nothing taken) when neither area can be had, with a
+ * warning. tess_ckpt_bg_start then starts the writer thread. tess_ckpt_bg_done: the thread has finished. tess_ckpt_bg_join waits
+ * for it and returns its status (its text as this thread's error detail, not logged again),
+ * the record index (*rv_p, the caller frees rv_p->v) and the file's size. */
+tess_status_t tess_ckpt_snapshot(const char *tmpdir, const ckpt_set_t *set, int *sync_p);
+void          tess_ckpt_bg_start(void);
+int           tess_ckpt_bg_done(void);
+tess_status_t tess_ckpt_bg_join(recvec_t *rv_p, uint64_t *size_p);
+/* Forget a snapshot (the thread, if started, finished first); the error detail is untouched. */
+void          tess_ckpt_bg_drop(void);
+/* Free the snapshot area and the writer's stream (none outstanding). */
+void          tess_ckpt_bg_free(void);
 /* Read and check the record of every local element of the set from checkpoint m into *ld_p
  * (*n_p of them, malloc'd; on an error, those read so far), the device copies done. */
 tess_status_t tess_ckpt_read_records(const manifest_t *m, const ckpt_set_t *set, loaded_t **ld_p,

@@ -231,29 +231,19 @@ static int cmp_rec(const void *x, const void *y)
     return a->linear < b->linear ? -1 : a->linear > b->linear;
 }
 
-tess_status_t tess_ckpt_manifest_write(const char *tmpdir, const ckpt_set_t *set, uint64_t step,
-                                      const char *program, const void *user_bytes, size_t user,
-                                      man_rec_t *recs, size_t nrecs, const uint64_t *files)
+void tess_ckpt_detail_copy(tess_status_t st, char *buf, size_t cap)
 {
-    size_t upad   = TESS_ALIGN_UP(user, 8);
-    size_t body   = sizeof(man_hdr_t) + (size_t)set->n * sizeof(man_array_t) +
-                  (size_t)tess_rt.size * sizeof(uint64_t) + upad + nrecs * sizeof(man_rec_t);
-    char  *buf    = tess_calloc(1, body + sizeof(man_trailer_t), "a checkpoint manifest");
-    if (!buf)
-        return TESS_ERR_NO_MEMORY;
-    man_hdr_t *h = (man_hdr_t *)buf;
-    memcpy(h->magic, CKPT_MAGIC, 8);
-    h->version      = CKPT_VERSION;
-    h->nprocs       = (uint32_t)tess_rt.size;
-    h->ppn          = (uint32_t)tess_rt.ppn;
-    h->narrays      = (uint32_t)set->n;
-    h->step         = step;
-    h->entries_hash = tess_ckpt_entries_hash();
-    h->nentries     = (uint32_t)tess_obj_nentries;
-    snprintf(h->program, sizeof(h->program), "%s", program);
-    h->user_size    = user;
-    h->nrecs        = nrecs;
-    man_array_t *ma = (man_array_t *)(h + 1);
+    snprintf(buf, cap, "%s", tess_error_detail());
+    char   suffix[64];
+    size_t n = strlen(buf), k = (size_t)snprintf(suffix, sizeof(suffix), " (%s)",
+                                                 tess_status_string(st));
+    if (n >= k && !strcmp(buf + n - k, suffix))
+        buf[n - k] = 0;
+}
+
+void tess_ckpt_arrays_describe(const ckpt_set_t *set, man_array_t *ma)
+{
+    memset(ma, 0, (size_t)set->n * sizeof(*ma));
     for (int i = 0; i < set->n; i++) {
         tess_array_t *a = set->a[i];
         memcpy(ma[i].name, a->name, sizeof(ma[i].name));
@@ -263,7 +253,34 @@ tess_status_t tess_ckpt_manifest_write(const char *tmpdir, const ckpt_set_t *set
         ma[i].elem_size = a->elem_size;
         ma[i].size      = a->size;
     }
-    char *q = (char *)(ma + set->n);
+}
+
+tess_status_t tess_ckpt_manifest_write(const char *tmpdir, const man_array_t *arrays,
+                                      int narrays, uint64_t step, const char *program,
+                                      const void *user_bytes, size_t user, man_rec_t *recs,
+                                      size_t nrecs, const uint64_t *files)
+{
+    size_t upad   = TESS_ALIGN_UP(user, 8);
+    size_t body   = sizeof(man_hdr_t) + (size_t)narrays * sizeof(man_array_t) +
+                  (size_t)tess_rt.size * sizeof(uint64_t) + upad + nrecs * sizeof(man_rec_t);
+    char  *buf    = tess_calloc(1, body + sizeof(man_trailer_t), "a checkpoint manifest");
+    if (!buf)
+        return TESS_ERR_NO_MEMORY;
+    man_hdr_t *h = (man_hdr_t *)buf;
+    memcpy(h->magic, CKPT_MAGIC, 8);
+    h->version      = CKPT_VERSION;
+    h->nprocs       = (uint32_t)tess_rt.size;
+    h->ppn          = (uint32_t)tess_rt.ppn;
+    h->narrays      = (uint32_t)narrays;
+    h->step         = step;
+    h->entries_hash = tess_ckpt_entries_hash();
+    h->nentries     = (uint32_t)tess_obj_nentries;
+    snprintf(h->program, sizeof(h->program), "%s", program);
+    h->user_size    = user;
+    h->nrecs        = nrecs;
+    man_array_t *ma = (man_array_t *)(h + 1);
+    memcpy(ma, arrays, (size_t)narrays * sizeof(*ma));
+    char *q = (char *)(ma + narrays);
     memcpy(q, files, (size_t)tess_rt.size * sizeof(uint64_t));
     q += (size_t)tess_rt.size * sizeof(uint64_t);
     if (user)

@@ -6,6 +6,8 @@
 #include "ckpt.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -377,6 +379,402 @@ tess_status_t tess_ckpt_write_data(const char *tmpdir, const ckpt_set_t *set, re
     if (close(fd) && st == TESS_OK)
         st = tess_ckpt_sys_error("cannot close", path);
     return st;
+}
+
+/* ---- the background writer -------------------------------------------------------------- */
+
+/* A background checkpoint. tess_checkpoint copies every record's host part (header, state, PUP
+ * bytes) into `host` and enqueues, on each element's stream, copies of its device buffers into
+ * the snapshot area (after the work already there), then records an event on each of those
+ * streams and waits for them: nothing of the elements is read after tess_checkpoint returns. A thread then waits for the events and writes the file as the synchronous writer does
+ * (the same two staging halves and pwrite thread), copying the area into the halves on a stream
+ * of its own. The area is device memory (tess_gpu->mem_alloc), kept and grown between
+ * checkpoints; pinned host memory when that fails. */
+typedef struct bpiece {
+    uint64_t    off; /* in host, or in the area */
+    uint64_t    len;
+    size_t      rec;
+    int         dev; /* 1: in the area */
+    const char *src; /* during the snapshot: the element's device buffer */
+    tess_gpu_stream_h stream;
+} bpiece_t;
+
+static struct bg {
+    int               taken, started, joined;
+    _Atomic int       done;
+    pthread_t         th;
+    char              path[CKPT_PATH];
+    char             *host;
+    size_t            hfill, hcap;
+    char             *area;
+    size_t            area_size;
+    int               area_pinned;
+    bpiece_t         *pc;
+    size_t            npc, cappc;
+    tess_gpu_event_h *ev;
+    size_t            nev, capev; /* events used, events made (kept) */
+    tess_gpu_stream_h stream;     /* the writer's own */
+    recvec_t          rv;
+    uint64_t          size;
+    tess_status_t     st;
+    char              text[CKPT_TEXT];
+} bg;
+
+static tess_status_t bg_piece(size_t rec, uint64_t off, uint64_t len, int dev, const char *src,
+                              tess_gpu_stream_h stream)
+{
+    if (bg.npc && !dev && !bg.pc[bg.npc - 1].dev && bg.pc[bg.npc - 1].rec == rec &&
+        bg.pc[bg.npc - 1].off + bg.pc[bg.npc - 1].len == off) {
+        bg.pc[bg.npc - 1].len += len;
+        return TESS_OK;
+    }
+    if (bg.npc == bg.cappc) {
+        size_t    cap = bg.cappc ? 2 * bg.cappc : 256;
+        bpiece_t *nv  = realloc(bg.pc, cap * sizeof(*nv));
+        if (!nv)
+            return tess_error(TESS_ERR_NO_MEMORY, "checkpoint snapshot: the list of pieces");
+        bg.pc    = nv;
+        bg.cappc = cap;
+    }
+    bg.pc[bg.npc++] = (bpiece_t){.off = off, .len = len, .rec = rec, .dev = dev, .src = src,
+                                 .stream = stream};
+    return TESS_OK;
+}
+
+/* The host part of element e's record into bg.host, its device buffers as pieces to copy;
+ * *foff the file offset, advanced. */
+static tess_status_t snap_element(uint32_t ai, tess_ctx_h e, uint64_t *foff, uint64_t *dev_total)
+{
+    tess_array_t   *a  = e->array;
+    struct tess_pup ps = {.mode = PUP_SIZE, .ckpt = 1};
+    if (a->pup)
+        a->pup(&ps, e, tess_obj_state(e));
+    size_t hbytes = sizeof(rec_hdr_t) + a->elem_size + ps.pos;
+    if (bg.hfill + hbytes > bg.hcap) {
+        size_t cap = TESS_MAX(2 * bg.hcap, bg.hfill + hbytes);
+        char  *nb  = realloc(bg.host, cap);
+        if (!nb)
+            return tess_error(TESS_ERR_NO_MEMORY, "checkpoint snapshot: %zu bytes of host memory",
+                              cap);
+        bg.host = nb;
+        bg.hcap = cap;
+    }
+    rec_hdr_t *h = (rec_hdr_t *)(bg.host + bg.hfill);
+    memset(h, 0, sizeof(*h));
+    h->magic      = CKPT_REC_MAGIC;
+    h->array      = ai;
+    h->linear     = e->linear;
+    h->state_size = a->elem_size;
+    h->pup_size   = ps.pos;
+    h->ndev       = (uint32_t)ps.ndev;
+    memcpy(h + 1, tess_obj_state(e), a->elem_size);
+    struct tess_pup pk = {.mode = PUP_CKPT, .buf = (char *)(h + 1) + a->elem_size, .cap = ps.pos};
+    memcpy(pk.dev_size, ps.dev_size, sizeof(pk.dev_size));
+    if (a->pup) {
+        a->pup(&pk, e, tess_obj_state(e));
+        if (pk.pos != ps.pos || pk.ndev != ps.ndev)
+            return tess_error(TESS_ERR_INVALID, "checkpoint: the PUP function of '%s' copied %zu "
+                              "bytes and %d device buffers but sized %zu and %d", a->name,
+                              pk.pos, pk.ndev, ps.pos, ps.ndev);
+    }
+    uint64_t len = hbytes;
+    for (int k = 0; k < ps.ndev; k++) {
+        h->dev_size[k] = ps.dev_size[k];
+        len += ps.dev_size[k];
+    }
+    recvec_t *rv = &bg.rv;
+    if (rv->n == rv->cap) {
+        size_t     cap = rv->cap ? 2 * rv->cap : 64;
+        man_rec_t *nv  = realloc(rv->v, cap * sizeof(*nv));
+        if (!nv)
+            return tess_error(TESS_ERR_NO_MEMORY, "checkpoint: the record index");
+        rv->v   = nv;
+        rv->cap = cap;
+    }
+    size_t r = rv->n++;
+    rv->v[r] = (man_rec_t){.array = ai, .file = (uint32_t)tess_rt.rank, .linear = e->linear,
+                           .offset = *foff, .length = len, .crc = 0};
+    *foff += len;
+    tess_status_t st = bg_piece(r, bg.hfill, hbytes, 0, NULL, NULL);
+    bg.hfill += hbytes;
+    for (int k = 0; st == TESS_OK && k < ps.ndev; k++)
+        if (ps.dev_size[k]) {
+            st = bg_piece(r, *dev_total, ps.dev_size[k], 1, pk.dev[k], e->stream);
+            *dev_total += ps.dev_size[k];
+        }
+    return st;
+}
+
+static int cmp_stream(const void *x, const void *y)
+{
+    uintptr_t a = (uintptr_t) * (tess_gpu_stream_h const *)x,
+              b = (uintptr_t) * (tess_gpu_stream_h const *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* An area of at least `need` bytes: the one kept, else new device memory, else pinned host
+ * memory (TESS_CKPT_SNAPSHOT=host: pinned host memory only); 0 when neither can be had (the
+ * warning says why) or TESS_CKPT_SNAPSHOT=none. */
+static int snap_area(size_t need)
+{
+    int host_only = !strcmp(tess_cfg.ckpt_snapshot, "host");
+    if (!strcmp(tess_cfg.ckpt_snapshot, "none"))
+        return 0;
+    if (need <= bg.area_size && (bg.area_pinned || !host_only))
+        return 1;
+    if (bg.area)
+        (bg.area_pinned ? tess_gpu->host_free : tess_gpu->mem_free)(bg.area);
+    bg.area      = NULL;
+    bg.area_size = 0;
+    size_t want  = TESS_ALIGN_UP(need, (size_t)64 << 20);
+    char   dev_err[256] = "TESS_CKPT_SNAPSHOT=host";
+    if (!host_only) {
+        if (tess_gpu->mem_alloc(want, (void **)&bg.area) == TESS_OK) {
+            bg.area_size   = want;
+            bg.area_pinned = 0;
+            return 1;
+        }
+        tess_ckpt_detail_copy(TESS_ERR_NO_MEMORY, dev_err, sizeof(dev_err));
+        tess_error_clear();
+    }
+    if (tess_gpu->host_alloc(want, (void **)&bg.area) == TESS_OK) {
+        bg.area_size   = want;
+        bg.area_pinned = 1;
+        if (!host_only)
+            tess_warn("checkpoint: the snapshot of %zu device bytes goes to pinned host memory: "
+                      "no device memory for it (%s)", need, dev_err);
+        return 1;
+    }
+    bg.area = NULL;
+    tess_warn("checkpoint: written before returning, not in the background: no memory for a "
+              "snapshot of %zu device bytes (device: %s; pinned host: %s)", need, dev_err,
+              tess_error_detail());
+    tess_error_clear();
+    return 0;
+}
+
+tess_status_t tess_ckpt_snapshot(const char *tmpdir, const ckpt_set_t *set, int *sync_p)
+{
+    *sync_p = 0;
+    if (bg.taken)
+        tess_fatal("checkpoint: a snapshot taken while another is outstanding");
+    bg.hfill = 0;
+    bg.npc   = 0;
+    bg.nev   = 0;
+    bg.rv    = (recvec_t){0};
+    bg.size  = 0;
+    bg.st    = TESS_OK;
+    bg.text[0] = 0;
+    bg.started = bg.joined = 0;
+    atomic_store(&bg.done, 0);
+    tess_ckpt_pathf(bg.path, "%s/data.%d", tmpdir, tess_rt.rank);
+    uint64_t      foff = 0, dev_total = 0;
+    tess_status_t st   = TESS_OK;
+    for (int ai = 0; st == TESS_OK && ai < set->n; ai++) {
+        size_t      n;
+        tess_ctx_h *v = local_elems(set->a[ai], &n);
+        if (!v)
+            return TESS_ERR_NO_MEMORY;
+        for (size_t k = 0; st == TESS_OK && k < n; k++)
+            st = snap_element((uint32_t)ai, v[k], &foff, &dev_total);
+        free(v);
+    }
+    if (st != TESS_OK)
+        goto err_free;
+    bg.size = foff;
+    if (dev_total && !snap_area(dev_total)) {
+        *sync_p = 1;
+        goto err_free;
+    }
+    /* The copies, each on its element's stream; then an event on each of those streams. */
+    tess_gpu_stream_h *sv = tess_malloc((bg.npc ? bg.npc : 1) * sizeof(*sv), "checkpoint streams");
+    if (!sv) {
+        st = TESS_ERR_NO_MEMORY;
+        goto err_free;
+    }
+    size_t ns = 0;
+    for (size_t i = 0; i < bg.npc; i++) {
+        bpiece_t *p = &bg.pc[i];
+        if (!p->dev)
+            continue;
+        if (tess_gpu->memcpy_async(bg.area + p->off, p->src, p->len, p->stream) != TESS_OK) {
+            st = tess_error(TESS_ERR_GPU, "checkpoint: copying %llu device bytes into the "
+                            "snapshot: %s", (unsigned long long)p->len, tess_error_detail());
+            break;
+        }
+        p->src = NULL; /* the element's buffer is not read again */
+        if (!ns || sv[ns - 1] != p->stream)
+            sv[ns++] = p->stream;
+    }
+    qsort(sv, ns, sizeof(*sv), cmp_stream);
+    for (size_t i = 0; i < ns; i++) {
+        if (i && sv[i] == sv[i - 1])
+            continue;
+        if (bg.nev == bg.capev) {
+            size_t            cap = bg.capev ? 2 * bg.capev : 16;
+            tess_gpu_event_h *nv  = realloc(bg.ev, cap * sizeof(*nv));
+            if (!nv) {
+                st = tess_error(TESS_ERR_NO_MEMORY, "checkpoint: the list of events");
+                break;
+            }
+            bg.ev = nv;
+            for (; bg.capev < cap; bg.capev++)
+                if (tess_gpu->event_create(0, &bg.ev[bg.capev]) != TESS_OK) {
+                    st = tess_error(TESS_ERR_GPU, "checkpoint: an event: %s", tess_error_detail());
+                    break;
+                }
+            if (st != TESS_OK)
+                break;
+        }
+        if (tess_gpu->event_record(bg.ev[bg.nev], sv[i]) != TESS_OK) {
+            st = tess_error(TESS_ERR_GPU, "checkpoint: recording an event: %s",
+                            tess_error_detail());
+            break;
+        }
+        bg.nev++;
+    }
+    free(sv);
+    /* Return only once the copies are done (a few ms even for GBs, device to device, behind
+     * the work already on those streams): the program may then change or free the buffers
+     * from any stream or thread, not only by work ordered on the element's stream. */
+    for (size_t i = 0; st == TESS_OK && i < bg.nev; i++)
+        if (tess_gpu->event_sync(bg.ev[i]) != TESS_OK)
+            st = tess_error(TESS_ERR_GPU, "checkpoint: a snapshot copy failed: %s",
+                            tess_error_detail());
+    if (st == TESS_OK && !bg.stream && dev_total && !bg.area_pinned &&
+        tess_gpu->stream_create(&bg.stream) != TESS_OK)
+        st = tess_error(TESS_ERR_GPU, "checkpoint: the writer's stream: %s", tess_error_detail());
+    if (st != TESS_OK) {
+        for (size_t i = 0; i < bg.npc; i++) /* copies enqueued into the area */
+            if (bg.pc[i].dev && !bg.pc[i].src)
+                tess_gpu->stream_sync(bg.pc[i].stream);
+        goto err_free;
+    }
+    bg.taken = 1;
+    return TESS_OK;
+
+err_free:
+    free(bg.rv.v);
+    bg.rv = (recvec_t){0};
+    return st;
+}
+
+static void *bg_main(void *arg)
+{
+    (void)arg;
+    tess_status_t st = tess_gpu->set_device(tess_gpu_device());
+    if (st != TESS_OK)
+        st = tess_error(TESS_ERR_GPU, "checkpoint writer: cannot select device %d: %s",
+                        tess_gpu_device(), tess_error_detail());
+    for (size_t i = 0; st == TESS_OK && i < bg.nev; i++)
+        if (tess_gpu->event_sync(bg.ev[i]) != TESS_OK)
+            st = tess_error(TESS_ERR_GPU, "checkpoint: a snapshot copy failed: %s",
+                            tess_error_detail());
+    int fd = -1;
+    if (st == TESS_OK) {
+        fd = open(bg.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+            st = tess_ckpt_sys_error("cannot create", bg.path);
+    }
+    if (st == TESS_OK && tess_cfg.ckpt_write_delay_ms > 0) {
+        struct timespec ts = {tess_cfg.ckpt_write_delay_ms / 1000,
+                              (long)(tess_cfg.ckpt_write_delay_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) && errno == EINTR) {
+        }
+    }
+    if (st == TESS_OK) {
+        writer_t w;
+        uint64_t size = 0;
+        st            = writer_open(&w, fd, bg.path, &bg.rv);
+        for (size_t i = 0; st == TESS_OK && i < bg.npc; i++) {
+            const bpiece_t *p = &bg.pc[i];
+            if (p->dev)
+                st = writer_put(&w, p->rec, bg.area + p->off, p->len, bg.stream,
+                                !bg.area_pinned);
+            else
+                st = writer_put(&w, p->rec, bg.host + p->off, p->len, NULL, 0);
+        }
+        st = writer_close(&w, st, &size);
+        if (st == TESS_OK && size != bg.size)
+            tess_fatal("checkpoint: %s is %llu bytes, %llu laid out", bg.path,
+                       (unsigned long long)size, (unsigned long long)bg.size);
+        if (st == TESS_OK && fsync(fd))
+            st = tess_ckpt_sys_error("cannot sync", bg.path);
+    }
+    if (fd >= 0 && close(fd) && st == TESS_OK)
+        st = tess_ckpt_sys_error("cannot close", bg.path);
+    bg.st = st;
+    if (st != TESS_OK)
+        tess_ckpt_detail_copy(st, bg.text, sizeof(bg.text));
+    atomic_store(&bg.done, 1);
+    return NULL;
+}
+
+void tess_ckpt_bg_start(void)
+{
+    if (!bg.taken || bg.started)
+        return;
+    if (pthread_create(&bg.th, NULL, bg_main, NULL)) {
+        bg.st = TESS_ERR_SYSTEM;
+        snprintf(bg.text, sizeof(bg.text), "checkpoint: cannot start the background writer "
+                 "thread of %.600s", bg.path);
+        atomic_store(&bg.done, 1);
+        return;
+    }
+    bg.started = 1;
+}
+
+int tess_ckpt_bg_done(void) { return !bg.taken || !bg.started || atomic_load(&bg.done); }
+
+tess_status_t tess_ckpt_bg_join(recvec_t *rv_p, uint64_t *size_p)
+{
+    *rv_p   = (recvec_t){0};
+    *size_p = 0;
+    if (!bg.taken)
+        return TESS_OK;
+    bg.taken = 0;
+    if (bg.started)
+        pthread_join(bg.th, NULL);
+    bg.started = 0;
+    *rv_p      = bg.rv;
+    *size_p    = bg.size;
+    bg.rv      = (recvec_t){0};
+    if (bg.st != TESS_OK) {
+        free(rv_p->v);
+        *rv_p = (recvec_t){0};
+        return tess_error_quiet(bg.st, "%s", bg.text);
+    }
+    return TESS_OK;
+}
+
+void tess_ckpt_bg_drop(void)
+{
+    if (!bg.taken)
+        return;
+    if (bg.started) {
+        pthread_join(bg.th, NULL);
+        bg.started = 0;
+    } else
+        for (size_t i = 0; i < bg.nev; i++) /* the copies into the area */
+            tess_gpu->event_sync(bg.ev[i]);
+    bg.taken = 0;
+    free(bg.rv.v);
+    bg.rv = (recvec_t){0};
+}
+
+void tess_ckpt_bg_free(void)
+{
+    tess_ckpt_bg_drop();
+    if (bg.area)
+        (bg.area_pinned ? tess_gpu->host_free : tess_gpu->mem_free)(bg.area);
+    if (bg.stream)
+        tess_gpu->stream_destroy(bg.stream);
+    for (size_t i = 0; i < bg.capev; i++)
+        tess_gpu->event_destroy(bg.ev[i]);
+    free(bg.ev);
+    free(bg.host);
+    free(bg.pc);
+    memset(&bg, 0, sizeof(bg));
 }
 
 /* ---- reading ---------------------------------------------------------------------------- */

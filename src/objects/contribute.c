@@ -306,6 +306,14 @@ static void obj_reduce_result(uint32_t key, uint64_t tag, const void *cb, size_t
     case TESS_CB_RETURN:
         tess_core_exit(data, size);
         break;
+    case TESS_CB_CHECKPOINT_ELEMENT:
+    case TESS_CB_CHECKPOINT_BROADCAST:
+        /* Held until the phase is quiet and the checkpoint taken (checkpoint.c). */
+        tess_obj_ckpt_cb_hold(c.kind == TESS_CB_CHECKPOINT_ELEMENT ? TESS_CB_ELEMENT
+                                                                  : TESS_CB_BROADCAST,
+                              c.aid, c.linear, c.entry, tag, data, size);
+        tess_core_exit(NULL, 0);
+        break;
     default:
         tess_fatal("internal: reduction callback kind %d", c.kind);
     }
@@ -363,6 +371,8 @@ static red_cb_t contribute_callback(tess_callback_t cb, const char *file, int li
     switch (cb.kind) {
     case TESS_CB_ELEMENT:
     case TESS_CB_BROADCAST:
+    case TESS_CB_CHECKPOINT_ELEMENT:
+    case TESS_CB_CHECKPOINT_BROADCAST:
         /* tess_contribute checked the rest of tess_obj_check_send (initialised, in a phase). */
         if (tess_unlikely(!cb.array || cb.array->destroyed))
             tess_obj_check_send(cb.array, "a reduction callback", file, line);
@@ -371,7 +381,7 @@ static red_cb_t contribute_callback(tess_callback_t cb, const char *file, int li
                           tess_obj_entries[cb.entry].post))
             tess_obj_misuse(file, line, "reduction callback to entry %d, which is not a "
                             "registered host entry", cb.entry);
-        if (cb.kind == TESS_CB_ELEMENT) {
+        if (cb.kind == TESS_CB_ELEMENT || cb.kind == TESS_CB_CHECKPOINT_ELEMENT) {
             c.linear = tess_obj_linearize(cb.array, cb.index);
             if (tess_unlikely(c.linear < 0))
                 tess_obj_misuse(file, line, "reduction callback to index %s, out of range of "

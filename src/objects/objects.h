@@ -148,6 +148,18 @@ extern tess_array_t *tess_obj_arrays[TESS_OBJ_MAX_ARRAYS];
 extern uint32_t      tess_obj_narrays;
 tess_status_t tess_obj_init(void);
 void          tess_obj_fini(void);
+/* tess_finalize, first: wait for a background checkpoint and make it current, free the
+ * snapshot memory (checkpoint.c); its status. */
+tess_status_t tess_obj_ckpt_fini(void);
+/* tess_cb_checkpoint (checkpoint.c). A PE: hold a completed reduction's result for `then` (kind
+ * TESS_CB_ELEMENT or TESS_CB_BROADCAST) until the checkpoint. Main, after each phase,
+ * collective: whether a result is held anywhere (then take the checkpoint, and run the phase on
+ * with tess_obj_ckpt_cb_deliver as its start, which sends the result to `then`). */
+void          tess_obj_ckpt_cb_hold(int kind, uint32_t aid, int64_t linear, tess_entry_t entry,
+                                    uint64_t tag, const void *data, size_t size);
+int           tess_obj_ckpt_cb_due(void);
+tess_status_t tess_obj_ckpt_cb_checkpoint(void);
+void          tess_obj_ckpt_cb_deliver(void *arg);
 obj_pe_t     *tess_obj_pe(void);
 
 static inline uint64_t tess_obj_key(uint32_t aid, int64_t linear)

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static _Thread_local char tess_detail[512];
@@ -43,7 +44,11 @@ void tess_error_clear(void)
 
 static void detail_vset(tess_status_t status, const char *fmt, va_list ap)
 {
-    int n = vsnprintf(tess_detail, sizeof(tess_detail), fmt, ap);
+    /* Formatted apart first: an argument may be tess_error_detail() itself (a lower layer's
+     * text passed on), and vsnprintf must not write into what it reads. */
+    char tmp[sizeof(tess_detail)];
+    int  n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    memcpy(tess_detail, tmp, sizeof(tmp));
     if (n >= 0 && (size_t)n < sizeof(tess_detail) - 4)
         snprintf(tess_detail + n, sizeof(tess_detail) - (size_t)n, " (%s)",
                  tess_status_string(status));

@@ -4,9 +4,16 @@
  * and sends its value to its right neighbour, which adds it up. The expected state of every
  * element after any number of steps comes from a serial model of the same updates.
  *
- *   test_ckpt run DIR steps=S [every=E] [kill=K:R]   S steps, a checkpoint every E; with kill,
- *                                                     process R kills itself with SIGKILL in
- *                                                     the middle of checkpoint K
+ *   test_ckpt run DIR steps=S [every=E] [kill=K:R] [killbg=K:R] [scribble] [ioerr=R:B]
+ *       S steps, a checkpoint every E; with kill, process R kills itself with SIGKILL in the
+ *       middle of checkpoint K (its snapshot); with killbg, right after tess_checkpoint K
+ *       returned (its background write under way: run with TESS_CKPT_WRITE_DELAY_MS); with
+ *       scribble, every cell's host bytes and device buffers (on its stream) are overwritten
+ *       right after the last checkpoint returns, and the run ends there (a restart from it must
+ *       give the uninterrupted run's digest), after checking what tess_checkpoint_info says of
+ *       a checkpoint still being written; with ioerr, process R's files may not grow past B
+ *       bytes (RLIMIT_FSIZE) for the first checkpoint, whose failure (EFBIG) must be reported by
+ *       tess_checkpoint, or in the background by tess_checkpoint_wait; the run goes on
  *   test_ckpt restart DIR [every=E]                   continue from DIR's current checkpoint
  *   test_ckpt refuse DIR [prog=P] [extraentry] [bigger] [cells=N]
  *                                                     tess_restart must fail; every element
@@ -16,6 +23,7 @@
 #include "tess_test.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define NCELLS_DEFAULT 24
@@ -42,6 +50,8 @@ static tess_array_h cells, plain;
 static tess_entry_t E_CSTEP, E_CRECV, E_PSTEP, E_EXTRA;
 static int32_t      ncells = NCELLS_DEFAULT;
 static int          kill_step = -1, kill_rank = -1, ckpt_now = 0, ckpt_count = 0;
+static int          killbg_step = -1, killbg_rank = -1, scribble = 0, ioerr_rank = -1;
+static long         ioerr_bytes = 0;
 
 /* ---- the model: initial state and one step, shared by elements and the serial model ---- */
 
@@ -342,6 +352,21 @@ static void make_arrays(int bigger, int extra)
     CHECK_OK(tess_array_create(&pp, &plain));
 }
 
+static void scribble_fn(tess_ctx_h ctx, void *e, void *arg)
+{
+    (void)arg;
+    cell_t  *c = e;
+    uint64_t junk[256];
+    for (int i = 0; i < 256; i++)
+        junk[i] = 0xdeadbeefull * (uint64_t)(i + 1);
+    c->value ^= 0x5555;
+    c->acc ^= 0xaaaa;
+    for (uint32_t i = 0; i < c->hn; i++)
+        c->host[i] = junk[i];
+    for (int k = 0; k < 2; k++)
+        dev_put(c->dev[k], junk, c->dn[k], tess_ctx_stream(ctx)); /* on its stream, synced */
+}
+
 static void checkpoint(const char *dir, int done, int total)
 {
     user_state_t u = {done, total, ncells, 0};
@@ -351,8 +376,68 @@ static void checkpoint(const char *dir, int done, int total)
                              .user_size = sizeof(u), .step = (uint64_t)done};
     ckpt_now   = done;
     ckpt_count = 0;
+    int rank   = tess_process();
+    if (ioerr_rank >= 0) { /* the first checkpoint fails on ioerr_rank, then the limit goes */
+        struct rlimit rl;
+        CHECK(getrlimit(RLIMIT_FSIZE, &rl) == 0);
+        struct rlimit lim = rl;
+        if (rank == ioerr_rank) {
+            signal(SIGXFSZ, SIG_IGN); /* write fails with EFBIG instead */
+            lim.rlim_cur = (rlim_t)ioerr_bytes;
+            CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+        }
+        const char   *by = "tess_checkpoint";
+        tess_status_t st = tess_checkpoint(&cp);
+        if (st == TESS_OK) {
+            by = "tess_checkpoint_wait";
+            st = tess_checkpoint_wait();
+        }
+        CHECK_MSG(st == TESS_ERR_SYSTEM, "a checkpoint past RLIMIT_FSIZE gave %s",
+                  tess_status_string(st));
+        if (rank == 0)
+            printf("io error reported by %s (%s): %s\n", by, tess_status_string(st),
+                   tess_error_detail());
+        fflush(stdout);
+        if (rank == ioerr_rank)
+            CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+        ioerr_rank = -1;
+        MPI_Barrier(MPI_COMM_WORLD);
+        ckpt_now = 0;
+        return;
+    }
     CHECK_OK(tess_checkpoint(&cp));
     ckpt_now = 0;
+    if (done == killbg_step && rank == killbg_rank) {
+        usleep(300000); /* the writer has created its file and waits (TESS_CKPT_WRITE_DELAY_MS) */
+        printf("test_ckpt: process %d kills itself after checkpoint %d returned\n", rank, done);
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+}
+
+/* After the last checkpoint (S - 1) of a scribble run: what tess_checkpoint_info says while it
+ * is written (TESS_CKPT_WRITE_DELAY_MS holds the writer back), then every cell overwritten. */
+static void scribble_all(const char *dir, int done)
+{
+    tess_ckpt_info_t info;
+    CHECK_OK(tess_checkpoint_info(dir, "test_ckpt", NULL, 0, &info));
+    int bgmode = !getenv("TESS_CKPT_BACKGROUND") || atoi(getenv("TESS_CKPT_BACKGROUND"));
+    if (tess_process() == 0)
+        printf("test_ckpt: info after checkpoint %d returned: current %llu, pending %llu\n", done,
+               (unsigned long long)info.step, (unsigned long long)info.pending);
+    if (bgmode)
+        CHECK_MSG(info.pending == (uint64_t)done && info.step < (uint64_t)done,
+                  "info while checkpoint %d is written: step %llu pending %llu", done,
+                  (unsigned long long)info.step, (unsigned long long)info.pending);
+    else
+        CHECK(info.pending == 0 && info.step == (uint64_t)done);
+    CHECK_OK(tess_array_foreach(cells, scribble_fn, NULL));
+    for (int32_t i = 0; i < PLAIN_X; i++)
+        for (int32_t j = 0; j < PLAIN_Y; j++) {
+            plain_t *p = tess_array_local(plain, tess_idx2(i, j));
+            if (p)
+                p->v ^= 0x77;
+        }
 }
 
 static void run_steps(const char *dir, int from, int total, int every)
@@ -360,8 +445,13 @@ static void run_steps(const char *dir, int from, int total, int every)
     for (int s = from + 1; s <= total; s++) {
         step_now = s;
         CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start_step, NULL));
-        if (every && s % every == 0 && s < total)
+        if (every && s % every == 0 && s < total) {
             checkpoint(dir, s, total);
+            if (scribble && s + every >= total) {
+                scribble_all(dir, s);
+                return;
+            }
+        }
     }
 }
 
@@ -378,6 +468,12 @@ int main(int argc, char **argv)
             every = atoi(argv[i] + 6);
         else if (!strncmp(argv[i], "kill=", 5))
             CHECK(sscanf(argv[i] + 5, "%d:%d", &kill_step, &kill_rank) == 2);
+        else if (!strncmp(argv[i], "killbg=", 7))
+            CHECK(sscanf(argv[i] + 7, "%d:%d", &killbg_step, &killbg_rank) == 2);
+        else if (!strncmp(argv[i], "ioerr=", 6))
+            CHECK(sscanf(argv[i] + 6, "%d:%ld", &ioerr_rank, &ioerr_bytes) == 2);
+        else if (!strcmp(argv[i], "scribble"))
+            scribble = 1;
         else if (!strncmp(argv[i], "prog=", 5))
             prog = argv[i] + 5;
         else if (!strncmp(argv[i], "cells=", 6))
@@ -394,9 +490,14 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "run")) {
         make_arrays(0, 0);
         run_steps(dir, 0, steps, every);
-        uint64_t x = check_all(steps, "run");
-        if (rank == 0)
-            printf("RESULT step=%d digest=%016llx\n", steps, (unsigned long long)x);
+        if (scribble) {
+            if (rank == 0)
+                printf("test_ckpt: every cell overwritten after the last checkpoint\n");
+        } else {
+            uint64_t x = check_all(steps, "run");
+            if (rank == 0)
+                printf("RESULT step=%d digest=%016llx\n", steps, (unsigned long long)x);
+        }
     } else if (!strcmp(mode, "restart")) {
         user_state_t     u;
         tess_ckpt_info_t info;
