@@ -289,6 +289,40 @@ static tess_status_t writer_close(writer_t *w, tess_status_t st, uint64_t *size_
     return st;
 }
 
+/* Element e's record header, state and host PUP bytes into h (hbytes of room, sized by the
+ * PUP_SIZE pass ps); *pk is the PUP_CKPT pass (its device buffers), *len_p the record's length
+ * with the device bytes. */
+static tess_status_t rec_fill(rec_hdr_t *h, uint32_t ai, tess_ctx_h e, const struct tess_pup *ps,
+                              size_t hbytes, struct tess_pup *pk, uint64_t *len_p)
+{
+    tess_array_t *a = e->array;
+    memset(h, 0, sizeof(*h));
+    h->magic      = CKPT_REC_MAGIC;
+    h->array      = ai;
+    h->linear     = e->linear;
+    h->state_size = a->elem_size;
+    h->pup_size   = ps->pos;
+    h->ndev       = (uint32_t)ps->ndev;
+    memcpy(h + 1, tess_obj_state(e), a->elem_size);
+    *pk = (struct tess_pup){.mode = PUP_CKPT, .buf = (char *)(h + 1) + a->elem_size,
+                            .cap = ps->pos};
+    memcpy(pk->dev_size, ps->dev_size, sizeof(pk->dev_size));
+    if (a->pup) {
+        a->pup(pk, e, tess_obj_state(e));
+        if (pk->pos != ps->pos || pk->ndev != ps->ndev)
+            return tess_error(TESS_ERR_INVALID, "checkpoint: the PUP function of '%s' copied %zu "
+                              "bytes and %d device buffers but sized %zu and %d", a->name,
+                              pk->pos, pk->ndev, ps->pos, ps->ndev);
+    }
+    uint64_t len = hbytes;
+    for (int k = 0; k < ps->ndev; k++) {
+        h->dev_size[k] = ps->dev_size[k];
+        len += ps->dev_size[k];
+    }
+    *len_p = len;
+    return TESS_OK;
+}
+
 static tess_status_t write_element(writer_t *w, uint32_t ai, tess_ctx_h e, char **hbuf,
                                    size_t *hcap)
 {
@@ -307,28 +341,11 @@ static tess_status_t write_element(writer_t *w, uint32_t ai, tess_ctx_h e, char 
         *hcap = hbytes;
     }
     rec_hdr_t *h = (rec_hdr_t *)*hbuf;
-    memset(h, 0, sizeof(*h));
-    h->magic      = CKPT_REC_MAGIC;
-    h->array      = ai;
-    h->linear     = e->linear;
-    h->state_size = a->elem_size;
-    h->pup_size   = ps.pos;
-    h->ndev       = (uint32_t)ps.ndev;
-    memcpy(h + 1, tess_obj_state(e), a->elem_size);
-    struct tess_pup pk = {.mode = PUP_CKPT, .buf = (char *)(h + 1) + a->elem_size, .cap = ps.pos};
-    memcpy(pk.dev_size, ps.dev_size, sizeof(pk.dev_size));
-    if (a->pup) {
-        a->pup(&pk, e, tess_obj_state(e));
-        if (pk.pos != ps.pos || pk.ndev != ps.ndev)
-            return tess_error(TESS_ERR_INVALID, "checkpoint: the PUP function of '%s' copied %zu "
-                              "bytes and %d device buffers but sized %zu and %d", a->name,
-                              pk.pos, pk.ndev, ps.pos, ps.ndev);
-    }
-    uint64_t len = hbytes;
-    for (int k = 0; k < ps.ndev; k++) {
-        h->dev_size[k] = ps.dev_size[k];
-        len += ps.dev_size[k];
-    }
+    struct tess_pup pk;
+    uint64_t        len;
+    tess_status_t   st = rec_fill(h, ai, e, &ps, hbytes, &pk, &len);
+    if (st != TESS_OK)
+        return st;
     if (rv->n == rv->cap) {
         size_t     cap = rv->cap ? 2 * rv->cap : 64;
         man_rec_t *nv  = realloc(rv->v, cap * sizeof(*nv));
@@ -341,7 +358,7 @@ static tess_status_t write_element(writer_t *w, uint32_t ai, tess_ctx_h e, char 
     size_t         r  = rv->n++;
     rv->v[r] = (man_rec_t){.array = ai, .file = (uint32_t)tess_rt.rank, .linear = e->linear,
                            .offset = wh->off + wh->fill, .length = len, .crc = 0};
-    tess_status_t st = writer_put(w, r, (const char *)h, hbytes, NULL, 0);
+    st = writer_put(w, r, (const char *)h, hbytes, NULL, 0);
     for (int k = 0; st == TESS_OK && k < ps.ndev; k++)
         if (ps.dev_size[k])
             st = writer_put(w, r, pk.dev[k], ps.dev_size[k], e->stream, 1);
@@ -460,28 +477,11 @@ static tess_status_t snap_element(uint32_t ai, tess_ctx_h e, uint64_t *foff, uin
         bg.hcap = cap;
     }
     rec_hdr_t *h = (rec_hdr_t *)(bg.host + bg.hfill);
-    memset(h, 0, sizeof(*h));
-    h->magic      = CKPT_REC_MAGIC;
-    h->array      = ai;
-    h->linear     = e->linear;
-    h->state_size = a->elem_size;
-    h->pup_size   = ps.pos;
-    h->ndev       = (uint32_t)ps.ndev;
-    memcpy(h + 1, tess_obj_state(e), a->elem_size);
-    struct tess_pup pk = {.mode = PUP_CKPT, .buf = (char *)(h + 1) + a->elem_size, .cap = ps.pos};
-    memcpy(pk.dev_size, ps.dev_size, sizeof(pk.dev_size));
-    if (a->pup) {
-        a->pup(&pk, e, tess_obj_state(e));
-        if (pk.pos != ps.pos || pk.ndev != ps.ndev)
-            return tess_error(TESS_ERR_INVALID, "checkpoint: the PUP function of '%s' copied %zu "
-                              "bytes and %d device buffers but sized %zu and %d", a->name,
-                              pk.pos, pk.ndev, ps.pos, ps.ndev);
-    }
-    uint64_t len = hbytes;
-    for (int k = 0; k < ps.ndev; k++) {
-        h->dev_size[k] = ps.dev_size[k];
-        len += ps.dev_size[k];
-    }
+    struct tess_pup pk;
+    uint64_t        len;
+    tess_status_t   st = rec_fill(h, ai, e, &ps, hbytes, &pk, &len);
+    if (st != TESS_OK)
+        return st;
     recvec_t *rv = &bg.rv;
     if (rv->n == rv->cap) {
         size_t     cap = rv->cap ? 2 * rv->cap : 64;
@@ -495,7 +495,7 @@ static tess_status_t snap_element(uint32_t ai, tess_ctx_h e, uint64_t *foff, uin
     rv->v[r] = (man_rec_t){.array = ai, .file = (uint32_t)tess_rt.rank, .linear = e->linear,
                            .offset = *foff, .length = len, .crc = 0};
     *foff += len;
-    tess_status_t st = bg_piece(r, bg.hfill, hbytes, 0, NULL, NULL);
+    st = bg_piece(r, bg.hfill, hbytes, 0, NULL, NULL);
     bg.hfill += hbytes;
     for (int k = 0; st == TESS_OK && k < ps.ndev; k++)
         if (ps.dev_size[k]) {
