@@ -25,7 +25,7 @@ read -ra configs <<<"${GAB_CONFIGS:-lulesh:128:27:1x1 lulesh:128:64:1x1 lulesh:1
 lulesh:256:64:1x1 lulesh:256:8:1x1 minimd:32:8:1x1 minimd:32:16:1x1 minimd:128:16:1x1 \
 minimd:128:8:1x1 jacobi2d:4096:64:1x1 jacobi2d:16384:64:1x1}"
 rounds=${GAB_ROUNDS:-2}
-tmo=${GAB_TIMEOUT:-120}
+export APP_TIMEOUT=${GAB_TIMEOUT:-120}
 
 steps_of() { # APP SIZE
     local s
@@ -43,47 +43,12 @@ steps_of() { # APP SIZE
 # run APP SIZE ODF NP PPN MODE: "ms answer" (MODE mpi, or the TESS_GRAPHS value); nothing on
 # failure (the output goes to a log).
 run() {
-    local app=$1 size=$2 odf=$3 np=$4 ppn=$5 mode=$6 n o ms sum
-    n=$(steps_of "$app" "$size")
-    local dir="$build/examples/$app" log="$out/$app-$size-$odf-${np}x$ppn-$mode.log"
-    local tess=(env TESS_GRAPHS="$mode" "${launch[@]}" -np "$np")
-    case $app:$mode in
-    lulesh:mpi) o=$(timeout "$tmo" "${launch[@]}" -np 1 "$dir/lulesh_mpi" -q -s "$size" -i "$n" 2>&1) ;;
-    lulesh:*) o=$(timeout "$tmo" "${tess[@]}" "$dir/lulesh_tess" +ppn "$ppn" -q -g "$size" \
-        -odf "$odf" -i "$n" 2>&1) ;;
-    minimd:mpi) o=$(timeout "$tmo" "${launch[@]}" -np 1 "$dir/minimd_mpi" -s "$size" -n "$n" 2>&1) ;;
-    minimd:*) o=$(timeout "$tmo" "${tess[@]}" "$dir/minimd_tess" +ppn "$ppn" -odf "$odf" \
-        -s "$size" -n "$n" 2>&1) ;;
-    jacobi2d:mpi) o=$(timeout "$tmo" "${launch[@]}" -np 1 "$dir/jacobi2d_mpi" -x "$size" \
-        -y "$size" -i "$n" -w 10 2>&1) ;;
-    jacobi2d:*) o=$(timeout "$tmo" "${tess[@]}" "$dir/jacobi2d_tess" +ppn "$ppn" -odf "$odf" \
-        -x "$size" -y "$size" -i "$n" -w 10 2>&1) ;;
-    esac
-    echo "$o" >"$log"
-    case $app:$mode in
-    lulesh:mpi)
-        local el it
-        el=$(field "$o" elapsed); it=$(field "$o" iterations)
-        [ -n "$it" ] && ms=$(awk -v a="$el" -v b="$it" 'BEGIN { printf "%.6f", a * 1e3 / b }')
-        sum="$it:$(field "$o" origin_energy)" ;;
-    lulesh:*)
-        ms=$(echo "$o" | grep '^RESULT-TESS' | tr ' ' '\n' | sed -n 's/^ms_per_cycle=//p')
-        sum="$(field "$o" iterations):$(field "$o" origin_energy)" ;;
-    minimd:*) ms=$(field "$o" ms_per_step); sum="$(field "$o" T):$(field "$o" U):$(field "$o" P)" ;;
-    jacobi2d:*) ms=$(field "$o" ms_per_iter); sum=$(field "$o" checksum) ;;
-    esac
-    [ -n "${ms:-}" ] && echo "$ms $sum"
-}
-
-same() { # A B: 1 when the answers (colon-separated numbers) agree to 1e-9 relative
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        n = split(a, x, ":"); m = split(b, y, ":"); ok = n == m && n > 0
-        for (i = 1; ok && i <= n; i++) {
-            d = x[i] - y[i]; if (d < 0) d = -d
-            s = x[i] < 0 ? -x[i] : x[i]; if (s < 1) s = 1
-            if (d > 1e-9 * s) ok = 0
-        }
-        print ok ? 1 : 0 }'
+    local app=$1 size=$2 odf=$3 np=$4 ppn=$5 mode=$6 prog=tess o
+    [ "$mode" = mpi ] && prog=mpi
+    o=$(TESS_GRAPHS=${mode/mpi/1} app_run "$app" "$prog" "$build" "$size" \
+        "$(steps_of "$app" "$size")" "$np" "$ppn" "$odf")
+    echo "$o" >"$out/$app-$size-$odf-${np}x$ppn-$mode.log"
+    app_result "$app" "$prog" "$o"
 }
 
 csv="$out/graph_ab.csv"

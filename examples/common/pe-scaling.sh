@@ -19,7 +19,6 @@ app=${1:?usage: pe-scaling.sh lulesh|minimd|jacobi2d OUTDIR [BUILDDIR]}
 out=${2:?usage: pe-scaling.sh lulesh|minimd|jacobi2d OUTDIR [BUILDDIR]}
 here=$(cd "$(dirname "$0")" && pwd)
 build=${3:-$(cd "$here/../.." && pwd)}
-dir="$build/examples/$app"
 mkdir -p "$out" || exit 1
 . "$here/sweep-lib.sh"
 
@@ -34,46 +33,10 @@ esac
 
 # run PROG NP PPN: "ms answer" of one run (empty on failure; the output goes to a log).
 run() {
-    local prog=$1 np=$2 ppn=$3 o ms sum
-    local log="$out/${app}_${prog}_${np}x${ppn}.log"
-    case $app:$prog in
-    lulesh:mpi) o=$("${launch[@]}" -np 1 "$dir/lulesh_mpi" -q -s "$size" -i "$steps" 2>&1) ;;
-    lulesh:tess) o=$("${launch[@]}" -np "$np" "$dir/lulesh_tess" +ppn "$ppn" "${extra[@]}" -q \
-        -g "$size" -odf "$odf" -i "$steps" 2>&1) ;;
-    minimd:mpi) o=$("${launch[@]}" -np 1 "$dir/minimd_mpi" -s "$size" -n "$steps" 2>&1) ;;
-    minimd:tess) o=$("${launch[@]}" -np "$np" "$dir/minimd_tess" +ppn "$ppn" "${extra[@]}" \
-        -odf "$odf" -s "$size" -n "$steps" 2>&1) ;;
-    jacobi2d:mpi) o=$("${launch[@]}" -np 1 "$dir/jacobi2d_mpi" -x "$size" -y "$size" \
-        -i "$steps" -w 10 2>&1) ;;
-    jacobi2d:tess) o=$("${launch[@]}" -np "$np" "$dir/jacobi2d_tess" +ppn "$ppn" "${extra[@]}" \
-        -odf "$odf" -x "$size" -y "$size" -i "$steps" -w 10 2>&1) ;;
-    esac
-    echo "$o" >"$log"
-    case $app:$prog in
-    lulesh:mpi)
-        local el it
-        el=$(field "$o" elapsed); it=$(field "$o" iterations)
-        [ -n "$it" ] && ms=$(awk -v a="$el" -v b="$it" 'BEGIN { printf "%.6f", a * 1e3 / b }')
-        sum="$it:$(field "$o" origin_energy)" ;;
-    lulesh:tess)
-        ms=$(echo "$o" | grep '^RESULT-TESS' | tr ' ' '\n' | sed -n 's/^ms_per_cycle=//p')
-        sum="$(field "$o" iterations):$(field "$o" origin_energy)" ;;
-    minimd:*) ms=$(field "$o" ms_per_step); sum="$(field "$o" T):$(field "$o" U):$(field "$o" P)" ;;
-    jacobi2d:*) ms=$(field "$o" ms_per_iter); sum=$(field "$o" checksum) ;;
-    esac
-    [ -n "${ms:-}" ] && echo "$ms $sum"
-}
-
-# same A B: 1 when the answers (colon-separated numbers) agree to 1e-9 relative, else 0.
-same() {
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        n = split(a, x, ":"); m = split(b, y, ":"); ok = n == m && n > 0
-        for (i = 1; ok && i <= n; i++) {
-            d = x[i] - y[i]; if (d < 0) d = -d
-            s = x[i] < 0 ? -x[i] : x[i]; if (s < 1) s = 1
-            if (d > 1e-9 * s) ok = 0
-        }
-        print ok ? 1 : 0 }'
+    local o
+    o=$(app_run "$app" "$1" "$build" "$size" "$steps" "$2" "$3" "$odf" "${extra[@]}")
+    echo "$o" >"$out/${app}_$1_$2x$3.log"
+    app_result "$app" "$1" "$o"
 }
 
 mps_on
