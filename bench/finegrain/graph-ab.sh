@@ -88,7 +88,9 @@ awk -F, 'NR > 1 {
 function med(k, m,   i, j, t, c, a) {
     c = n[k, m]; if (!c) return 0
     for (i = 1; i <= c; i++) a[i] = v[k, m, i]
-    for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    for (i = 1; i <= c; i++)
+        for (j = i + 1; j <= c; j++)
+            if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
     return c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2
 }
 END {

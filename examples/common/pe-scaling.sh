@@ -58,6 +58,8 @@ for c in "${configs[@]}"; do
     r1=$(awk -v a="$ms" -v b="$base" 'BEGIN { printf "%.3f", a / b }')
     rm=$(awk -v a="$ms" -v b="$mpi_ms" 'BEGIN { printf "%.3f", a / b }')
     echo "$app,$size,$odf,$np,$ppn,$ms,$r1,$rm,$eq" >>"$csv"
-    printf '%-8s %10s %10s %10s %s\n' "$c" "$ms" "$r1" "$rm" "$([ $eq = 1 ] && echo equal || echo DIFFERS)"
+    answer=equal
+    [ "$eq" = 1 ] || answer=DIFFERS
+    printf '%-8s %10s %10s %10s %s\n' "$c" "$ms" "$r1" "$rm" "$answer"
 done
 mps_off
