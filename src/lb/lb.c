@@ -120,6 +120,20 @@ static double lb_elem_load(tess_ctx_h e)
     return host + e->gpu_ms * 1e-3;
 }
 
+/* On a GPU, an element that sets no load of its own is weighed by the host time of its entries
+ * alone unless TESS_LB_GPU_TIME measures its stream work: its kernels' cost, which launches (and
+ * step graphs still more) do not show, is left out. Said once a process. */
+static void lb_warn_host_time(const tess_array_t *a)
+{
+    static atomic_int warned;
+    if (tess_cfg.lb_gpu_time || tess_gpu->kind == TESS_GPU_HOST ||
+        atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
+        return;
+    tess_warn("load balancing array '%s' on the host time of its entries: its elements' GPU work "
+              "is not measured (TESS_LB_GPU_TIME=1 times it with events; or the program declares "
+              "each element's load with tess_set_load)", a->name);
+}
+
 /* Finish the GPU timings of this PE (waiting for them: the elements are idle). */
 static unsigned lb_timing_poll(lb_pe_t *lp, int wait)
 {
@@ -261,6 +275,8 @@ static bool lb_report_handler(tess_msg_t *m)
             la->recs = r;
             la->cap  = cap;
         }
+        if (tess_unlikely(!e->has_user_load))
+            lb_warn_host_time(a);
         la->recs[la->nrecs++] = (lb_rec_t){e->linear, lb_elem_load(e), pe, 0};
         e->load_ticks = 0;
         e->gpu_ms     = 0;
