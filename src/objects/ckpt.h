@@ -142,6 +142,18 @@ void          tess_ckpt_manifest_free(manifest_t *m);
 
 /* ---- ckpt_io.c: the writer and the reader ----------------------------------------------- */
 
+/* The streams of the device copies into or out of a staging half, each once in a row
+ * (ckpt_io.c): tess_ckpt_streams_add appends one unless it is the last; `what` names the
+ * operation in an error. */
+typedef struct streams {
+    tess_gpu_stream_h *v;
+    size_t             n, cap;
+} streams_t;
+
+tess_status_t tess_ckpt_streams_add(streams_t *s, tess_gpu_stream_h stream, const char *what);
+/** The local elements of `a` by linear index (malloc'd; *n_p of them), NULL without memory. */
+tess_ctx_h   *tess_ckpt_local_elems(tess_array_t *a, size_t *n_p);
+
 /* This process's data file under tmpdir: every local element of the set, its records indexed
  * in rv (the caller frees rv->v); the file's size is *size_p. */
 tess_status_t tess_ckpt_write_data(const char *tmpdir, const ckpt_set_t *set, recvec_t *rv,
@@ -150,8 +162,8 @@ tess_status_t tess_ckpt_write_data(const char *tmpdir, const ckpt_set_t *set, re
  * the set (host parts to host memory, device buffers by copies on each element's stream into
  * the snapshot area: device memory, else pinned host memory) and lays out this process's data
  * file under tmpdir; *sync_p = 1 (and nothing taken) when neither area can be had, with a
- * warning. tess_ckpt_bg_start then starts the writer thread. tess_ckpt_bg_done: the thread has finished. tess_ckpt_bg_join waits
- * for it and returns its status (its text as this thread's error detail, not logged again),
+ * warning. tess_ckpt_bg_start then starts the writer thread. tess_ckpt_bg_done: the thread
+ * has finished. tess_ckpt_bg_join waits for it and returns its status (its text as this thread's error detail, not logged again),
  * the record index (*rv_p, the caller frees rv_p->v) and the file's size. */
 tess_status_t tess_ckpt_snapshot(const char *tmpdir, const ckpt_set_t *set, int *sync_p);
 void          tess_ckpt_bg_start(void);

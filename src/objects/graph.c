@@ -143,8 +143,8 @@ static void graph_check(obj_pe_t *op, tess_ctx_h e, int slot, tess_gpu_graph_h g
     tess_status_t    st      = graph_record(op, e, record, arg, &scratch, file, line);
     if (st != TESS_OK)
         tess_fatal("TESS_CHECK: step graph in slot %d of element %s of array '%s': recording "
-                   "it again for the check failed: %s", slot, tess_obj_elem_text(e, idx, sizeof(idx)),
-                   e->array->name, tess_error_detail());
+                   "it again for the check failed: %s", slot,
+                   tess_obj_elem_text(e, idx, sizeof(idx)), e->array->name, tess_error_detail());
     int differ = tess_gpu->graph_compare(g, scratch, why, sizeof(why));
     tess_gpu->graph_destroy(scratch);
     if (differ)
