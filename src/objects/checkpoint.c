@@ -3,7 +3,8 @@
  * number of processes and PEs: the API, its arguments, the agreement of every process on each
  * step, the checkpoint directories and the current pointer, and the checks of a checkpoint
  * against the program restarting from it. The format is ckpt_format.c's (ckpt.h shows the
- * layout), the data files' writer and reader ckpt_io.c's. */
+ * layout), the data files' writer ckpt_io.c's, their
+ * reader ckpt_read.c's. */
 #define _GNU_SOURCE
 #include "ckpt.h"
 

@@ -1,7 +1,8 @@
 /* ckpt.h — the parts of checkpoint and restart, and what each offers the others. Calls go one
  * way: checkpoint.c (the API: arguments, collective agreement, directories and the current
- * pointer, validation) -> ckpt_io.c (the staging writer of a data file, the read-ahead reader of
- * the records a process restarts) -> ckpt_format.c (the file format: records, manifest, CRC-32C,
+ * pointer, validation) -> ckpt_io.c (the staging writer of a data file, also from a background
+ * snapshot) and ckpt_read.c (the read-ahead reader of the records a process restarts) ->
+ * ckpt_format.c (the file format: records, manifest, CRC-32C,
  * and the file helpers).
  *
  * Layout of checkpoint N under D (tessera.h says why it is safe):
@@ -140,7 +141,7 @@ tess_status_t tess_ckpt_manifest_read(const char *dir, manifest_t *m);
 tess_status_t tess_ckpt_manifest_parse(manifest_t *m);
 void          tess_ckpt_manifest_free(manifest_t *m);
 
-/* ---- ckpt_io.c: the writer and the reader ----------------------------------------------- */
+/* ---- ckpt_io.c: the writer; ckpt_read.c: the reader -------------------------------------- */
 
 /* The streams of the device copies into or out of a staging half, each once in a row
  * (ckpt_io.c): tess_ckpt_streams_add appends one unless it is the last; `what` names the
