@@ -2,8 +2,7 @@
  * way: checkpoint.c (the API: arguments, collective agreement, directories and the current
  * pointer, validation) -> ckpt_io.c (the staging writer of a data file, also from a background
  * snapshot) and ckpt_read.c (the read-ahead reader of the records a process restarts) ->
- * ckpt_format.c (the file format: records, manifest, CRC-32C,
- * and the file helpers).
+ * ckpt_format.c (the file format: records, manifest, CRC-32C, and the file helpers).
  *
  * Layout of checkpoint N under D (tessera.h says why it is safe):
  *   D/ckpt.N/data.R    process R's records: rec_hdr_t, state bytes, PUP bytes, device bytes
