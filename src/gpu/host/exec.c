@@ -511,14 +511,18 @@ out_unlock:
 
 /* ---- enqueueing -------------------------------------------------------------------------------- */
 
-/* Lock held on return of TESS_OK. */
-static tess_status_t exec_begin(tess_gpu_stream_h *s, const char *fn, exec_op_t **op_p)
+/* Lock held on return of TESS_OK. An operation a graph cannot hold (`recordable` 0) is refused
+ * on a stream that records one. */
+static tess_status_t exec_begin(tess_gpu_stream_h *s, const char *fn, int recordable,
+                                exec_op_t **op_p)
 {
     tess_status_t st = tess_gpu_host_fault_check(fn);
     if (st != TESS_OK)
         return st;
     pthread_mutex_lock(&exec.lock);
     st = exec_stream_check(s, fn);
+    if (st == TESS_OK && !recordable)
+        st = exec_not_recording(*s, fn);
     if (st == TESS_OK && !(*op_p = op_get()))
         st = TESS_ERR_NO_MEMORY;
     if (st != TESS_OK)
@@ -545,7 +549,7 @@ tess_status_t tess_gpu_host_stream_copy(void *dst, const void *src, size_t size,
                                         tess_gpu_stream_h s)
 {
     exec_op_t    *op;
-    tess_status_t st = exec_begin(&s, "memcpy_async", &op);
+    tess_status_t st = exec_begin(&s, "memcpy_async", 1, &op);
     if (st != TESS_OK)
         return st;
     op->kind        = OP_COPY;
@@ -560,7 +564,7 @@ tess_status_t tess_gpu_host_stream_copy(void *dst, const void *src, size_t size,
 tess_status_t tess_gpu_host_stream_set(void *dst, int value, size_t size, tess_gpu_stream_h s)
 {
     exec_op_t    *op;
-    tess_status_t st = exec_begin(&s, "memset_async", &op);
+    tess_status_t st = exec_begin(&s, "memset_async", 1, &op);
     if (st != TESS_OK)
         return st;
     op->kind        = OP_SET;
@@ -582,7 +586,7 @@ tess_status_t tess_gpu_host_launch_host(tess_gpu_stream_h s, tess_gpu_host_fn_t 
     if (args_size > TESS_GPU_HOST_ARGS_MAX || (args_size && !args))
         return tess_error(TESS_ERR_INVALID, "launch_host: %zu bytes of arguments at %p "
                           "(at most %d)", args_size, args, TESS_GPU_HOST_ARGS_MAX);
-    if ((st = exec_begin(&s, "launch_host", &op)) != TESS_OK)
+    if ((st = exec_begin(&s, "launch_host", 1, &op)) != TESS_OK)
         return st;
     op->kind      = OP_FN;
     op->u.fn      = fn;
@@ -598,13 +602,8 @@ tess_status_t tess_gpu_host_event_record(tess_gpu_event_h e, tess_gpu_stream_h s
 {
     exec_op_t    *op;
     tess_status_t st = tess_gpu_host_event_check(e, "event_record");
-    if (st != TESS_OK || (st = exec_begin(&s, "event_record", &op)) != TESS_OK)
+    if (st != TESS_OK || (st = exec_begin(&s, "event_record", 0, &op)) != TESS_OK)
         return st;
-    if ((st = exec_not_recording(s, "event_record")) != TESS_OK) {
-        op_put(op);
-        pthread_mutex_unlock(&exec.lock);
-        return st;
-    }
     op->kind      = OP_RECORD;
     op->u.ev.slot = e->slot;
     /* Taken under the lock, so seqs of one stream are in stream order. */
@@ -622,13 +621,8 @@ tess_status_t tess_gpu_host_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t 
     tess_status_t st;
     if (!word)
         return tess_error(TESS_ERR_INVALID, "stream_signal: the word is NULL");
-    if ((st = exec_begin(&s, "stream_signal", &op)) != TESS_OK)
+    if ((st = exec_begin(&s, "stream_signal", 0, &op)) != TESS_OK)
         return st;
-    if ((st = exec_not_recording(s, "stream_signal")) != TESS_OK) {
-        op_put(op);
-        pthread_mutex_unlock(&exec.lock);
-        return st;
-    }
     op->kind        = OP_SIGNAL;
     op->u.sig.word  = word;
     op->u.sig.value = value;
@@ -650,13 +644,8 @@ tess_status_t tess_gpu_host_stream_wait_event(tess_gpu_stream_h s, tess_gpu_even
     if (target == 0 ||
         atomic_load_explicit(&e->slot->completed, memory_order_acquire) >= target)
         return exec_stream_check(&s, "stream_wait_event");
-    if ((st = exec_begin(&s, "stream_wait_event", &op)) != TESS_OK)
+    if ((st = exec_begin(&s, "stream_wait_event", 0, &op)) != TESS_OK)
         return st;
-    if ((st = exec_not_recording(s, "stream_wait_event")) != TESS_OK) {
-        op_put(op);
-        pthread_mutex_unlock(&exec.lock);
-        return st;
-    }
     op->kind      = OP_WAIT;
     op->u.ev.slot = e->slot;
     op->u.ev.seq  = target;
@@ -718,13 +707,8 @@ tess_status_t tess_gpu_host_graph_launch(tess_gpu_graph_h g, tess_gpu_stream_h s
     tess_status_t st;
     if (!g || g->magic != TESS_GPU_HOST_GRAPH_MAGIC)
         return tess_error(TESS_ERR_INVALID, "graph_launch: %p is not a live graph", (void *)g);
-    if ((st = exec_begin(&s, "graph_launch", &op)) != TESS_OK)
+    if ((st = exec_begin(&s, "graph_launch", 0, &op)) != TESS_OK)
         return st;
-    if ((st = exec_not_recording(s, "graph_launch")) != TESS_OK) {
-        op_put(op);
-        pthread_mutex_unlock(&exec.lock);
-        return st;
-    }
     op->kind    = OP_GRAPH;
     op->u.graph = g;
     tess_gpu_host_graph_ref(g); /* dropped by the executor after the run */
