@@ -127,6 +127,7 @@ static void lb_warn_host_time(const tess_array_t *a)
 {
     static atomic_int warned;
     if (tess_cfg.lb_gpu_time || tess_gpu->kind == TESS_GPU_HOST ||
+        atomic_load_explicit(&warned, memory_order_relaxed) ||
         atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
         return;
     tess_warn("load balancing array '%s' on the host time of its entries: its elements' GPU work "
@@ -264,6 +265,7 @@ static bool lb_report_handler(tess_msg_t *m)
         lb_timing_poll(lp, 1);
     tess_vec_t *v  = &a->pe_elems[tess_core_pe_local(tess_core_pe_self())];
     int         pe = tess_core_pe_global(tess_core_pe_self());
+    int         undeclared = 0;
     pthread_mutex_lock(&la->lock);
     for (size_t i = 0; i < v->count; i++) {
         tess_ctx_h e = v->items[i];
@@ -275,13 +277,14 @@ static bool lb_report_handler(tess_msg_t *m)
             la->recs = r;
             la->cap  = cap;
         }
-        if (tess_unlikely(!e->has_user_load))
-            lb_warn_host_time(a);
+        undeclared |= !e->has_user_load;
         la->recs[la->nrecs++] = (lb_rec_t){e->linear, lb_elem_load(e), pe, 0};
         e->load_ticks = 0;
         e->gpu_ms     = 0;
     }
     pthread_mutex_unlock(&la->lock);
+    if (undeclared)
+        lb_warn_host_time(a);
     lb_post(lb_report_done, a);
     return true;
 }
