@@ -10,8 +10,9 @@
 #                        Each size's files (the raw file too) are removed before the next: the
 #                        disk needs about the largest size free, plus 1 GB
 #   lulesh.txt           LULESH -g $LULESH_G (default 256) for $LULESH_ITS cycles (default 1000)
-#                        without checkpoints, then with -checkpoint-every 100 written before
-#                        returning (TESS_CKPT_BACKGROUND=0) and in the background: run times,
+#                        without checkpoints, then with -checkpoint-every N for each N of
+#                        $LULESH_EVERY (default 100), written before returning
+#                        (TESS_CKPT_BACKGROUND=0) and in the background: run times,
 #                        the checkpoints' time and share of the run as LULESH prints them, and
 #                        each run's time over the run without checkpoints (goal: at most 1.03)
 # PARTS=bench or PARTS=lulesh runs one of the two (default: both).
@@ -51,10 +52,12 @@ lulesh() { # LABEL [ENV...]; CK_ARGS: the checkpoint options
 {
     echo "# LULESH -g $g -i $its, one process"
     CK_ARGS="" lulesh "no checkpoints" TESS_CKPT_BACKGROUND=1
-    CK_ARGS="-checkpoint-every 100 -checkpoint-dir $ckdir" \
-        lulesh "checkpoint every 100 cycles, written before returning" TESS_CKPT_BACKGROUND=0
-    CK_ARGS="-checkpoint-every 100 -checkpoint-dir $ckdir" \
-        lulesh "checkpoint every 100 cycles, in the background" TESS_CKPT_BACKGROUND=1
+    for every in ${LULESH_EVERY:-100}; do
+        CK_ARGS="-checkpoint-every $every -checkpoint-dir $ckdir" \
+            lulesh "checkpoint every $every cycles, written before returning" TESS_CKPT_BACKGROUND=0
+        CK_ARGS="-checkpoint-every $every -checkpoint-dir $ckdir" \
+            lulesh "checkpoint every $every cycles, in the background" TESS_CKPT_BACKGROUND=1
+    done
 } 2>&1 | tee "$out/lulesh.txt"
 awk '/^## / { label = substr($0, 4) }
      /^RESULT / { for (i = 1; i <= NF; i++) if ($i ~ /^elapsed=/) { t[label] = substr($i, 9) }
