@@ -29,8 +29,9 @@
  *
  * Options: -c C, -m M, -b BYTES, -s STEPS (1000), -w WARMUP (100), -r REPS (3),
  * --where local|remote, --no-raw, --csv FILE (a row appended; header when the file is new),
- * --calls (with CUDA: also the host cost of each single CUDA call a chare step makes, and of
- * one chare step issued as calls against replayed as a CUDA graph),
+ * --calls (with CUDA: also the host cost of each single CUDA call a chare step makes, of
+ * one chare step issued as calls against replayed as a CUDA graph, and the raw steps a second
+ * that 1, 2, 4 and 8 threads of one process issue at once: what more PEs can gain at most),
  * --delay-us N (each step kernel waits N µs first: sleeps on the host backend, spins on the
  * GPU's global timer with CUDA, so that a copy not ordered after its sender's kernel reads
  * stale data and the check counts it: a test of the ordering),
@@ -560,6 +561,7 @@ int main(int argc, char **argv)
     if (opt.calls && use_cuda && rank == 0) {
         printf("host cost of single CUDA calls (8 streams, round robin):\n");
         fg_cuda_calls();
+        fg_cuda_thread_scaling();
         fflush(stdout);
     }
 #endif

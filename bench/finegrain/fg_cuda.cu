@@ -9,6 +9,7 @@
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 
 static void ck(cudaError_t e, const char *what)
 {
@@ -214,4 +215,105 @@ extern "C" void fg_cuda_calls(void)
     cudaFree(a);
     cudaFree(b);
     cudaFree(err);
+}
+
+/* ---- --calls: how the host's issue rate scales with threads, without the runtime ------------- */
+
+/* One thread of the scaling test: its own 8 streams, `steps` chare steps (4 copies of 4 KiB and
+ * the step kernel) issued round-robin over them, as calls or as replays of one graph a stream;
+ * synchronised every 256 steps, inside the clock (the device's part is the same for every
+ * thread count). */
+typedef struct {
+    int                graph, steps, ready;
+    double             us;
+    pthread_barrier_t *go;
+} fg_thr_t;
+
+static void *fg_thread_steps(void *arg)
+{
+    enum { NS = 8, CHUNK = 256 };
+    fg_thr_t    *t = (fg_thr_t *)arg;
+    cudaStream_t s[NS];
+    int32_t     *a, *b, *err;
+    ck(cudaMalloc(&a, 1 << 16), "cudaMalloc");
+    ck(cudaMalloc(&b, 1 << 16), "cudaMalloc");
+    ck(cudaMalloc(&err, 4), "cudaMalloc");
+    fg_args_t       args = {a, b, err, 0, 0, 4, 1024, 0, 0, 8, 0, 0, NULL};
+    cudaGraphExec_t ge[NS];
+    for (int i = 0; i < NS; i++) {
+        ck(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), "stream");
+        cudaGraph_t g;
+        ck(cudaStreamBeginCapture(s[i], cudaStreamCaptureModeThreadLocal), "capture");
+        for (int m = 0; m < 4; m++)
+            ck(cudaMemcpyAsync(b + 1024 * m, a + 1024 * m, 4096, cudaMemcpyDeviceToDevice, s[i]),
+               "captured copy");
+        fg_step_cuda(s[i], &args);
+        ck(cudaStreamEndCapture(s[i], &g), "capture");
+        ck(cudaGraphInstantiate(&ge[i], g, 0), "cudaGraphInstantiate");
+        ck(cudaGraphDestroy(g), "cudaGraphDestroy");
+    }
+    ck(cudaDeviceSynchronize(), "sync");
+    pthread_barrier_wait(t->go);
+    double t0 = now_us();
+    for (int done = 0; done < t->steps; done += CHUNK) {
+        for (int k = 0; k < CHUNK; k++) {
+            cudaStream_t st = s[k % NS];
+            if (t->graph)
+                cudaGraphLaunch(ge[k % NS], st);
+            else {
+                for (int m = 0; m < 4; m++)
+                    cudaMemcpyAsync(b + 1024 * m, a + 1024 * m, 4096, cudaMemcpyDeviceToDevice,
+                                    st);
+                fg_step_cuda(st, &args);
+            }
+        }
+        for (int i = 0; i < NS; i++)
+            ck(cudaStreamSynchronize(s[i]), "sync");
+    }
+    t->us = now_us() - t0;
+    for (int i = 0; i < NS; i++) {
+        cudaGraphExecDestroy(ge[i]);
+        cudaStreamDestroy(s[i]);
+    }
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(err);
+    return NULL;
+}
+
+/* Chare steps a second issued by 1, 2, 4 and 8 threads at once, each with its own streams, as
+ * calls and as graph replays, and the rate against one thread's: the most that more PEs of one
+ * process can gain on this driver and device, whatever the runtime does. */
+extern "C" void fg_cuda_thread_scaling(void)
+{
+    enum { STEPS = 4096, MAXT = 8 };
+    printf("raw CUDA chare steps (4 copies of 4 KiB + step kernel) from several host threads "
+           "of one process, each its own 8 streams:\n");
+    for (int graph = 0; graph <= 1; graph++) {
+        double one = 0;
+        for (int nt = 1; nt <= MAXT; nt *= 2) {
+            pthread_barrier_t go;
+            pthread_barrier_init(&go, NULL, (unsigned)nt);
+            fg_thr_t  t[MAXT];
+            pthread_t th[MAXT];
+            for (int i = 0; i < nt; i++) {
+                t[i] = (fg_thr_t){graph, STEPS, 0, 0, &go};
+                if (pthread_create(&th[i], NULL, fg_thread_steps, &t[i]))
+                    ck(cudaErrorUnknown, "pthread_create");
+            }
+            double slowest = 0;
+            for (int i = 0; i < nt; i++) {
+                pthread_join(th[i], NULL);
+                slowest = t[i].us > slowest ? t[i].us : slowest;
+            }
+            pthread_barrier_destroy(&go);
+            double rate = nt * STEPS / slowest * 1e6;
+            if (nt == 1)
+                one = rate;
+            printf("  %-6s %d thread%s %9.0f steps/s  %.2f x 1 thread\n",
+                   graph ? "graph" : "calls", nt, nt > 1 ? "s" : " ", rate, rate / one);
+            printf("RESULT-THREADS mode=%s threads=%d steps_per_s=%.0f x_one=%.3f\n",
+                   graph ? "graph" : "calls", nt, rate, rate / one);
+        }
+    }
 }
