@@ -508,6 +508,23 @@ static int cmp_stream(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* bg.area from `alloc`: `want` bytes (room to grow), else `need` (a device nearly full still
+ * holds the snapshot itself); 1 if either could be had. */
+static int snap_alloc(tess_status_t (*alloc)(size_t, void **), size_t want, size_t need)
+{
+    if (alloc(want, (void **)&bg.area) == TESS_OK) {
+        bg.area_size = want;
+        return 1;
+    }
+    if (want > need && alloc(need, (void **)&bg.area) == TESS_OK) {
+        tess_error_clear();
+        bg.area_size = need;
+        return 1;
+    }
+    bg.area = NULL;
+    return 0;
+}
+
 /* An area of at least `need` bytes: the one kept, else new device memory, else pinned host
  * memory (TESS_CKPT_SNAPSHOT=host: pinned host memory only); 0 when neither can be had (the
  * warning says why) or TESS_CKPT_SNAPSHOT=none. */
@@ -525,23 +542,20 @@ static int snap_area(size_t need)
     size_t want  = TESS_ALIGN_UP(need, (size_t)64 << 20);
     char   dev_err[256] = "TESS_CKPT_SNAPSHOT=host";
     if (!host_only) {
-        if (tess_gpu->mem_alloc(want, (void **)&bg.area) == TESS_OK) {
-            bg.area_size   = want;
+        if (snap_alloc(tess_gpu->mem_alloc, want, need)) {
             bg.area_pinned = 0;
             return 1;
         }
         tess_ckpt_detail_copy(TESS_ERR_NO_MEMORY, dev_err, sizeof(dev_err));
         tess_error_clear();
     }
-    if (tess_gpu->host_alloc(want, (void **)&bg.area) == TESS_OK) {
-        bg.area_size   = want;
+    if (snap_alloc(tess_gpu->host_alloc, want, need)) {
         bg.area_pinned = 1;
         if (!host_only)
             tess_warn("checkpoint: the snapshot of %zu device bytes goes to pinned host memory: "
                       "no device memory for it (%s)", need, dev_err);
         return 1;
     }
-    bg.area = NULL;
     tess_warn("checkpoint: written before returning, not in the background: no memory for a "
               "snapshot of %zu device bytes (device: %s; pinned host: %s)", need, dev_err,
               tess_error_detail());
