@@ -5,6 +5,7 @@
  * free gives its memory back; every allocation counts rounded up to the allocator's alignment;
  * allocations larger than a segment (a segment of their own) count as the others; threads that
  * allocate and free at once never take more than the size together, and leave none of it taken.
+ * Pinned host memory (TESS_HOST_PINNED_MEMORY) is counted and refused the same way.
  * Uses the ops table only; host backend only (the limit is a property of its device model).
  */
 #include "gpu/gpu.h"
@@ -65,7 +66,8 @@ int main(void)
     setvbuf(stdout, NULL, _IONBF, 0);
     tess_gpu_init_params_t params = {.job_id = tess_random64(), .local_size = 1,
                                      .host_arena_size = (size_t)1 << 20,
-                                     .host_device_memory = LIMIT};
+                                     .host_device_memory = LIMIT,
+                                     .host_pinned_memory = LIMIT};
     CHECK_OK(tess_gpu_init("host", &params, 1));
 
     /* Up to the size exactly: half, a quarter, two eighths. */
@@ -127,6 +129,31 @@ int main(void)
     CHECK_OK(tess_gpu->mem_free(e));
     printf("test_gpu_devmem: %d threads allocating and freeing held at most %zu bytes, then "
            "all %zu could be allocated at once\n", NTHR, atomic_load(&peak), LIMIT);
+
+    /* Pinned host memory (TESS_HOST_PINNED_MEMORY) the same way: up to the size, one byte more
+     * refused with the sizes, a free gives it back. */
+    void *h[3];
+    CHECK_OK(tess_gpu->host_alloc(LIMIT / 2, &h[0]));
+    CHECK_OK(tess_gpu->host_alloc(LIMIT / 4, &h[1]));
+    CHECK_OK(tess_gpu->host_alloc(LIMIT / 4, &h[2]));
+    memset(h[2], 0x5a, LIMIT / 4);
+    CHECK_ST(tess_gpu->host_alloc(1, &e), TESS_ERR_NO_MEMORY);
+    char want[160];
+    snprintf(want, sizeof(want), "out of pinned host memory: 1 bytes asked, %zu of %zu in use "
+             "(TESS_HOST_PINNED_MEMORY)", LIMIT, LIMIT);
+    CHECK_MSG(strstr(tess_error_detail(), want), "the message is '%s', not '%s'",
+              tess_error_detail(), want);
+    tess_error_clear();
+    CHECK_OK(tess_gpu->host_free(h[1]));
+    CHECK_ST(tess_gpu->host_alloc(LIMIT / 4 + 1, &e), TESS_ERR_NO_MEMORY);
+    tess_error_clear();
+    CHECK_OK(tess_gpu->host_alloc(LIMIT / 4, &h[1]));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(tess_gpu->host_free(h[i]));
+    CHECK_OK(tess_gpu->host_alloc(LIMIT, &e));
+    CHECK_OK(tess_gpu->host_free(e));
+    printf("test_gpu_devmem: %zu bytes of pinned host memory, one byte more refused, frees give "
+           "it back\n", LIMIT);
 
     tess_gpu_fini();
     printf("test_gpu_devmem: all passed\n");

@@ -16,7 +16,7 @@
  *       tess_checkpoint, or in the background by tess_checkpoint_wait; the run goes on
  *       Also for run: with fill, device memory is filled up to TESS_HOST_DEVICE_MEMORY once
  *       the arrays are made (less than one allocation's alignment left: no room for a
- *       snapshot); with killtimer=K:R, process R kills itself with SIGKILL 300 ms into
+ *       snapshot), and pinned host memory up to TESS_HOST_PINNED_MEMORY if that is set; with killtimer=K:R, process R kills itself with SIGKILL 300 ms into
  *       tess_checkpoint K, however it writes; with showinfo, process 0 prints what
  *       tess_checkpoint_info says right after each tess_checkpoint returns.
  *   test_ckpt restart DIR [every=E]                   continue from DIR's current checkpoint
@@ -485,23 +485,28 @@ static void run_steps(const char *dir, int from, int total, int every)
     }
 }
 
-/* Device memory filled up to its limit, halving the size asked down to the alignment; the
- * allocations stay until exit. Needs TESS_HOST_DEVICE_MEMORY (host backend). */
-static void fill_device(void)
+/* Device memory filled up to TESS_HOST_DEVICE_MEMORY, and pinned host memory to
+ * TESS_HOST_PINNED_MEMORY where that is set, halving the size asked down to the alignment; the
+ * allocations stay until exit. Host backend only. */
+static void fill_memory(void)
 {
-    const char *lim = getenv("TESS_HOST_DEVICE_MEMORY");
-    CHECK_MSG(lim && !strcmp(tess_gpu_backend_name(), "host"),
+    CHECK_MSG(getenv("TESS_HOST_DEVICE_MEMORY") && !strcmp(tess_gpu_backend_name(), "host"),
               "fill needs the host backend and TESS_HOST_DEVICE_MEMORY");
-    size_t total = 0, n = 0;
-    for (size_t size = (size_t)16 << 20; size >= 256; size /= 2) {
-        void *p;
-        while (tess_gpu_malloc(&p, size) == TESS_OK) {
-            total += size;
-            n++;
+    for (int pinned = 0; pinned < 2; pinned++) {
+        if (pinned && !getenv("TESS_HOST_PINNED_MEMORY"))
+            break;
+        size_t total = 0, n = 0;
+        for (size_t size = (size_t)16 << 20; size >= 256; size /= 2) {
+            void *p;
+            while ((pinned ? tess_gpu_malloc_host(&p, size) : tess_gpu_malloc(&p, size)) ==
+                   TESS_OK) {
+                total += size;
+                n++;
+            }
         }
+        printf("test_ckpt: process %d filled %s memory: %zu more bytes in %zu allocations\n",
+               tess_process(), pinned ? "pinned host" : "device", total, n);
     }
-    printf("test_ckpt: process %d filled device memory: %zu more bytes in %zu allocations\n",
-           tess_process(), total, n);
     fflush(stdout);
 }
 
@@ -569,7 +574,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "run")) {
         make_arrays(0, 0);
         if (fill)
-            fill_device();
+            fill_memory();
         run_steps(dir, 0, steps, every);
         if (scribble) {
             if (rank == 0)
