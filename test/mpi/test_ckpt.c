@@ -16,8 +16,9 @@
  *       tess_checkpoint, or in the background by tess_checkpoint_wait; the run goes on
  *       Also for run: with fill, device memory is filled up to TESS_HOST_DEVICE_MEMORY once
  *       the arrays are made (less than one allocation's alignment left: no room for a
- *       snapshot), and pinned host memory up to TESS_HOST_PINNED_MEMORY if that is set; with killtimer=K:R, process R kills itself with SIGKILL 300 ms into
- *       tess_checkpoint K, however it writes; with showinfo, process 0 prints what
+ *       snapshot), and pinned host memory up to TESS_HOST_PINNED_MEMORY if that is set; with
+ *       killtimer=K:R, process R kills itself with SIGKILL 300 ms after tess_checkpoint K
+ *       began, whether it returned by then or not; with showinfo, process 0 prints what
  *       tess_checkpoint_info says right after each tess_checkpoint returns.
  *   test_ckpt restart DIR [every=E]                   continue from DIR's current checkpoint
  *   test_ckpt refuse DIR [prog=P] [extraentry] [bigger] [cells=N]
