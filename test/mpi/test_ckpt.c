@@ -488,7 +488,11 @@ static void run_steps(const char *dir, int from, int total, int every)
 
 /* Device memory filled up to TESS_HOST_DEVICE_MEMORY, and pinned host memory to
  * TESS_HOST_PINNED_MEMORY where that is set, halving the size asked down to the alignment; the
- * allocations stay until exit. Host backend only. */
+ * allocations stay until fill_free. Host backend only. */
+#define FILL_MAX 256
+static void *fill_ptr[2][FILL_MAX];
+static int   fill_n[2];
+
 static void fill_memory(void)
 {
     CHECK_MSG(getenv("TESS_HOST_DEVICE_MEMORY") && !strcmp(tess_gpu_backend_name(), "host"),
@@ -499,8 +503,10 @@ static void fill_memory(void)
         size_t total = 0, n = 0;
         for (size_t size = (size_t)16 << 20; size >= 256; size /= 2) {
             void *p;
-            while ((pinned ? tess_gpu_malloc_host(&p, size) : tess_gpu_malloc(&p, size)) ==
-                   TESS_OK) {
+            while (fill_n[pinned] < FILL_MAX &&
+                   (pinned ? tess_gpu_malloc_host(&p, size) : tess_gpu_malloc(&p, size)) ==
+                       TESS_OK) {
+                fill_ptr[pinned][fill_n[pinned]++] = p;
                 total += size;
                 n++;
             }
@@ -509,6 +515,14 @@ static void fill_memory(void)
                tess_process(), pinned ? "pinned host" : "device", total, n);
     }
     fflush(stdout);
+}
+
+static void fill_free(void)
+{
+    for (int pinned = 0; pinned < 2; pinned++)
+        for (int i = 0; i < fill_n[pinned]; i++)
+            CHECK_OK(pinned ? tess_gpu_free_host(fill_ptr[pinned][i])
+                            : tess_gpu_free(fill_ptr[pinned][i]));
 }
 
 /* As test_init, with TEST_CKPT_RANK_ENV=R:VAR=VALUE set on process R before tess_init. */
@@ -617,6 +631,7 @@ int main(int argc, char **argv)
     } else {
         CHECK_MSG(0, "unknown mode %s", mode);
     }
+    fill_free();
     CHECK_OK(tess_array_destroy(plain));
     CHECK_OK(tess_array_destroy(cells));
     test_fini();
