@@ -14,7 +14,8 @@
  *       a checkpoint still being written; with ioerr, process R's files may not grow past B
  *       bytes (RLIMIT_FSIZE) for the first checkpoint, whose failure (EFBIG) must be reported by
  *       tess_checkpoint, or in the background by tess_checkpoint_wait; the run goes on
- *       Also for run: with fill, device memory is filled up to TESS_HOST_DEVICE_MEMORY once
+ *       Also for run: with fill, device memory is filled up to TESS_HOST_DEVICE_MEMORY (where
+ *       that is set) once
  *       the arrays are made (less than one allocation's alignment left: no room for a
  *       snapshot), and pinned host memory up to TESS_HOST_PINNED_MEMORY if that is set; with
  *       killtimer=K:R, process R kills itself with SIGKILL 300 ms after tess_checkpoint K
@@ -25,9 +26,9 @@
  *                                                     tess_restart must fail; every element
  *                                                     must still be as constructed
  * run and restart check every element against the model after the last step (restart also
- * right after loading) and print "RESULT step=S digest=D". TEST_CKPT_RANK_ENV=R:VAR=VALUE sets
- * VAR on process R only, before tess_init (one process's options unlike the others': the same
- * on every MPI). Driven by test/mpi/check-ckpt and check-ckpt-fallback. */
+ * right after loading) and print "RESULT step=S digest=D". TEST_CKPT_RANK_ENV=R:VAR=VALUE[,...]
+ * sets each VAR on process R only, before tess_init (one process's options unlike the others':
+ * the same on every MPI). Driven by test/mpi/check-ckpt and check-ckpt-fallback. */
 #include "tess_test.h"
 
 #include <signal.h>
@@ -488,15 +489,17 @@ static void run_steps(const char *dir, int from, int total, int every)
 
 /* Device memory filled up to TESS_HOST_DEVICE_MEMORY, and pinned host memory to
  * TESS_HOST_PINNED_MEMORY where that is set, halving the size asked down to the alignment; the
- * allocations stay until fill_free. Host backend only. */
+ * allocations stay until fill_free. Host backend only; nothing on a process without
+ * TESS_HOST_DEVICE_MEMORY. */
 #define FILL_MAX 256
 static void *fill_ptr[2][FILL_MAX];
 static int   fill_n[2];
 
 static void fill_memory(void)
 {
-    CHECK_MSG(getenv("TESS_HOST_DEVICE_MEMORY") && !strcmp(tess_gpu_backend_name(), "host"),
-              "fill needs the host backend and TESS_HOST_DEVICE_MEMORY");
+    if (!getenv("TESS_HOST_DEVICE_MEMORY"))
+        return; /* a process without a limit (TEST_CKPT_RANK_ENV gave another one its limit) */
+    CHECK_MSG(!strcmp(tess_gpu_backend_name(), "host"), "fill needs the host backend");
     for (int pinned = 0; pinned < 2; pinned++) {
         if (pinned && !getenv("TESS_HOST_PINNED_MEMORY"))
             break;
@@ -525,7 +528,8 @@ static void fill_free(void)
                             : tess_gpu_free(fill_ptr[pinned][i]));
 }
 
-/* As test_init, with TEST_CKPT_RANK_ENV=R:VAR=VALUE set on process R before tess_init. */
+/* As test_init, with TEST_CKPT_RANK_ENV=R:VAR=VALUE[,VAR=VALUE...] set on process R before
+ * tess_init. */
 static void init_rank_env(int *argc, char ***argv)
 {
     const char *re = getenv("TEST_CKPT_RANK_ENV");
@@ -533,16 +537,23 @@ static void init_rank_env(int *argc, char ***argv)
         test_init(argc, argv);
         return;
     }
-    int provided, wrank, r;
+    int provided, wrank, r, end = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     CHECK(provided >= MPI_THREAD_FUNNELED);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
-    char var[128];
-    CHECK_MSG(sscanf(re, "%d:%127[^=]=", &r, var) == 2 && strchr(re, '='),
-              "TEST_CKPT_RANK_ENV=%s is not R:VAR=VALUE", re);
+    CHECK_MSG(sscanf(re, "%d:%n", &r, &end) == 1 && end > 0,
+              "TEST_CKPT_RANK_ENV=%s is not R:VAR=VALUE[,VAR=VALUE...]", re);
     if (wrank == r) {
-        CHECK(setenv(var, strchr(re, '=') + 1, 1) == 0);
-        printf("test_ckpt: process %d runs with %s\n", r, strchr(re, ':') + 1);
+        char list[512];
+        snprintf(list, sizeof(list), "%s", re + end);
+        for (char *save = NULL, *kv = strtok_r(list, ",", &save); kv;
+             kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            CHECK_MSG(eq && eq > kv, "TEST_CKPT_RANK_ENV: '%s' is not VAR=VALUE", kv);
+            *eq = 0;
+            CHECK(setenv(kv, eq + 1, 1) == 0);
+        }
+        printf("test_ckpt: process %d runs with %s\n", r, re + end);
         fflush(stdout);
     }
     CHECK_OK(tess_init(argc, argv, MPI_COMM_WORLD, NULL));

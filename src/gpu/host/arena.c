@@ -10,7 +10,10 @@
  * rounded up to TESS_GPU_HOST_ALIGN, as the allocator takes it) may not exceed it, and an
  * allocation past it fails with TESS_ERR_NO_MEMORY as cudaMalloc does when the device is full
  * (per process, as MPS's per-client device memory limit). The segments themselves do not
- * count: they are the model's reserve, not memory the program asked for.
+ * count: they are the model's reserve, not memory the program asked for. Nothing else of the
+ * backend takes device memory: events live in event segments (a GPU's events take none a
+ * program sees), plain segments and signal words are host memory on every backend, and memory
+ * opened through IPC counts for its owner.
  *
  * Threads: any thread (arena.lock, which also guards the count in use); mem_free waits for
  * the device without it.
