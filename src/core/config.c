@@ -56,6 +56,16 @@ static const opt_t opts[] = {
     {{"host_arena", "TESS_HOST_ARENA", NULL, "256m",
       "host backend: bytes per shared-memory arena segment (at least 1m)"},
      OPT_SIZE, CFG(host_arena), 1 << 20, 0, NULL, 0},
+    {{"host_device_memory", "TESS_HOST_DEVICE_MEMORY", NULL, "0",
+      "host backend: the device's memory size, per process: an allocation that would take "
+      "the process's device memory past it fails as out of memory, as on a full GPU "
+      "(0: no limit; else at least 64k)"},
+     OPT_SIZE, CFG(host_device_memory), 64 << 10, 0, NULL, 1},
+    {{"host_pinned_memory", "TESS_HOST_PINNED_MEMORY", NULL, "0",
+      "host backend: the pinned host memory a process may allocate: past it an allocation "
+      "fails as out of memory, as where the system will not pin more (0: no limit; else at "
+      "least 64k)"},
+     OPT_SIZE, CFG(host_pinned_memory), 64 << 10, 0, NULL, 1},
     {{"host_jitter_us", "TESS_HOST_JITTER_US", NULL, "0",
       "host backend: random delay before each device operation (finds ordering bugs)"},
      OPT_INT, CFG(host_jitter_us), 0, 1000000, NULL, 0},

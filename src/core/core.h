@@ -35,6 +35,8 @@ typedef struct tess_config {
     int    streams;
     int    host_threads;
     size_t host_arena;
+    size_t host_device_memory;
+    size_t host_pinned_memory;
     int    host_jitter_us;
     int    host_fault_kernel;
     int    host_devices;

@@ -339,6 +339,8 @@ tess_status_t tess_core_init(int *argc, char ***argv, MPI_Comm comm, const tess_
         .local_rank      = tess_rt.node_rank,
         .local_size      = tess_rt.node_size,
         .host_arena_size = tess_cfg.host_arena,
+        .host_device_memory = tess_cfg.host_device_memory,
+        .host_pinned_memory = tess_cfg.host_pinned_memory,
         .host_threads    = tess_cfg.host_threads,
         .host_jitter_us  = tess_cfg.host_jitter_us,
         .host_fault_kernel = tess_cfg.host_fault_kernel,

@@ -61,6 +61,8 @@ typedef struct tess_gpu_init_params {
     int      local_rank;       /* rank among the processes of this node */
     int      local_size;       /* processes on this node */
     size_t   host_arena_size;  /* host backend: bytes per arena segment */
+    size_t   host_device_memory; /* host backend: device memory size (0: no limit) */
+    size_t   host_pinned_memory; /* host backend: pinned host memory size (0: no limit) */
     int      host_threads;     /* host backend: executor threads per process */
     int      host_jitter_us;   /* host backend: random delay before each operation (tests) */
     int      host_devices;     /* host backend: number of devices it pretends to have */

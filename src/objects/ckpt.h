@@ -116,6 +116,12 @@ tess_status_t tess_ckpt_sync_path(const char *path);
 /* This thread's error detail into buf, without the " (status text)" tess_error added: to be
  * passed on as another error's text. */
 void tess_ckpt_detail_copy(tess_status_t st, char *buf, size_t cap);
+/* The 2 x CKPT_CHUNK bytes of a writer's or reader's staging halves: pinned host memory, else
+ * (none to be had: a warning, once a process) ordinary host memory, which device copies also
+ * take, staged by the driver: slower, as right. *pinned_p says which, for staging_free. NULL
+ * when neither (the error says why). Any thread. */
+char *tess_ckpt_staging_alloc(const char *who, int *pinned_p);
+void  tess_ckpt_staging_free(char *buf, int pinned);
 /* Write a small file through path.tmp and a rename, synced. */
 tess_status_t tess_ckpt_write_file_atomic(const char *dir, const char *name, const void *buf,
                                           size_t len);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -239,6 +240,34 @@ void tess_ckpt_detail_copy(tess_status_t st, char *buf, size_t cap)
                                                  tess_status_string(st));
     if (n >= k && !strcmp(buf + n - k, suffix))
         buf[n - k] = 0;
+}
+
+char *tess_ckpt_staging_alloc(const char *who, int *pinned_p)
+{
+    static _Atomic int warned;
+    char              *buf = NULL;
+    *pinned_p              = 1;
+    if (tess_gpu->host_alloc(2 * CKPT_CHUNK, (void **)&buf) == TESS_OK)
+        return buf;
+    char why[256];
+    tess_ckpt_detail_copy(TESS_ERR_NO_MEMORY, why, sizeof(why));
+    tess_error_clear();
+    *pinned_p = 0;
+    buf       = tess_aligned_alloc(4096, 2 * CKPT_CHUNK, "checkpoint staging memory");
+    if (!buf)
+        return NULL;
+    if (!atomic_exchange(&warned, 1))
+        tess_warn("%s: staging in ordinary host memory, not pinned (slower device copies): %s",
+                  who, why);
+    return buf;
+}
+
+void tess_ckpt_staging_free(char *buf, int pinned)
+{
+    if (pinned)
+        tess_gpu->host_free(buf);
+    else
+        free(buf);
 }
 
 void tess_ckpt_arrays_describe(const ckpt_set_t *set, man_array_t *ma)

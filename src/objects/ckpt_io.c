@@ -79,7 +79,8 @@ typedef struct whalf {
 } whalf_t;
 
 typedef struct writer {
-    char           *pinned;
+    char           *staging; /* pinned unless none could be had */
+    int             pinned;
     whalf_t         h[2];
     int             cur;    /* the half being filled */
     int             queued; /* the half with the writer thread, or -1 */
@@ -238,11 +239,11 @@ static tess_status_t writer_open(writer_t *w, int fd, const char *path, recvec_t
     w->path   = path;
     w->rv     = rv;
     w->queued = -1;
-    if (tess_gpu->host_alloc(2 * CKPT_CHUNK, (void **)&w->pinned) != TESS_OK)
-        return tess_error(TESS_ERR_NO_MEMORY, "checkpoint: %zu bytes of pinned staging memory: "
-                          "%s", 2 * CKPT_CHUNK, tess_error_detail());
-    w->h[0].buf = w->pinned;
-    w->h[1].buf = w->pinned + CKPT_CHUNK;
+    if (!(w->staging = tess_ckpt_staging_alloc("checkpoint", &w->pinned)))
+        return tess_error(TESS_ERR_NO_MEMORY, "checkpoint: %zu bytes of staging memory: %s",
+                          2 * CKPT_CHUNK, tess_error_detail());
+    w->h[0].buf = w->staging;
+    w->h[1].buf = w->staging + CKPT_CHUNK;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     if (pthread_create(&w->th, NULL, writer_main, w))
@@ -277,8 +278,8 @@ static tess_status_t writer_close(writer_t *w, tess_status_t st, uint64_t *size_
         free(w->h[i].pc);
         free(w->h[i].sv.v);
     }
-    if (w->pinned)
-        tess_gpu->host_free(w->pinned);
+    if (w->staging)
+        tess_ckpt_staging_free(w->staging, w->pinned);
     return st;
 }
 
@@ -508,6 +509,23 @@ static int cmp_stream(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* bg.area from `alloc`: `want` bytes (room to grow), else `need` (a device nearly full still
+ * holds the snapshot itself); 1 if either could be had. */
+static int snap_alloc(tess_status_t (*alloc)(size_t, void **), size_t want, size_t need)
+{
+    if (alloc(want, (void **)&bg.area) == TESS_OK) {
+        bg.area_size = want;
+        return 1;
+    }
+    if (want > need && alloc(need, (void **)&bg.area) == TESS_OK) {
+        tess_error_clear();
+        bg.area_size = need;
+        return 1;
+    }
+    bg.area = NULL;
+    return 0;
+}
+
 /* An area of at least `need` bytes: the one kept, else new device memory, else pinned host
  * memory (TESS_CKPT_SNAPSHOT=host: pinned host memory only); 0 when neither can be had (the
  * warning says why) or TESS_CKPT_SNAPSHOT=none. */
@@ -525,26 +543,25 @@ static int snap_area(size_t need)
     size_t want  = TESS_ALIGN_UP(need, (size_t)64 << 20);
     char   dev_err[256] = "TESS_CKPT_SNAPSHOT=host";
     if (!host_only) {
-        if (tess_gpu->mem_alloc(want, (void **)&bg.area) == TESS_OK) {
-            bg.area_size   = want;
+        if (snap_alloc(tess_gpu->mem_alloc, want, need)) {
             bg.area_pinned = 0;
             return 1;
         }
         tess_ckpt_detail_copy(TESS_ERR_NO_MEMORY, dev_err, sizeof(dev_err));
         tess_error_clear();
     }
-    if (tess_gpu->host_alloc(want, (void **)&bg.area) == TESS_OK) {
-        bg.area_size   = want;
+    if (snap_alloc(tess_gpu->host_alloc, want, need)) {
         bg.area_pinned = 1;
         if (!host_only)
             tess_warn("checkpoint: the snapshot of %zu device bytes goes to pinned host memory: "
                       "no device memory for it (%s)", need, dev_err);
         return 1;
     }
-    bg.area = NULL;
+    char host_err[256];
+    tess_ckpt_detail_copy(TESS_ERR_NO_MEMORY, host_err, sizeof(host_err));
     tess_warn("checkpoint: written before returning, not in the background: no memory for a "
               "snapshot of %zu device bytes (device: %s; pinned host: %s)", need, dev_err,
-              tess_error_detail());
+              host_err);
     tess_error_clear();
     return 0;
 }

@@ -39,7 +39,8 @@ typedef struct rhalf {
 } rhalf_t;
 
 typedef struct reader {
-    char           *pinned;
+    char           *staging; /* pinned unless none could be had */
+    int             pinned;
     rhalf_t         h[2];
     int             cur; /* the half being used */
     const rext_t   *ext;
@@ -219,11 +220,11 @@ static tess_status_t reader_open(reader_t *r, const rext_t *ext)
 {
     memset(r, 0, sizeof(*r));
     r->ext = ext;
-    if (tess_gpu->host_alloc(2 * CKPT_CHUNK, (void **)&r->pinned) != TESS_OK)
-        return tess_error(TESS_ERR_NO_MEMORY, "restart: %zu bytes of pinned staging memory: %s",
+    if (!(r->staging = tess_ckpt_staging_alloc("restart", &r->pinned)))
+        return tess_error(TESS_ERR_NO_MEMORY, "restart: %zu bytes of staging memory: %s",
                           2 * CKPT_CHUNK, tess_error_detail());
-    r->h[0].buf = r->pinned;
-    r->h[1].buf = r->pinned + CKPT_CHUNK;
+    r->h[0].buf = r->staging;
+    r->h[1].buf = r->staging + CKPT_CHUNK;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     if (pthread_create(&r->th, NULL, reader_main, r))
@@ -250,8 +251,8 @@ static tess_status_t reader_close(reader_t *r, tess_status_t st)
     }
     for (int k = 0; k < 2; k++)
         free(r->h[k].sv.v);
-    if (r->pinned)
-        tess_gpu->host_free(r->pinned);
+    if (r->staging)
+        tess_ckpt_staging_free(r->staging, r->pinned);
     return st;
 }
 

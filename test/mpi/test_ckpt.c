@@ -14,16 +14,26 @@
  *       a checkpoint still being written; with ioerr, process R's files may not grow past B
  *       bytes (RLIMIT_FSIZE) for the first checkpoint, whose failure (EFBIG) must be reported by
  *       tess_checkpoint, or in the background by tess_checkpoint_wait; the run goes on
+ *       Also for run: with fill, device memory is filled up to TESS_HOST_DEVICE_MEMORY (where
+ *       that is set) once
+ *       the arrays are made (less than one allocation's alignment left: no room for a
+ *       snapshot), and pinned host memory up to TESS_HOST_PINNED_MEMORY if that is set; with
+ *       killtimer=K:R, process R kills itself with SIGKILL 300 ms after tess_checkpoint K
+ *       began, whether it returned by then or not; with showinfo, process 0 prints what
+ *       tess_checkpoint_info says right after each tess_checkpoint returns.
  *   test_ckpt restart DIR [every=E]                   continue from DIR's current checkpoint
  *   test_ckpt refuse DIR [prog=P] [extraentry] [bigger] [cells=N]
  *                                                     tess_restart must fail; every element
  *                                                     must still be as constructed
  * run and restart check every element against the model after the last step (restart also
- * right after loading) and print "RESULT step=S digest=D". Driven by test/mpi/check-ckpt. */
+ * right after loading) and print "RESULT step=S digest=D". TEST_CKPT_RANK_ENV=R:VAR=VALUE[,...]
+ * sets each VAR on process R only, before tess_init (one process's options unlike the others':
+ * the same on every MPI). Driven by test/mpi/check-ckpt and check-ckpt-fallback. */
 #include "tess_test.h"
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define NCELLS_DEFAULT 24
@@ -52,6 +62,7 @@ static int32_t      ncells = NCELLS_DEFAULT;
 static int          kill_step = -1, kill_rank = -1, ckpt_now = 0, ckpt_count = 0;
 static int          killbg_step = -1, killbg_rank = -1, scribble = 0, ioerr_rank = -1;
 static long         ioerr_bytes = 0;
+static int          killtimer_step = -1, killtimer_rank = -1, showinfo = 0;
 
 /* ---- the model: initial state and one step, shared by elements and the serial model ---- */
 
@@ -367,6 +378,15 @@ static void scribble_fn(tess_ctx_h ctx, void *e, void *arg)
         dev_put(c->dev[k], junk, c->dn[k], tess_ctx_stream(ctx)); /* on its stream, synced */
 }
 
+static void killtimer_fire(int sig)
+{
+    (void)sig;
+    static const char m[] = "test_ckpt: kills itself 300 ms into a checkpoint\n";
+    if (write(STDOUT_FILENO, m, sizeof(m) - 1) < 0) {
+    }
+    raise(SIGKILL);
+}
+
 static void checkpoint(const char *dir, int done, int total)
 {
     user_state_t u = {done, total, ncells, 0};
@@ -405,8 +425,20 @@ static void checkpoint(const char *dir, int done, int total)
         ckpt_now = 0;
         return;
     }
+    if (done == killtimer_step && rank == killtimer_rank) {
+        struct itimerval it = {.it_value = {0, 300000}};
+        signal(SIGALRM, killtimer_fire);
+        CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+    }
     CHECK_OK(tess_checkpoint(&cp));
     ckpt_now = 0;
+    if (showinfo) {
+        tess_ckpt_info_t info;
+        CHECK_OK(tess_checkpoint_info(dir, "test_ckpt", NULL, 0, &info));
+        if (rank == 0)
+            printf("test_ckpt: checkpoint %d returned: current %llu, pending %llu\n", done,
+                   (unsigned long long)info.step, (unsigned long long)info.pending);
+    }
     if (done == killbg_step && rank == killbg_rank) {
         usleep(300000); /* the writer has created its file and waits (TESS_CKPT_WRITE_DELAY_MS) */
         printf("test_ckpt: process %d kills itself after checkpoint %d returned\n", rank, done);
@@ -455,12 +487,84 @@ static void run_steps(const char *dir, int from, int total, int every)
     }
 }
 
+/* Device memory filled up to TESS_HOST_DEVICE_MEMORY, and pinned host memory to
+ * TESS_HOST_PINNED_MEMORY where that is set, halving the size asked down to the alignment; the
+ * allocations stay until fill_free. Host backend only; nothing on a process without
+ * TESS_HOST_DEVICE_MEMORY. */
+#define FILL_MAX 256
+static void *fill_ptr[2][FILL_MAX];
+static int   fill_n[2];
+
+static void fill_memory(void)
+{
+    if (!getenv("TESS_HOST_DEVICE_MEMORY"))
+        return; /* a process without a limit (TEST_CKPT_RANK_ENV gave another one its limit) */
+    CHECK_MSG(!strcmp(tess_gpu_backend_name(), "host"), "fill needs the host backend");
+    for (int pinned = 0; pinned < 2; pinned++) {
+        if (pinned && !getenv("TESS_HOST_PINNED_MEMORY"))
+            break;
+        size_t total = 0, n = 0;
+        for (size_t size = (size_t)16 << 20; size >= 256; size /= 2) {
+            void *p;
+            while (fill_n[pinned] < FILL_MAX &&
+                   (pinned ? tess_gpu_malloc_host(&p, size) : tess_gpu_malloc(&p, size)) ==
+                       TESS_OK) {
+                fill_ptr[pinned][fill_n[pinned]++] = p;
+                total += size;
+                n++;
+            }
+        }
+        printf("test_ckpt: process %d filled %s memory: %zu more bytes in %zu allocations\n",
+               tess_process(), pinned ? "pinned host" : "device", total, n);
+    }
+    fflush(stdout);
+}
+
+static void fill_free(void)
+{
+    for (int pinned = 0; pinned < 2; pinned++)
+        for (int i = 0; i < fill_n[pinned]; i++)
+            CHECK_OK(pinned ? tess_gpu_free_host(fill_ptr[pinned][i])
+                            : tess_gpu_free(fill_ptr[pinned][i]));
+}
+
+/* As test_init, with TEST_CKPT_RANK_ENV=R:VAR=VALUE[,VAR=VALUE...] set on process R before
+ * tess_init. */
+static void init_rank_env(int *argc, char ***argv)
+{
+    const char *re = getenv("TEST_CKPT_RANK_ENV");
+    if (!re) {
+        test_init(argc, argv);
+        return;
+    }
+    int provided, wrank, r, end = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    CHECK(provided >= MPI_THREAD_FUNNELED);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    CHECK_MSG(sscanf(re, "%d:%n", &r, &end) == 1 && end > 0,
+              "TEST_CKPT_RANK_ENV=%s is not R:VAR=VALUE[,VAR=VALUE...]", re);
+    if (wrank == r) {
+        char list[512];
+        snprintf(list, sizeof(list), "%s", re + end);
+        for (char *save = NULL, *kv = strtok_r(list, ",", &save); kv;
+             kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            CHECK_MSG(eq && eq > kv, "TEST_CKPT_RANK_ENV: '%s' is not VAR=VALUE", kv);
+            *eq = 0;
+            CHECK(setenv(kv, eq + 1, 1) == 0);
+        }
+        printf("test_ckpt: process %d runs with %s\n", r, re + end);
+        fflush(stdout);
+    }
+    CHECK_OK(tess_init(argc, argv, MPI_COMM_WORLD, NULL));
+}
+
 int main(int argc, char **argv)
 {
-    test_init(&argc, &argv);
+    init_rank_env(&argc, &argv);
     CHECK_MSG(argc >= 3, "usage: test_ckpt run|restart|refuse DIR [key=value ...]");
     const char *mode = argv[1], *dir = argv[2], *prog = "test_ckpt";
-    int         steps = 6, every = 0, bigger = 0, extra = 0;
+    int         steps = 6, every = 0, bigger = 0, extra = 0, fill = 0;
     for (int i = 3; i < argc; i++) {
         if (!strncmp(argv[i], "steps=", 6))
             steps = atoi(argv[i] + 6);
@@ -472,6 +576,12 @@ int main(int argc, char **argv)
             CHECK(sscanf(argv[i] + 7, "%d:%d", &killbg_step, &killbg_rank) == 2);
         else if (!strncmp(argv[i], "ioerr=", 6))
             CHECK(sscanf(argv[i] + 6, "%d:%ld", &ioerr_rank, &ioerr_bytes) == 2);
+        else if (!strncmp(argv[i], "killtimer=", 10))
+            CHECK(sscanf(argv[i] + 10, "%d:%d", &killtimer_step, &killtimer_rank) == 2);
+        else if (!strcmp(argv[i], "showinfo"))
+            showinfo = 1;
+        else if (!strcmp(argv[i], "fill"))
+            fill = 1;
         else if (!strcmp(argv[i], "scribble"))
             scribble = 1;
         else if (!strncmp(argv[i], "prog=", 5))
@@ -489,6 +599,8 @@ int main(int argc, char **argv)
 
     if (!strcmp(mode, "run")) {
         make_arrays(0, 0);
+        if (fill)
+            fill_memory();
         run_steps(dir, 0, steps, every);
         if (scribble) {
             if (rank == 0)
@@ -530,6 +642,7 @@ int main(int argc, char **argv)
     } else {
         CHECK_MSG(0, "unknown mode %s", mode);
     }
+    fill_free();
     CHECK_OK(tess_array_destroy(plain));
     CHECK_OK(tess_array_destroy(cells));
     test_fini();

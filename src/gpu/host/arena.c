@@ -6,7 +6,17 @@
  * Block bookkeeping lives in private host memory, never in the segments: other processes map
  * the segments and must not be able to corrupt this process's allocator.
  *
- * Threads: any thread (arena.lock); mem_free waits for the device without it.
+ * With TESS_HOST_DEVICE_MEMORY the device has a size: what the live allocations take (each
+ * rounded up to TESS_GPU_HOST_ALIGN, as the allocator takes it) may not exceed it, and an
+ * allocation past it fails with TESS_ERR_NO_MEMORY as cudaMalloc does when the device is full
+ * (per process, as MPS's per-client device memory limit). The segments themselves do not
+ * count: they are the model's reserve, not memory the program asked for. Nothing else of the
+ * backend takes device memory: events live in event segments (a GPU's events take none a
+ * program sees), plain segments and signal words are host memory on every backend, and memory
+ * opened through IPC counts for its owner.
+ *
+ * Threads: any thread (arena.lock, which also guards the count in use); mem_free waits for
+ * the device without it.
  */
 #include "host.h"
 
@@ -32,6 +42,8 @@ static struct {
     arena_seg_t   **segs; /* sorted by base address */
     size_t          nsegs, cap;
     size_t          seg_size;
+    size_t          limit; /* device memory size (0: none) */
+    size_t          used;  /* taken by live allocations, rounded up as `need` in mem_alloc */
 } arena = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Process-wide and never reset, so an id names one allocation for the life of the process. */
@@ -159,6 +171,8 @@ tess_status_t tess_gpu_host_arena_init(void)
     arena_seg_t  *seg;
     arena.seg_size = TESS_ALIGN_UP(want, tess_gpu_host.page_size);
     pthread_mutex_lock(&arena.lock);
+    arena.limit = tess_gpu_host.params.host_device_memory;
+    arena.used  = 0;
     /* Made now so that a system that cannot give shared memory fails at init, not later. */
     tess_status_t st = arena_seg_add(arena.seg_size, 0, &seg);
     pthread_mutex_unlock(&arena.lock);
@@ -212,6 +226,12 @@ tess_status_t tess_gpu_host_mem_alloc(size_t size, void **ptr_p)
     tess_status_t st   = TESS_OK;
 
     pthread_mutex_lock(&arena.lock);
+    if (arena.limit && need > arena.limit - arena.used) {
+        st = tess_error(TESS_ERR_NO_MEMORY, "mem_alloc: out of device memory: %zu bytes asked, "
+                        "%zu of %zu in use (TESS_HOST_DEVICE_MEMORY)", size, arena.used,
+                        arena.limit);
+        goto out_unlock;
+    }
     if (need > arena.seg_size)
         st = arena_seg_add(TESS_ALIGN_UP(need, tess_gpu_host.page_size), 1, &seg);
     else if (!arena_first_fit(need, &seg, &b))
@@ -230,6 +250,7 @@ tess_status_t tess_gpu_host_mem_alloc(size_t size, void **ptr_p)
     }
     blk->size = size;
     blk->id   = atomic_fetch_add(&arena_next_id, 1);
+    arena.used += need;
     *ptr_p    = (char *)seg->shm->base + blk->off;
 out_unlock:
     pthread_mutex_unlock(&arena.lock);
@@ -282,6 +303,7 @@ tess_status_t tess_gpu_host_mem_free(void *ptr)
     st = arena_check_free(ptr, &seg, &b); /* another thread may have freed it meanwhile */
     if (st != TESS_OK)
         goto out_unlock;
+    arena.used -= seg->blocks[b].len;
     if (seg->dedicated) {
         arena_seg_remove(seg);
         goto out_unlock;

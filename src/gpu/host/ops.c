@@ -12,6 +12,8 @@
 
 tess_gpu_host_state_t tess_gpu_host;
 
+static _Atomic size_t host_pinned_used; /* pinned host memory in use (host_host_alloc) */
+
 static tess_status_t host_init(const tess_gpu_init_params_t *params)
 {
     tess_status_t st;
@@ -27,6 +29,7 @@ static tess_status_t host_init(const tess_gpu_init_params_t *params)
                           params->host_devices);
 
     memset(&tess_gpu_host, 0, sizeof(tess_gpu_host));
+    atomic_store(&host_pinned_used, 0);
     tess_gpu_host_fault_reset();
     tess_gpu_host.params = *params;
     tess_gpu_init_params_t *p = &tess_gpu_host.params;
@@ -98,20 +101,43 @@ static tess_status_t host_get_props(int device, tess_gpu_props_t *props_p)
     return TESS_OK;
 }
 
+/* Pinned host memory: ordinary memory, with a size in front (one alignment unit) so that with
+ * TESS_HOST_PINNED_MEMORY what is in use can be counted, and an allocation past it fail as
+ * cudaHostAlloc does when the system will not pin more. The count is atomic (any thread). */
 static tess_status_t host_host_alloc(size_t size, void **ptr_p)
 {
     if (!ptr_p)
         return tess_error(TESS_ERR_INVALID, "host_alloc: ptr_p is NULL");
-    void *p = tess_aligned_alloc(TESS_GPU_HOST_ALIGN, size, "pinned host memory");
-    if (!p)
+    size_t limit = tess_gpu_host.params.host_pinned_memory;
+    if (size > SIZE_MAX / 2)
+        return tess_error(TESS_ERR_NO_MEMORY, "host_alloc: %zu bytes", size);
+    size_t used = atomic_load(&host_pinned_used);
+    do {
+        if (limit && size > limit - TESS_MIN(used, limit))
+            return tess_error(TESS_ERR_NO_MEMORY, "host_alloc: out of pinned host memory: %zu "
+                              "bytes asked, %zu of %zu in use (TESS_HOST_PINNED_MEMORY)", size,
+                              used, limit);
+    } while (!atomic_compare_exchange_weak(&host_pinned_used, &used, used + size));
+    char *p = tess_aligned_alloc(TESS_GPU_HOST_ALIGN, TESS_GPU_HOST_ALIGN + size,
+                                 "pinned host memory");
+    if (!p) {
+        atomic_fetch_sub(&host_pinned_used, size);
         return TESS_ERR_NO_MEMORY;
-    *ptr_p = p;
+    }
+    memcpy(p, &size, sizeof(size));
+    *ptr_p = p + TESS_GPU_HOST_ALIGN;
     return TESS_OK;
 }
 
 static tess_status_t host_host_free(void *ptr)
 {
-    free(ptr);
+    if (!ptr)
+        return TESS_OK;
+    char  *p = (char *)ptr - TESS_GPU_HOST_ALIGN;
+    size_t size;
+    memcpy(&size, p, sizeof(size));
+    atomic_fetch_sub(&host_pinned_used, size);
+    free(p);
     return TESS_OK;
 }
 

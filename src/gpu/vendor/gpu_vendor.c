@@ -112,6 +112,9 @@ static tess_status_t vnd_mem_alloc(size_t size, void **ptr_p)
     if (e != VND(Success)) {
         char what[64];
         snprintf(what, sizeof(what), VND_STR(Malloc) "(%zu bytes)", size);
+        /* Out of memory is answered here (the runtime falls back on it, as the checkpoint
+         * snapshot does): not left for the program's next GetLastError. */
+        (void)VND(GetLastError)();
         return vnd_error(e, what);
     }
     if (ptr) { /* size 0 gives NULL: nothing to track */
@@ -147,6 +150,7 @@ static tess_status_t vnd_host_alloc(size_t size, void **ptr_p)
     if (e != VND(Success)) {
         char what[64];
         snprintf(what, sizeof(what), VND_HOST_MALLOC_STR "(%zu bytes)", size);
+        (void)VND(GetLastError)(); /* answered here, as in vnd_mem_alloc */
         return vnd_error(e, what);
     }
     return TESS_OK;
