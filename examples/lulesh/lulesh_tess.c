@@ -32,10 +32,14 @@
  * hold them (dt_held) instead of starting the next cycle. A chare's state is then the fields a
  * restart needs (chare_pup_state: less than the arena a migration moves) and the held minima;
  * the next phase (E_RESUME) goes on from there.
+ *
+ * This file holds the cycle (step segments, exchanges, entry methods, reductions), the options
+ * and restart checks, and main; the chare itself (its arena and timed kernels, its exchange
+ * buffers, set-up, teardown and PUP, its place in the grid) is chare_tess.c, behind
+ * lulesh_tess.h. main, the checkpoints between phases and the final report run on the main
+ * thread; the entry methods, the step segments they enqueue and start_phase on PE threads.
  */
-#include "common.h"
-#include "exchange.h"
-#include "lulesh.h"
+#include "lulesh_tess.h"
 #include "stats_tess.h"
 
 #include <mpi.h>
@@ -43,65 +47,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <tessera.h>
 #include <tessera/gpu.h>
 
 #include "../common/app_ckpt.h"
 #include "../common/app_tess.h"
 
-enum { PH_FORCE = 0, PH_POSVEL = 1, PH_MONOQ = 2, PH_MASS = 3, NPHASES = 4 };
-/* Buffers: PH_MASS uses PH_FORCE's (1 field of its 3). */
-enum { NBUFSETS = 3 };
-static const int phase_fields[NBUFSETS] = {3, 6, 3};
-
 typedef struct xhdr {
     int32_t cycle;
     int16_t phase, dir; /* dir: the receiver's direction of the sender */
 } xhdr_t;
 
-/* The options besides the shared ones (common.h): the chare grid and load balancing. */
-typedef struct lul_tess_opts {
-    int64_t n;          /* global edge elements */
-    int     cx, cy, cz; /* -d CXxCYxCZ (0: from -odf) */
-    int     lb_period;  /* -lb K */
-    int     lb_first;   /* -lbfirst F: the first step after cycle F (0: after cycle K) */
-    int     stats;      /* -stats: per-process CPU figures and the placement's messages */
-} lul_tess_opts_t;
-
-typedef struct chare {
-    int          c[3];
-    lul_box_t    box;
-    lul_domain_t d;
-    int          nbr[27];          /* neighbour present in direction d */
-    int          expect[NPHASES];  /* messages of a phase per cycle */
-    int          got[NPHASES][2];  /* [phase][cycle parity] */
-    int          waiting;          /* the phase whose messages the chare waits for, or -1 */
-    int          cycle;            /* the cycle being computed (0: the nodal-mass sum) */
-    char        *arena;            /* device: every array of the domain */
-    size_t       arena_size;
-    double      *xbuf;             /* device: every exchange buffer, one allocation */
-    size_t       xbytes;
-    int64_t      off[NBUFSETS][2][2][27]; /* [set][parity][send/recv][dir] in doubles, -1: none */
-    double       dtmin[2];         /* this chare's contribution to the next reduction */
-    _Atomic int64_t kernel_ns;     /* host backend: nanoseconds its kernels ran (executor threads) */
-    int64_t      kernel_ns_step;   /* … at the last load-balancing step */
-    int          force_ready;      /* the next cycle's forces are already enqueued */
-    int          force_repack;     /* … but not packed into the buffers (new after a migration) */
-    uint32_t     gen;              /* buffers and arena: a new one, new step segments (seg_key) */
-    lul_fuse_t   fz_force[2];      /* [parity]: stage 2's exchange work (lul_fuse_t) */
-    lul_fuse_t   fz_nodes[2];      /* … stage 3's */
-    int          held;             /* the phase ended with the minima of this cycle held */
-    double       dt_held[2];
-    int          lb_pe;            /* the PE it entered its last load-balancing step on */
-    int          lb_moves;         /* steps after which it resumed on another PE */
-} chare_t;
-
-static lul_opts_t   opt;
-static lul_tess_opts_t  topt;
+lul_opts_t          opt;
+lul_tess_opts_t     topt;
+int                 grid3[3];
 static tess_array_h chares;
 static tess_entry_t E_START, E_XCH, E_DTREADY, E_DT, E_BALANCED, E_RESUME;
-static int          grid3[3];
 static int          stop_cycle = 1 << 30; /* a phase ends once the chares are at this cycle */
 
 /* The program's state saved with a checkpoint. */
@@ -111,374 +72,7 @@ typedef struct lul_saved {
     int32_t     grid3[3], cycle;
 } lul_saved_t;
 
-/* ---- memory hooks for lulesh.h ---------------------------------------------------------------
- *
- * A chare's domain lives in one device allocation (its arena): the runtime migrates a few device
- * buffers per element, and one move is cheaper than forty. lul_domain_init allocates through
- * lul_dev_alloc, which carves the arena set up by the constructor; pointers into it are rebased
- * when the chare migrates. */
-
-#define ARENA_ALIGN 256
-
-static char  *arena_next, *arena_end; /* the arena being carved (constructor, main thread) */
-
-static size_t arena_round(size_t b)
-{
-    return (b + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-}
-
-/* Device bytes of a domain: lul_domain_init's allocations, each rounded up. */
-static size_t arena_bytes(const lul_box_t *b, int numReg)
-{
-    return lul_domain_device_bytes(b->ex, b->ey, b->ez, numReg, ARENA_ALIGN);
-}
-
-static void *dom_dev_alloc(size_t bytes)
-{
-    void *p = NULL;
-    if (arena_next) {
-        if (arena_round(bytes) > (size_t)(arena_end - arena_next)) {
-            fprintf(stderr, "lulesh_tess: the domain arena is too small (lul_domain_init "
-                            "allocates more than lul_domain_device_bytes counts)\n");
-            exit(1);
-        }
-        p = arena_next;
-        arena_next += arena_round(bytes);
-        return p;
-    }
-    if (tess_gpu_malloc(&p, bytes ? bytes : 8) != TESS_OK)
-        return NULL;
-    return p;
-}
-static void dom_dev_release(void *p)
-{
-    (void)p; /* the domain's arrays go with its arena */
-}
-static void *dom_pinned_alloc(size_t bytes)
-{
-    void *p = NULL;
-    if (tess_gpu_malloc_host(&p, bytes ? bytes : 8) != TESS_OK)
-        return NULL;
-    return p;
-}
-static void dom_pinned_release(void *p)
-{
-    if (p)
-        tess_gpu_free_host(p);
-}
-
-/* Load balancing on measured time. On the host backend a chare's "kernels" run on executor
- * threads that interleave every stream of the process, so timing events around a chare's work
- * would also count the other chares' kernels run in between: instead each kernel is timed as it
- * runs (CPU time of the executor thread) and added to its chare's load, which the chare hands to
- * the balancer (tess_set_load). On a GPU the runtime times stream work itself
- * (TESS_LB_GPU_TIME=1). Kernels are enqueued by entry methods, so the chare is the one whose
- * entry runs on the launching thread. */
-static _Thread_local _Atomic int64_t *kernel_load;
-static _Thread_local int               kernel_part; /* -stats: the part of the cycle launching */
-
-typedef struct timed_args {
-    lul_host_fn_t    fn;
-    _Atomic int64_t *load;
-    int              part;
-    _Alignas(16) unsigned char args[200];
-} timed_args_t;
-
-static int64_t thread_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* The chare reads its counter while its next kernels may run: hence the atomic. The counter and
- * the part are taken at launch (launch_host) from the thread-locals the chare's step segment sets
- * (count_kernels): a segment replayed from its recording (app_segment) counts to the chare that
- * recorded it, which is this one (recordings are per chare and dropped when it migrates). */
-static void timed_kernel(void *p)
-{
-    timed_args_t *a  = p;
-    int64_t       t0 = thread_ns();
-    a->fn(a->args);
-    int64_t ns = thread_ns() - t0;
-    atomic_fetch_add_explicit(a->load, ns, memory_order_relaxed);
-    lul_stats_kernel(a->part, ns);
-}
-
-static void launch_host(void *stream, lul_host_fn_t fn, const void *args, size_t size)
-{
-    tess_status_t st;
-    if (kernel_load && size <= sizeof(((timed_args_t *)0)->args)) {
-        timed_args_t a;
-        memset(&a, 0, sizeof(a)); /* no stray padding bytes: recorded arguments compare equal */
-        a.fn   = fn;
-        a.load = kernel_load;
-        a.part = kernel_part;
-        memcpy(a.args, args, size);
-        st = tess_gpu_launch_host(stream, timed_kernel, &a, offsetof(timed_args_t, args) + size);
-    } else {
-        st = tess_gpu_launch_host(stream, fn, args, size);
-    }
-    if (st != TESS_OK)
-        app_tess_fail("launch");
-}
-
-/* ---- exchange buffers ------------------------------------------------------------------------ */
-
-/* Whether a buffer set's messages carry face rings only (the node-copy: lul_node_copy_ring). */
-static int set_ring(int set)
-{
-    return set == PH_POSVEL && lul_node_copy_ring();
-}
-
-static int64_t set_count(const chare_t *c, int set, int d)
-{
-    const lul_box_t *b = &c->box;
-    if (set == PH_MONOQ) {
-        int f = lul_dir_face(d);
-        return f < 0 ? 0 : lul_face_count(b->ex, b->ey, b->ez, f);
-    }
-    return lul_node_count_of(b->ex, b->ey, b->ez, d, set_ring(set));
-}
-
-static void fuse_setup(chare_t *c);
-
-static void xbuf_alloc(chare_t *c)
-{
-    int64_t total = 0;
-    for (int s = 0; s < NBUFSETS; s++)
-        for (int p = 0; p < 2; p++)
-            for (int r = 0; r < 2; r++)
-                for (int d = 0; d < 27; d++) {
-                    int64_t n  = set_count(c, s, d);
-                    /* element ghosts land in the ghost slabs themselves (xch_post) */
-                    int ok = c->nbr[d] && n > 0 && !(s == PH_MONOQ && r) &&
-                             (s != PH_POSVEL || (r ? lul_xch_sync_recvs(d) : lul_xch_sync_sends(d)));
-                    c->off[s][p][r][d] = ok ? total : -1;
-                    if (ok)
-                        total += n * phase_fields[s];
-                }
-    c->xbytes = (size_t)(total ? total : 1) * sizeof(double);
-    if (tess_gpu_malloc((void **)&c->xbuf, c->xbytes) != TESS_OK)
-        app_tess_fail("exchange buffers");
-    fuse_setup(c);
-    c->gen++;
-}
-
-/* The plan of one buffer set, parity and side (recv 0: sends) into *plan; the buffer it lies in,
- * or NULL when it has no message. */
-static double *plan_of(chare_t *c, int set, int parity, int recv, lul_xch_plan_t *plan)
-{
-    int any    = 0;
-    plan->ring = set_ring(set);
-    plan->pad  = 0;
-    for (int d = 0; d < 27; d++)
-        any |= (plan->off[d] = c->off[set][parity][recv][d]) >= 0;
-    return any ? c->xbuf : NULL;
-}
-
-static double *xbuf(chare_t *c, int set, int parity, int recv, int d)
-{
-    return c->xbuf + c->off[set][parity][recv][d];
-}
-
-/* The stages' exchange work of each parity (LULESH_FUSE), kept in the chare: the host stages
- * read it when they run, and a replayed segment with it. */
-static void fuse_setup(chare_t *c)
-{
-    for (int par = 0; par < 2; par++) {
-        lul_fuse_t *ff = &c->fz_force[par], *fn = &c->fz_nodes[par];
-        *ff = *fn = (lul_fuse_t){.recv = NULL};
-        if (lul_fuse() & LUL_FUSE_FORCE)
-            ff->send = plan_of(c, PH_FORCE, par, 0, &ff->splan);
-        if (lul_fuse() & LUL_FUSE_SUMS)
-            fn->recv = plan_of(c, PH_FORCE, par, 1, &fn->rplan);
-        if (lul_fuse() & LUL_FUSE_COPY)
-            fn->send = plan_of(c, PH_POSVEL, par, 0, &fn->splan);
-    }
-}
-
-/* ---- set-up ---------------------------------------------------------------------------------- */
-
-/* The chare's domain in a new arena: fields, constants and initial state (c->box set). */
-static void chare_setup(chare_t *c)
-{
-    c->arena_size = arena_bytes(&c->box, opt.numReg);
-    if (tess_gpu_malloc((void **)&c->arena, c->arena_size) != TESS_OK)
-        app_tess_fail("domain allocation");
-    arena_next = c->arena;
-    arena_end  = c->arena + c->arena_size;
-    int rc = lul_domain_init(&c->d, topt.n, c->box.ox, c->box.oy, c->box.oz, c->box.ex, c->box.ey,
-                             c->box.ez, opt.numReg, opt.balance, opt.cost);
-    arena_next = arena_end = NULL;
-    if (rc != 0)
-        app_tess_fail("domain set-up");
-    if (opt.rot[0]) /* -rotate: lulesh.h's regions are the same for every decomposition */
-        lul_rotate_costs(&c->d, topt.n, c->box.ox, c->box.oy, c->box.oz, c->box.ex, c->box.ey,
-                         c->box.ez, opt.rot);
-}
-
-static void chare_ctor(tess_ctx_h ctx, void *e, void *arg)
-{
-    (void)arg;
-    chare_t     *c  = e;
-    tess_index_t ix = tess_ctx_index(ctx);
-    c->c[0] = ix.z, c->c[1] = ix.y, c->c[2] = ix.x; /* see chare_index */
-    c->box   = lul_box_of(topt.n, grid3, c->c);
-    chare_setup(c);
-    for (int d = 0; d < 27; d++)
-        c->nbr[d] = lul_dir_neighbor(grid3, c->c, d, NULL);
-    for (int d = 0; d < 27; d++) {
-        c->expect[PH_MASS] += c->nbr[d];
-        c->expect[PH_FORCE] += c->nbr[d];
-        c->expect[PH_POSVEL] += c->nbr[d] && lul_xch_sync_recvs(d);
-    }
-    for (int f = 0; f < 6; f++)
-        c->expect[PH_MONOQ] += c->nbr[lul_face_dir(f)];
-    c->d.gather_in_nodes = c->expect[PH_FORCE] == 0; /* no node to sum with a neighbour */
-    c->waiting = -1;
-    xbuf_alloc(c);
-}
-
-static void chare_dtor(tess_ctx_h ctx, void *e, void *arg)
-{
-    (void)arg;
-    chare_t *c = e;
-    tess_gpu_stream_sync(tess_ctx_stream(ctx));
-    lul_domain_free(&c->d);
-    tess_gpu_free(c->arena);
-    tess_gpu_free(c->xbuf);
-}
-
-/* The fields a checkpoint holds, as runs of the arena (lul_domain_init allocates the fields in
- * this order, so each run is one stretch): every node field (coordinates, velocities, the next
- * cycle's forces, which are computed before the checkpoint, and the summed nodal mass); e, p, q;
- * v; ss (read by the next cycle's hourglass forces). Every other field is a set-up constant
- * (volo, elemMass, connectivity, boundary conditions, regions) or written in a cycle before it
- * is read (ql, qq, vnew, delv, vdov, arealg, the gradients, the corner forces). */
-enum { CKPT_RUNS = 5 };
-
-static void ckpt_runs(lul_domain_t *d, char *start[CKPT_RUNS], size_t len[CKPT_RUNS])
-{
-    size_t nn = (size_t)d->numNode * sizeof(double), ne = (size_t)d->numElem * sizeof(double);
-    start[0] = (char *)d->x, len[0] = (size_t)((char *)d->zd + nn - start[0]);
-    start[1] = (char *)d->nodalMass, len[1] = nn;
-    start[2] = (char *)d->e, len[2] = (size_t)((char *)d->q + ne - start[2]);
-    start[3] = (char *)d->v, len[3] = ne;
-    start[4] = (char *)d->ss, len[4] = ne;
-}
-
-/* Checkpoint and restart: the fields a restart needs (ckpt_runs) and the pinned output block.
- * On restart the destructor has freed the constructed domain and the state bytes are the
- * checkpoint's: set the domain up again as the constructor does (the constants), keep the
- * saved host scalars, then copy the saved fields over. */
-static void chare_pup_state(tess_pup_h p, tess_ctx_h ctx, chare_t *c)
-{
-    lul_domain_t *d = &c->d;
-    tess_stream_t s = tess_ctx_stream(ctx);
-    if (tess_pup_is_unpacking(p)) {
-        lul_domain_t saved = *d;
-        chare_setup(c);
-        d->time = saved.time, d->deltatime = saved.deltatime, d->stoptime = saved.stoptime;
-        d->dtmax = saved.dtmax, d->cycle = saved.cycle, d->einit = saved.einit;
-        d->gather_in_nodes = saved.gather_in_nodes;
-        d->scalars->deltatime = d->deltatime;
-    }
-    tess_pup_bytes(p, d->out, sizeof(lul_out_t));
-    char  *start[CKPT_RUNS];
-    size_t len[CKPT_RUNS];
-    ckpt_runs(d, start, len);
-    for (int r = 0; r < CKPT_RUNS; r++) {
-        void *buf = start[r];
-        tess_pup_device(p, &buf, len[r]);
-        if (tess_pup_is_unpacking(p)) {
-            if (tess_gpu_memcpy_async(start[r], buf, len[r], s) != TESS_OK ||
-                tess_gpu_stream_sync(s) != TESS_OK)
-                app_tess_fail("restoring a checkpoint");
-            tess_gpu_free(buf);
-        }
-    }
-    if (tess_pup_is_unpacking(p)) {
-        xbuf_alloc(c);
-        c->force_ready = 0; /* the next cycle's forces are computed again, from the above */
-    }
-}
-
-/* Migration: the arena moves with its data and the domain's pointers into it are rebased; the
- * pinned output block and the exchange buffers (nothing in them is still to be read at a
- * load-balancing step but the next cycle's forces, packed again) are made anew; the host arrays
- * of the region sets move as bytes. A checkpoint saves less (chare_pup_state); the first bytes
- * say which of the two follows. */
-static void chare_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
-{
-    chare_t      *c  = e;
-    lul_domain_t *d  = &c->d;
-    size_t        nr = (size_t)d->numReg, I = sizeof(int32_t);
-    int32_t       ckpt = tess_pup_is_checkpointing(p) != 0;
-    tess_pup_bytes(p, &ckpt, sizeof(ckpt));
-    if (ckpt) {
-        chare_pup_state(p, ctx, c);
-        return;
-    }
-    if (tess_pup_is_packing(p)) {
-        tess_gpu_stream_sync(tess_ctx_stream(ctx));
-        tess_gpu_free(c->xbuf);
-    }
-    char *old = c->arena;
-    tess_pup_device(p, (void **)&c->arena, c->arena_size);
-    if (tess_pup_is_unpacking(p)) {
-#define REBASE(f) (d->f = (void *)(c->arena + ((char *)d->f - old)))
-        REBASE(x), REBASE(y), REBASE(z), REBASE(xd), REBASE(yd), REBASE(zd);
-        REBASE(fx), REBASE(fy), REBASE(fz), REBASE(nodalMass);
-        REBASE(e), REBASE(p), REBASE(q), REBASE(ql), REBASE(qq), REBASE(v), REBASE(volo);
-        REBASE(vnew), REBASE(delv), REBASE(vdov), REBASE(arealg), REBASE(ss), REBASE(elemMass);
-        REBASE(delv_xi), REBASE(delv_eta), REBASE(delv_zeta);
-        REBASE(delx_xi), REBASE(delx_eta), REBASE(delx_zeta);
-        REBASE(fx_elem), REBASE(fy_elem), REBASE(fz_elem);
-        REBASE(nodelist), REBASE(lxim), REBASE(lxip), REBASE(letam), REBASE(letap);
-        REBASE(lzetam), REBASE(lzetap), REBASE(elemBC);
-        REBASE(regElemlist), REBASE(regStart), REBASE(regRep);
-        REBASE(err), REBASE(red), REBASE(dev_scalars);
-#undef REBASE
-        /* A device array added to the domain and not rebased above would point into the old
-         * arena: say so instead of computing with freed memory. (Within a process the new
-         * arena may lie where the old one was, freed: then rebased pointers are there too and
-         * the check cannot tell; moves between processes still make it.) */
-        void *const *w       = (void *const *)d;
-        int          overlap = c->arena < old + c->arena_size && old < c->arena + c->arena_size;
-        for (size_t i = 0; !overlap && i < sizeof(*d) / sizeof(void *); i++)
-            if ((char *)w[i] >= old && (char *)w[i] < old + c->arena_size) {
-                fprintf(stderr, "lulesh_tess: lul_domain_t has a device pointer (word %zu) that "
-                                "chare_pup does not rebase\n", i);
-                exit(1);
-            }
-        d->h_regStart = malloc((nr + 1) * I);
-        d->h_regRep   = malloc(nr * I);
-        d->h_regOf    = malloc(nr * I);
-        d->out        = dom_pinned_alloc(sizeof(lul_out_t));
-        d->scalars    = dom_pinned_alloc(sizeof(lul_scalars_t));
-        if (!d->h_regStart || !d->h_regRep || !d->h_regOf || !d->out || !d->scalars)
-            app_tess_fail("migration");
-    }
-    tess_pup_bytes(p, d->h_regStart, (nr + 1) * I);
-    tess_pup_bytes(p, d->h_regRep, nr * I);
-    tess_pup_bytes(p, d->h_regOf, nr * I);
-    tess_pup_bytes(p, d->out, sizeof(lul_out_t));
-    tess_pup_bytes(p, d->scalars, sizeof(lul_scalars_t));
-    if (tess_pup_is_packing(p)) {
-        free(d->h_regStart);
-        free(d->h_regRep);
-        free(d->h_regOf);
-        dom_pinned_release(d->out);
-        dom_pinned_release(d->scalars);
-    }
-    if (tess_pup_is_unpacking(p)) {
-        xbuf_alloc(c);
-        c->force_repack = c->force_ready; /* the forces (in the arena) go to the new buffers */
-    }
-}
-
-/* ---- the cycle ------------------------------------------------------------------------------ */
+/* ---- the cycle ------------------------------------------------------------------------------- */
 
 static void fields_of(chare_t *c, int phase, lul_fields_t *fl)
 {
@@ -520,21 +114,6 @@ static int part_of(int phase)
                                                              : KP_OTHER;
 }
 
-/* Kernels launched from now on count towards this chare's load (see kernel_load). */
-static void count_kernels(chare_t *c)
-{
-    kernel_load = (topt.lb_period || topt.stats) && tess_gpu_backend() == TESS_GPU_HOST
-                      ? &c->kernel_ns
-                      : NULL;
-}
-
-/* The array index of the chare at c[] = (x, y, z) of the grid is (z, y, x): its row-major
- * linear index is then (z * cy + y) * cx + x, the reference's numbering of its ranks, and the
- * default block placement gives each process a slab of the mesh along z. */
-static tess_index_t chare_index(const int c[3])
-{
-    return tess_idx3(c[2], c[1], c[0]);
-}
 
 /* Pack this phase's data of buffer parity `par` for every neighbour that gets it. */
 static void pack(tess_stream_t s, chare_t *c, int phase, int par)
@@ -542,7 +121,7 @@ static void pack(tess_stream_t s, chare_t *c, int phase, int par)
     const lul_box_t *b = &c->box;
     lul_fields_t     fl;
     lul_xch_plan_t   plan;
-    if (!plan_of(c, set_of(phase), par, 0, &plan))
+    if (!chare_plan(c, set_of(phase), par, 0, &plan))
         return;
     fields_of(c, phase, &fl);
     kernel_part = part_of(phase);
@@ -565,7 +144,7 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
     tess_dev_send_t send[26];
     int             n = 0;
     fields_of(c, phase, &fl);
-    plan_of(c, set, par, 0, &plan);
+    chare_plan(c, set, par, 0, &plan);
     for (int d = 0; d < 27; d++) {
         if (plan.off[d] < 0)
             continue;
@@ -573,7 +152,7 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
         lul_dir_neighbor(grid3, c->c, d, nc);
         /* The element ghosts go one field a buffer, each straight into its ghost slab there. */
         int     nb  = phase == PH_MONOQ ? fl.nf : 1;
-        int64_t cnt = set_count(c, set, d) * (phase == PH_MONOQ ? 1 : fl.nf);
+        int64_t cnt = chare_set_count(c, set, d) * (phase == PH_MONOQ ? 1 : fl.nf);
         h[n]        = (xhdr_t){c->cycle, (int16_t)phase, (int16_t)lul_dir_opposite(d)};
         for (int q = 0; q < nb; q++)
             buf[n][q] = (tess_dev_buf_t){c->xbuf + plan.off[d] + q * cnt,
@@ -598,7 +177,7 @@ static void unpack(tess_stream_t s, chare_t *c, int phase, int par)
     if (!c->expect[phase] || phase == PH_MONOQ) /* the element ghosts are in place already */
         return;
     fields_of(c, phase, &fl);
-    plan_of(c, set_of(phase), par, 1, &plan);
+    chare_plan(c, set_of(phase), par, 1, &plan);
     kernel_part = part_of(phase);
     lul_xch_unpack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf, phase != PH_POSVEL);
 }
@@ -638,7 +217,7 @@ static void seg_force(tess_ctx_h ctx, void *e, void *arg)
     chare_t      *c   = e;
     int           par = *(const int *)arg;
     tess_stream_t s   = tess_ctx_stream(ctx);
-    count_kernels(c);
+    chare_count_kernels(c);
     kernel_part = KP_FORCE;
     lul_stage_force(s, &c->d, &c->fz_force[par]);
     if (!c->fz_force[par].send)
@@ -650,7 +229,7 @@ static void seg_nodes(tess_ctx_h ctx, void *e, void *arg)
     chare_t      *c   = e;
     int           par = *(const int *)arg;
     tess_stream_t s   = tess_ctx_stream(ctx);
-    count_kernels(c);
+    chare_count_kernels(c);
     if (!(lul_fuse() & LUL_FUSE_SUMS))
         unpack(s, c, PH_FORCE, par);
     kernel_part = KP_NODES;
@@ -664,7 +243,7 @@ static void seg_grad(tess_ctx_h ctx, void *e, void *arg)
     chare_t      *c   = e;
     int           par = *(const int *)arg;
     tess_stream_t s   = tess_ctx_stream(ctx);
-    count_kernels(c);
+    chare_count_kernels(c);
     unpack(s, c, PH_POSVEL, par);
     kernel_part = KP_GRAD;
     lul_stage_gradients(s, &c->d);
@@ -675,7 +254,7 @@ static void seg_eos(tess_ctx_h ctx, void *e, void *arg)
 {
     (void)arg;
     chare_t *c = e;
-    count_kernels(c);
+    chare_count_kernels(c);
     kernel_part = KP_EOS;
     lul_stage_eos(tess_ctx_stream(ctx), &c->d);
 }
@@ -736,7 +315,7 @@ static void xch_post(tess_ctx_h ctx, void *e, const void *header, size_t header_
     chare_t      *c = e;
     const xhdr_t *h = header;
     if (h->phase != PH_MONOQ) {
-        dst[0] = xbuf(c, set_of(h->phase), h->cycle % 2, 1, h->dir);
+        dst[0] = chare_xbuf(c, set_of(h->phase), h->cycle % 2, 1, h->dir);
         return;
     }
     /* The neighbour across face f sent its layer next to the opposite face, one field a
@@ -768,7 +347,7 @@ static void on_xch(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)size;
     chare_t      *c = e;
     const xhdr_t *h = msg;
-    count_kernels(c);
+    chare_count_kernels(c);
     c->got[h->phase][h->cycle % 2]++;
     advance(ctx, c);
 }
@@ -778,7 +357,7 @@ static void on_start(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)msg;
     (void)size;
     chare_t *c = e;
-    count_kernels(c);
+    chare_count_kernels(c);
     c->cycle = 0;
     pack(tess_ctx_stream(ctx), c, PH_MASS, 0); /* set-up, once: no step segment */
     exchange(ctx, c, PH_MASS);
@@ -843,7 +422,7 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     (void)size;
     chare_t      *c = e;
     const double *m = msg;
-    count_kernels(c);
+    chare_count_kernels(c);
     if (topt.stats)
         lul_stats_cycle(c->d.time < c->d.stoptime && c->d.cycle < opt.its ? c->d.cycle : -1);
     if (!(c->d.time < c->d.stoptime && c->d.cycle < opt.its))
@@ -873,7 +452,7 @@ static void next_cycle(tess_ctx_h ctx, chare_t *c, const double *m)
     if (!c->force_ready) { /* for d.cycle + 1: the cycle about to start */
         run_segment(ctx, c, SEG_FORCE, (c->d.cycle + 1) % 2, seg_force);
     } else if (c->force_repack) { /* once after a migration: no step segment */
-        count_kernels(c);
+        chare_count_kernels(c);
         pack(tess_ctx_stream(ctx), c, PH_FORCE, (c->d.cycle + 1) % 2);
     }
     c->force_repack = 0;
@@ -941,7 +520,7 @@ static void check_restart_options(int argc, char **argv, const lul_saved_t *sv, 
     }
 }
 
-/* ---- options and the chare grid -------------------------------------------------------------- */
+/* ---- options --------------------------------------------------------------------------------- */
 
 /* Take -d, -lb, -lbfirst and -stats out of argv (the rest is common.h's). */
 static void parse_tess(int *argc, char **argv, int rank)
@@ -989,35 +568,8 @@ static void parse_tess(int *argc, char **argv, int rank)
     *argc = k;
 }
 
-/* The grid of `parts` chares over n³ whose blocks have the least surface. */
-static void factor3(int parts, int64_t n, int g[3])
-{
-    double best = -1;
-    for (int a = 1; a <= parts; a++) {
-        if (parts % a)
-            continue;
-        for (int b = 1; b <= parts / a; b++) {
-            if ((parts / a) % b)
-                continue;
-            int c = parts / a / b;
-            if (a > n || b > n || c > n)
-                continue;
-            double sx = (double)n / a, sy = (double)n / b, sz = (double)n / c;
-            double surf = sx * sy + sy * sz + sx * sz;
-            if (best < 0 || surf < best - 1e-9) {
-                best = surf;
-                g[0] = a, g[1] = b, g[2] = c;
-            }
-        }
-    }
-    if (best < 0) { /* more chares than elements along a side */
-        fprintf(stderr, "lulesh_tess: %d chares do not fit a %lld^3 mesh\n", parts,
-                (long long)n);
-        exit(2);
-    }
-}
 
-/* ---- the final report (plain MPI) -------------------------------------------------------------- */
+/* ---- the final report (plain MPI) ------------------------------------------------------------ */
 
 /* After a phase: whether a chare holds a checkpoint's minima, and its cycle. */
 static void chare_held(tess_ctx_h ctx, void *e, void *arg)
@@ -1101,12 +653,7 @@ int main(int argc, char **argv)
         lul_xch_backend = LUL_XCH_CUDA;
     }
 #endif
-    lul_host_launch     = launch_host;
-    lul_xch_host_launch = launch_host;
-    lul_dev_alloc       = dom_dev_alloc;
-    lul_dev_release     = dom_dev_release;
-    lul_pinned_alloc    = dom_pinned_alloc;
-    lul_pinned_release  = dom_pinned_release;
+    chare_hooks_install(); /* domain arrays in the chare's arena, host kernels timed */
 
     /* The global mesh: -g N, or -s per rank of a cube of ranks as the MPI program (else -s). */
     int p = (int)(cbrt((double)nprocs) + 0.5);
@@ -1118,7 +665,7 @@ int main(int argc, char **argv)
     } else if (topt.cx) {
         grid3[0] = topt.cx, grid3[1] = topt.cy, grid3[2] = topt.cz;
     } else {
-        factor3(opt.odf * gpus, topt.n, grid3);
+        chare_grid(opt.odf * gpus, topt.n, grid3);
     }
     if (grid3[0] > topt.n || grid3[1] > topt.n || grid3[2] > topt.n) {
         if (rank == 0)

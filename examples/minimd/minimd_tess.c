@@ -18,10 +18,14 @@
  * Checkpoints (examples/common/app_ckpt.h) are taken between phases, before a step that
  * rebuilds the neighbor lists (N is a multiple of the rebuild period): a chare's state is then
  * its owned atoms' positions, velocities and forces; ghosts, lists and buffers are made anew.
+ *
+ * This file holds the step (messages, rebuild and ordinary steps, thermo, phases), the restart
+ * checks, the report and main; the chare itself (the growth of its buffers, its set-up,
+ * teardown and checkpoint PUP, and the initial lattice) is chare_tess.c, behind minimd_tess.h.
+ * main and the report run on the main thread; the entry methods, the post function and
+ * start_phase on PE threads.
  */
-#include "common.h"
-#include "domain.h"
-#include "minimd.h"
+#include "minimd_tess.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -36,27 +40,17 @@ typedef struct hdr {
     int32_t proc;             /* the sender's process */
 } hdr_t;
 
-typedef struct dom {
-    mmd_dom_t    m; /* what a subdomain of minimd_mpi has too (domain.h) */
-    tess_index_t nbr[3][2];
-    double      *sbuf[2][6][2], *rbuf[2][6][2]; /* [parity][stage][side] */
-    int64_t      sbuf_cap[2][6][2], rbuf_cap[2][6][2], rcount[2][6][2];
-    int          arrived[2][6][2], direct[2][6][2];
-    int          step, stage, target, waiting, nthermo;
-    uint32_t     gen; /* atoms, lists and buffers: a new layout, new step segments (seg_key) */
-} dom_t;
-
 typedef struct thermo_note {
     int     step, slot;
     int64_t nlocal;
 } thermo_note_t;
 
-static mmd_opts_t    opt;
-static mmd_problem_t pr;
-static int           cg[3] = {1, 1, 1}; /* chare grid */
-static tess_array_h  grid;
-static tess_entry_t  E_RESUME, E_ATOMS, E_COUNTED, E_NEIGH, E_THERMO_READY, E_THERMO;
-static int           nslots;
+mmd_opts_t          opt;
+mmd_problem_t       pr;
+int                 cg[3] = {1, 1, 1}; /* chare grid */
+tess_array_h        grid;
+int                 nslots;
+static tess_entry_t E_RESUME, E_ATOMS, E_COUNTED, E_NEIGH, E_THERMO_READY, E_THERMO;
 
 /* Process 0: the thermo table, filled by the reduction callback on chare (0,0,0). */
 static mmd_thermo_row_t *rows;
@@ -81,22 +75,6 @@ static int is_rebuild(int step)
     return step % pr.reneigh == 0;
 }
 
-/* mmd_grow and mmd_grow_atoms that count a new layout (c->gen) when a buffer moves. */
-static void grow(dom_t *c, void *stream, void **p, int64_t *cap, int64_t need, int64_t keep,
-                 size_t elem)
-{
-    void *old = *p;
-    mmd_grow(stream, p, cap, need, keep, elem);
-    c->gen += *p != old;
-}
-
-static void grow_atoms(dom_t *c, void *stream, int64_t need_all, int64_t need_own, int64_t keep)
-{
-    void *old[5] = {c->m.x, c->m.v, c->m.f, c->m.eatom, c->m.watom};
-    mmd_grow_atoms(stream, &c->m, need_all, need_own, keep);
-    c->gen += old[0] != c->m.x || old[1] != c->m.v || old[2] != c->m.f || old[3] != c->m.eatom ||
-              old[4] != c->m.watom;
-}
 
 static void begin_step(tess_ctx_h ctx, dom_t *c);
 static void exch_stage(tess_ctx_h ctx, dom_t *c);
@@ -142,8 +120,8 @@ static void atoms_post(tess_ctx_h ctx, void *e, const void *header, size_t heade
         c->direct[p][st][from] = 1;
     } else {
         int64_t n = (int64_t)(sizes[0] / sizeof(double));
-        grow(c, tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from], &c->rbuf_cap[p][st][from],
-             n, 0, sizeof(double));
+        dom_grow(c, tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from],
+                 &c->rbuf_cap[p][st][from], n, 0, sizeof(double));
         dst[0]              = sizes[0] ? c->rbuf[p][st][from] : NULL;
         c->direct[p][st][from] = 0;
     }
@@ -161,7 +139,7 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
     c->arrived[p][st][0] = c->arrived[p][st][1] = 0;
     if (is_rebuild(c->step) && st < 3) { /* atoms moving in: MMD_MOVE_W doubles each */
         int64_t r0 = c->rcount[p][st][0] / MMD_MOVE_W, r1 = c->rcount[p][st][1] / MMD_MOVE_W;
-        grow_atoms(c, s, c->m.nlocal + r0 + r1, c->m.nlocal + r0 + r1, c->m.nlocal);
+        dom_grow_atoms(c, s, c->m.nlocal + r0 + r1, c->m.nlocal + r0 + r1, c->m.nlocal);
         mmd_unpack(s, c->rbuf[p][st][0], r0, c->m.x, c->m.v, c->m.nlocal);
         mmd_unpack(s, c->rbuf[p][st][1], r1, c->m.x, c->m.v, c->m.nlocal + r0);
         c->m.nlocal += r0 + r1;
@@ -174,7 +152,7 @@ static void try_consume(tess_ctx_h ctx, dom_t *c)
         c->m.rcnt[d][1] = c->rcount[p][st][1] / MMD_XW;
         c->m.roff[d][0] = n;
         c->m.roff[d][1] = n + c->m.rcnt[d][0];
-        grow_atoms(c, s, n + c->m.rcnt[d][0] + c->m.rcnt[d][1], 0, n);
+        dom_grow_atoms(c, s, n + c->m.rcnt[d][0] + c->m.rcnt[d][1], 0, n);
         for (int k = 0; k < 2; k++)
             if (c->m.rcnt[d][k])
                 tess_gpu_memcpy_async(c->m.x + MMD_XW * c->m.roff[d][k], c->rbuf[p][st][k],
@@ -260,7 +238,7 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     int64_t       n[2] = {c->m.hcount[0], c->m.hcount[1]};
     if (n[0] > cap[0] || n[1] > cap[1]) { /* a list did not fit: grow it, select again */
         for (int k = 0; k < 2; k++)
-            grow(c, s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
+            dom_grow(c, s, (void **)&lst[k], &cap[k], n[k], 0, sizeof(int));
         if (exch)
             exch_select(ctx, c);
         else
@@ -269,8 +247,8 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     }
     if (exch) {
         for (int k = 0; k < 2; k++) {
-            grow(c, s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_MOVE_W * n[k],
-                 0, sizeof(double));
+            dom_grow(c, s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k],
+                     MMD_MOVE_W * n[k], 0, sizeof(double));
             mmd_pack(s, c->m.x, c->m.v, lst[k], n[k], d, mmd_shift_of(&c->m, d, k),
                      c->sbuf[p][st][k]);
         }
@@ -288,7 +266,7 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         c->m.rcnt[d][1] = n[0];
         c->m.roff[d][0] = base;
         c->m.roff[d][1] = base + n[1];
-        grow_atoms(c, s, base + n[0] + n[1], 0, base);
+        dom_grow_atoms(c, s, base + n[0] + n[1], 0, base);
         mmd_pack(s, c->m.x, NULL, lst[1], n[1], d, mmd_shift_of(&c->m, d, 1),
                  c->m.x + MMD_XW * c->m.roff[d][0]);
         mmd_pack(s, c->m.x, NULL, lst[0], n[0], d, mmd_shift_of(&c->m, d, 0),
@@ -299,8 +277,8 @@ static void on_counted(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         return;
     }
     for (int k = 0; k < 2; k++) {
-        grow(c, s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
-             sizeof(double));
+        dom_grow(c, s, (void **)&c->sbuf[p][st][k], &c->sbuf_cap[p][st][k], MMD_XW * n[k], 0,
+                 sizeof(double));
         mmd_pack(s, c->m.x, NULL, lst[k], n[k], d, mmd_shift_of(&c->m, d, k), c->sbuf[p][st][k]);
     }
     send_two(ctx, c, d, n, MMD_XW);
@@ -312,11 +290,12 @@ static void build_neighbors(tess_ctx_h ctx, dom_t *c)
     tess_stream_t s     = tess_ctx_stream(ctx);
     int64_t       nbins = (int64_t)c->m.bins.n[0] * c->m.bins.n[1] * c->m.bins.n[2];
     double        t     = 0;
-    grow(c, s, (void **)&c->m.bincount, &c->m.bincount_cap, nbins, 0, sizeof(int));
-    grow(c, s, (void **)&c->m.binatoms, &c->m.binatoms_cap, nbins * c->m.bins.cap, 0, sizeof(int));
-    grow(c, s, (void **)&c->m.numneigh, &c->m.neigh_cap, c->m.cap_own, 0, sizeof(int));
-    grow(c, s, (void **)&c->m.neigh, &c->m.neigh_alloc, (int64_t)c->m.maxneigh * c->m.cap_own, 0,
-         sizeof(int));
+    dom_grow(c, s, (void **)&c->m.bincount, &c->m.bincount_cap, nbins, 0, sizeof(int));
+    dom_grow(c, s, (void **)&c->m.binatoms, &c->m.binatoms_cap, nbins * c->m.bins.cap, 0,
+             sizeof(int));
+    dom_grow(c, s, (void **)&c->m.numneigh, &c->m.neigh_cap, c->m.cap_own, 0, sizeof(int));
+    dom_grow(c, s, (void **)&c->m.neigh, &c->m.neigh_alloc,
+             (int64_t)c->m.maxneigh * c->m.cap_own, 0, sizeof(int));
     c->m.stride = c->m.cap_own;
     if (opt.timing) {
         tess_gpu_stream_sync(s);
@@ -436,8 +415,8 @@ static void seg_step(tess_ctx_h ctx, void *e, void *arg)
 static void grow_sends(dom_t *c, tess_stream_t s, int p, int to)
 {
     for (int k = 0; to < 3 && k < 2; k++)
-        grow(c, s, (void **)&c->sbuf[p][to][k], &c->sbuf_cap[p][to][k],
-             MMD_XW * c->m.bcount[to][k], 0, sizeof(double));
+        dom_grow(c, s, (void **)&c->sbuf[p][to][k], &c->sbuf_cap[p][to][k],
+                 MMD_XW * c->m.bcount[to][k], 0, sizeof(double));
 }
 
 static void run_step_segment(tess_ctx_h ctx, dom_t *c, const seg_step_t *a, int slot)
@@ -581,117 +560,7 @@ static void start_phase(void *arg)
         tess_broadcast(grid, E_RESUME, &phase_target, sizeof(phase_target));
 }
 
-/* ---- set-up (plain MPI around the chares) -------------------------------------------------------- */
-
-static void dom_alloc(tess_ctx_h ctx, dom_t *c);
-
-static void dom_ctor(tess_ctx_h ctx, void *e, void *arg)
-{
-    (void)arg;
-    dom_t        *c  = e;
-    tess_index_t  ix = tess_ctx_index(ctx);
-    int           i3[3] = {ix.x, ix.y, ix.z};
-    for (int d = 0; d < 3; d++) {
-        c->m.c[d]    = i3[d];
-        c->m.grid[d] = cg[d];
-        c->m.L[d]    = pr.L[d];
-        c->m.lo[d]   = mmd_bound(pr.L[d], cg[d], i3[d]);
-        c->m.hi[d]   = mmd_bound(pr.L[d], cg[d], i3[d] + 1);
-        for (int k = 0; k < 2; k++) {
-            int n[3] = {i3[0], i3[1], i3[2]};
-            n[d]     = (n[d] + (k ? 1 : -1) + cg[d]) % cg[d];
-            c->nbr[d][k] = tess_idx3(n[0], n[1], n[2]);
-        }
-    }
-    mmd_bins_setup(c->m.lo, c->m.hi, pr.cutneigh, opt.small ? 1 : 8, &c->m.bins);
-    c->m.maxneigh = opt.small ? 4 : 100;
-    dom_alloc(ctx, c);
-}
-
-/* What a chare allocates whatever its atoms. */
-static void dom_alloc(tess_ctx_h ctx, dom_t *c)
-{
-    tess_stream_t s = tess_ctx_stream(ctx);
-    c->m.status     = app_tess_dev_alloc(2 * sizeof(int));
-    c->m.dcount     = app_tess_dev_alloc(2 * sizeof(int));
-    c->m.scratch    = app_tess_dev_alloc(MMD_SCAN_SCRATCH * sizeof(int));
-    c->m.thermo_out = app_tess_dev_alloc(MMD_THERMO_OUT * sizeof(double));
-    c->m.hstatus    = app_tess_pinned_alloc(2 * sizeof(int));
-    c->m.hcount     = app_tess_pinned_alloc(2 * sizeof(int));
-    c->m.hthermo    = app_tess_pinned_alloc(3 * sizeof(double) * (size_t)nslots);
-    int64_t c0      = opt.small ? 1 : 1024;
-    for (int k = 0; k < 2; k++) {
-        grow(c, s, (void **)&c->m.xlist[k], &c->m.xlist_cap[k], c0, 0, sizeof(int));
-        for (int d = 0; d < 3; d++)
-            grow(c, s, (void **)&c->m.blist[d][k], &c->m.blist_cap[d][k], c0, 0, sizeof(int));
-    }
-}
-
-static void dom_dtor(tess_ctx_h ctx, void *e, void *arg)
-{
-    (void)arg;
-    dom_t *c = e;
-    tess_gpu_stream_sync(tess_ctx_stream(ctx));
-    void *dev[] = {c->m.x, c->m.v, c->m.f, c->m.eatom, c->m.watom, c->m.neigh, c->m.numneigh,
-                   c->m.bincount,
-                   c->m.binatoms, c->m.status, c->m.dcount, c->m.scratch, c->m.thermo_out};
-    for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
-        if (dev[i])
-            tess_gpu_free(dev[i]);
-    for (int k = 0; k < 2; k++) {
-        tess_gpu_free(c->m.xlist[k]);
-        for (int d = 0; d < 3; d++)
-            tess_gpu_free(c->m.blist[d][k]);
-        for (int p = 0; p < 2; p++)
-            for (int st = 0; st < 6; st++) {
-                if (c->sbuf[p][st][k])
-                    tess_gpu_free(c->sbuf[p][st][k]);
-                if (c->rbuf[p][st][k])
-                    tess_gpu_free(c->rbuf[p][st][k]);
-            }
-    }
-    tess_gpu_free_host(c->m.hstatus);
-    tess_gpu_free_host(c->m.hcount);
-    tess_gpu_free_host(c->m.hthermo);
-}
-
-/* Checkpoints only (the chares do not migrate), before a rebuild step: the owned atoms'
- * positions, velocities and forces (the next step's first half uses them). Restored, the chare
- * keeps its geometry, bins, counters and step, and makes everything else anew. */
-static void dom_pup(tess_pup_h p, tess_ctx_h ctx, void *e)
-{
-    dom_t *c = e;
-    if (tess_pup_is_packing(p)) {
-        fprintf(stderr, "minimd_tess: chares do not migrate\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    if (tess_pup_is_unpacking(p)) {
-        dom_t keep = *c;
-        memset(c, 0, sizeof(*c));
-        memcpy(c->m.c, keep.m.c, sizeof(c->m.c));
-        memcpy(c->m.grid, keep.m.grid, sizeof(c->m.grid));
-        memcpy(c->m.L, keep.m.L, sizeof(c->m.L));
-        memcpy(c->m.lo, keep.m.lo, sizeof(c->m.lo));
-        memcpy(c->m.hi, keep.m.hi, sizeof(c->m.hi));
-        memcpy(c->nbr, keep.nbr, sizeof(c->nbr));
-        c->m.nlocal   = keep.m.nlocal;
-        c->m.bins     = keep.m.bins;
-        c->m.maxneigh = keep.m.maxneigh;
-        c->step       = keep.step;
-        c->nthermo    = keep.nthermo;
-        c->gen        = keep.gen + 1;
-        dom_alloc(ctx, c);
-    }
-    size_t n = (size_t)c->m.nlocal;
-    tess_pup_device(p, (void **)&c->m.x, n * MMD_XW * sizeof(double));
-    tess_pup_device(p, (void **)&c->m.v, n * 3 * sizeof(double));
-    tess_pup_device(p, (void **)&c->m.f, n * 3 * sizeof(double));
-    if (tess_pup_is_unpacking(p)) {
-        c->m.cap_all = c->m.cap_own = c->m.nlocal;
-        c->m.eatom   = app_tess_dev_alloc(n * sizeof(double));
-        c->m.watom   = app_tess_dev_alloc(n * sizeof(double));
-    }
-}
+/* ---- restart options and the report (plain MPI around the chares) ---------------------------- */
 
 /* A restart takes the problem from the checkpoint: an option given with another value is
  * refused. */
@@ -726,26 +595,6 @@ static void check_restart_options(int argc, char **argv, const mmd_opts_t *saved
     }
 }
 
-/* The lattice: each local chare's sites, then the velocities centred and scaled over all of
- * them (MPI sums), then copied to the chares' device memory. */
-typedef struct lattice {
-    int      n;
-    double **x, **v;
-    int64_t *count;
-    dom_t  **dom;
-    tess_stream_t *stream;
-} lattice_t;
-
-static void lattice_make(tess_ctx_h ctx, void *e, void *arg)
-{
-    lattice_t *l = arg;
-    dom_t     *c = e;
-    if (mmd_lattice(&pr, c->m.lo, c->m.hi, &l->x[l->n], &l->v[l->n], &l->count[l->n]) != 0)
-        app_tess_fail("lattice allocation");
-    l->dom[l->n]    = c;
-    l->stream[l->n] = tess_ctx_stream(ctx);
-    l->n++;
-}
 
 static void sync_dom(tess_ctx_h ctx, void *e, void *arg)
 {
@@ -774,36 +623,6 @@ static void sum_times(tess_ctx_h ctx, void *e, void *arg)
     t[2] += (double)n;
 }
 
-/* Plain MPI: the lattice of every local chare and the reference's velocities. */
-static void make_lattice(void)
-{
-    int64_t   nl = tess_array_num_local(grid);
-    lattice_t l  = {0, calloc(nl, sizeof(double *)), calloc(nl, sizeof(double *)),
-                    calloc(nl, sizeof(int64_t)), calloc(nl, sizeof(dom_t *)),
-                    calloc(nl, sizeof(tess_stream_t))};
-    tess_array_foreach(grid, lattice_make, &l);
-    mmd_setup_velocities(&pr, l.n, l.v, l.count);
-    double density = (double)pr.natoms / (pr.L[0] * pr.L[1] * pr.L[2]);
-    for (int k = 0; k < l.n; k++) {
-        dom_t  *c = l.dom[k];
-        int64_t n = l.count[k], g = 1;
-        for (int d = 0; d < 3; d++)
-            g *= (int64_t)(c->m.hi[d] - c->m.lo[d] + 2 * pr.cutneigh) + 1;
-        g = (int64_t)(density * (double)g);
-        grow_atoms(c, l.stream[k], opt.small ? n : 2 * g, opt.small ? n : n + n / 4 + 64, 0);
-        tess_gpu_memcpy_async(c->m.x, l.x[k], sizeof(double) * MMD_XW * (size_t)n, l.stream[k]);
-        tess_gpu_memcpy_async(c->m.v, l.v[k], sizeof(double) * 3 * (size_t)n, l.stream[k]);
-        tess_gpu_stream_sync(l.stream[k]);
-        c->m.nlocal = n;
-        free(l.x[k]);
-        free(l.v[k]);
-    }
-    free(l.x);
-    free(l.v);
-    free(l.count);
-    free(l.dom);
-    free(l.stream);
-}
 
 static int cmp_rows(const void *a, const void *b)
 {
@@ -895,7 +714,7 @@ int main(int argc, char **argv)
     if (ck.restart)
         app_ckpt_restore(&ck, "minimd", rank);
     else
-        make_lattice();
+        dom_lattice();
 
     /* Step 0 (exchange, ghosts, lists, force, thermo) as a phase of its own, then the timed
      * steps: a phase ends at each checkpoint. */
