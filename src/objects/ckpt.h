@@ -119,9 +119,11 @@ void tess_ckpt_detail_copy(tess_status_t st, char *buf, size_t cap);
 /* The 2 x CKPT_CHUNK bytes of a writer's or reader's staging halves: pinned host memory, else
  * (none to be had: a warning, once a process) ordinary host memory, which device copies also
  * take, staged by the driver: slower, as right. *pinned_p says which, for staging_free. NULL
- * when neither (the error says why). Any thread. */
+ * when neither (the error says why). One buffer is kept between uses (allocating pinned
+ * memory synchronises the device) until tess_ckpt_staging_release (finalize). Any thread. */
 char *tess_ckpt_staging_alloc(const char *who, int *pinned_p);
 void  tess_ckpt_staging_free(char *buf, int pinned);
+void  tess_ckpt_staging_release(void);
 /* Write a small file through path.tmp and a rename, synced. */
 tess_status_t tess_ckpt_write_file_atomic(const char *dir, const char *name, const void *buf,
                                           size_t len);

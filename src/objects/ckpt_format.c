@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -242,7 +243,18 @@ void tess_ckpt_detail_copy(tess_status_t st, char *buf, size_t cap)
         buf[n - k] = 0;
 }
 
-char *tess_ckpt_staging_alloc(const char *who, int *pinned_p)
+/* One staging buffer is kept from its first use to tess_ckpt_staging_release (finalize):
+ * allocating and freeing pinned memory synchronises the whole device on CUDA, which a
+ * background checkpoint must not do to the chares' streams at every checkpoint. A buffer asked
+ * for while the kept one is in use (not in the runtime's own order of things: a checkpoint
+ * completes the previous one before it writes) is allocated and freed on its own. */
+static struct {
+    pthread_mutex_t mu;
+    char           *buf;
+    int             pinned, busy;
+} kept = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static char *staging_new(const char *who, int *pinned_p)
 {
     static _Atomic int warned;
     char              *buf = NULL;
@@ -262,12 +274,49 @@ char *tess_ckpt_staging_alloc(const char *who, int *pinned_p)
     return buf;
 }
 
-void tess_ckpt_staging_free(char *buf, int pinned)
+static void staging_delete(char *buf, int pinned)
 {
     if (pinned)
         tess_gpu->host_free(buf);
     else
         free(buf);
+}
+
+char *tess_ckpt_staging_alloc(const char *who, int *pinned_p)
+{
+    pthread_mutex_lock(&kept.mu);
+    if (!kept.busy && !kept.buf)
+        kept.buf = staging_new(who, &kept.pinned);
+    char *buf = NULL;
+    if (!kept.busy && kept.buf) {
+        kept.busy = 1;
+        buf       = kept.buf;
+        *pinned_p = kept.pinned;
+    }
+    int other = !buf && kept.busy;
+    pthread_mutex_unlock(&kept.mu);
+    return other ? staging_new(who, pinned_p) : buf;
+}
+
+void tess_ckpt_staging_free(char *buf, int pinned)
+{
+    pthread_mutex_lock(&kept.mu);
+    int mine = buf == kept.buf;
+    if (mine)
+        kept.busy = 0;
+    pthread_mutex_unlock(&kept.mu);
+    if (!mine)
+        staging_delete(buf, pinned);
+}
+
+void tess_ckpt_staging_release(void)
+{
+    pthread_mutex_lock(&kept.mu);
+    if (kept.buf && !kept.busy) {
+        staging_delete(kept.buf, kept.pinned);
+        kept.buf = NULL;
+    }
+    pthread_mutex_unlock(&kept.mu);
 }
 
 void tess_ckpt_arrays_describe(const ckpt_set_t *set, man_array_t *ma)

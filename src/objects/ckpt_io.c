@@ -1,15 +1,18 @@
 /* ckpt_io.c — the data files' writer: a process's records packed through the two halves of a
  * pinned staging buffer and written by a writer thread, at once or (a background checkpoint)
  * from a snapshot taken in device memory; the reader is ckpt_read.c. */
-#define _GNU_SOURCE /* sync_file_range */
+#define _GNU_SOURCE /* sync_file_range, SCHED_IDLE */
 #include "ckpt.h"
 
 #include <errno.h>
-#include <stdatomic.h>
-#include <time.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -675,6 +678,16 @@ err_free:
 static void *bg_main(void *arg)
 {
     (void)arg;
+    /* The write takes only the time no PE wants (its writer thread inherits the policy): a
+     * process bound to one core (mpirun binds each of up to two processes to a core by
+     * default) otherwise shares it between a PE and the writers at equal weight, and every
+     * time slice they take delays the PE's next launches while the GPU waits. */
+    if (tess_cfg.ckpt_idle_writer) {
+        struct sched_param sp = {0};
+        int                rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+        if (rc)
+            tess_debug("checkpoint writer: SCHED_IDLE refused: %s", strerror(rc));
+    }
     tess_status_t st = tess_gpu->set_device(tess_gpu_device());
     if (st != TESS_OK)
         st = tess_error(TESS_ERR_GPU, "checkpoint writer: cannot select device %d: %s",
@@ -788,4 +801,5 @@ void tess_ckpt_bg_free(void)
     free(bg.host);
     free(bg.pc);
     memset(&bg, 0, sizeof(bg));
+    tess_ckpt_staging_release();
 }
