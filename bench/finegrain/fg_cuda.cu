@@ -220,7 +220,8 @@ extern "C" void fg_cuda_calls(void)
 /* ---- --calls: how the host's issue rate scales with threads, without the runtime ------------- */
 
 /* One thread of the scaling test: its own 8 streams, `steps` chare steps (4 copies of 4 KiB and
- * the step kernel) issued round-robin over them, as calls or as replays of one graph a stream;
+ * the step kernel) issued round-robin over them, as calls (graph 0), as replays of one graph a
+ * stream (graph 1), or as 5 launches of the step kernel and no copy (graph 2);
  * synchronised every 256 steps, inside the clock (the device's part is the same for every
  * thread count). */
 typedef struct {
@@ -258,8 +259,11 @@ static void *fg_thread_steps(void *arg)
     for (int done = 0; done < t->steps; done += CHUNK) {
         for (int k = 0; k < CHUNK; k++) {
             cudaStream_t st = s[k % NS];
-            if (t->graph)
+            if (t->graph == 1)
                 cudaGraphLaunch(ge[k % NS], st);
+            else if (t->graph == 2)
+                for (int m = 0; m < 5; m++)
+                    fg_step_cuda(st, &args);
             else {
                 for (int m = 0; m < 4; m++)
                     cudaMemcpyAsync(b + 1024 * m, a + 1024 * m, 4096, cudaMemcpyDeviceToDevice,
@@ -282,14 +286,16 @@ static void *fg_thread_steps(void *arg)
 }
 
 /* Chare steps a second issued by 1, 2, 4 and 8 threads at once, each with its own streams, as
- * calls and as graph replays, and the rate against one thread's: the most that more PEs of one
- * process can gain on this driver and device, whatever the runtime does. */
+ * calls, as graph replays and as kernel launches alone, and the rate against one thread's: the
+ * most that more PEs of one process can gain on this driver and device, whatever the runtime
+ * does. */
 extern "C" void fg_cuda_thread_scaling(void)
 {
     enum { STEPS = 4096, MAXT = 8 };
-    printf("raw CUDA chare steps (4 copies of 4 KiB + step kernel) from several host threads "
-           "of one process, each its own 8 streams:\n");
-    for (int graph = 0; graph <= 1; graph++) {
+    printf("raw CUDA chare steps (4 copies of 4 KiB + step kernel; kernels: 5 launches of it) "
+           "from several host threads of one process, each its own 8 streams:\n");
+    static const char *const mode[3] = {"calls", "graph", "kernels"};
+    for (int graph = 0; graph <= 2; graph++) {
         double one = 0;
         for (int nt = 1; nt <= MAXT; nt *= 2) {
             pthread_barrier_t go;
@@ -310,10 +316,10 @@ extern "C" void fg_cuda_thread_scaling(void)
             double rate = nt * STEPS / slowest * 1e6;
             if (nt == 1)
                 one = rate;
-            printf("  %-6s %d thread%s %9.0f steps/s  %.2f x 1 thread\n",
-                   graph ? "graph" : "calls", nt, nt > 1 ? "s" : " ", rate, rate / one);
+            printf("  %-7s %d thread%s %9.0f steps/s  %.2f x 1 thread\n", mode[graph], nt,
+                   nt > 1 ? "s" : " ", rate, rate / one);
             printf("RESULT-THREADS mode=%s threads=%d steps_per_s=%.0f x_one=%.3f\n",
-                   graph ? "graph" : "calls", nt, rate, rate / one);
+                   mode[graph], nt, rate, rate / one);
         }
     }
 }
