@@ -226,11 +226,6 @@ static const opt_t opts[] = {
       "tess_checkpoint returns, with a warning), host (pinned host memory: no device memory "
       "kept), none (written before returning)"},
      OPT_STR, CFG(ckpt_snapshot), 0, 0, "auto|host|none", 0},
-    {{"ckpt_idle_writer", "TESS_CKPT_IDLE_WRITER", NULL, "1",
-      "a background checkpoint's writer threads run at idle priority (SCHED_IDLE): they take "
-      "only the time the process's PEs leave, and never delay a PE that shares their core (0: "
-      "normal priority)"},
-     OPT_BOOL, CFG(ckpt_idle_writer), 0, 1, NULL, 0},
     {{"ckpt_write_delay_ms", "TESS_CKPT_WRITE_DELAY_MS", NULL, "0",
       "a background checkpoint's writer waits this many milliseconds after creating its file "
       "before it writes (for tests: a checkpoint still being written)"},

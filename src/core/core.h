@@ -75,7 +75,6 @@ typedef struct tess_config {
     int    graphs;           /* step graphs recorded and replayed (0: record runs every time) */
     int    ckpt_background;  /* tess_checkpoint takes a snapshot and writes it in the background */
     int    ckpt_write_delay_ms; /* a background checkpoint's writer waits this long first (tests) */
-    int    ckpt_idle_writer; /* the background writer threads run at SCHED_IDLE */
     char   ckpt_snapshot[8]; /* auto|host|none: where a background checkpoint's device bytes go */
 } tess_config_t;
 

@@ -1,7 +1,7 @@
 /* ckpt_io.c — the data files' writer: a process's records packed through the two halves of a
  * pinned staging buffer and written by a writer thread, at once or (a background checkpoint)
  * from a snapshot taken in device memory; the reader is ckpt_read.c. */
-#define _GNU_SOURCE /* sync_file_range, SCHED_IDLE */
+#define _GNU_SOURCE /* sync_file_range, CPU_COUNT */
 #include "ckpt.h"
 
 #include <errno.h>
@@ -678,16 +678,6 @@ err_free:
 static void *bg_main(void *arg)
 {
     (void)arg;
-    /* The write takes only the time no PE wants (its writer thread inherits the policy): a
-     * process bound to one core (mpirun binds each of up to two processes to a core by
-     * default) otherwise shares it between a PE and the writers at equal weight, and every
-     * time slice they take delays the PE's next launches while the GPU waits. */
-    if (tess_cfg.ckpt_idle_writer) {
-        struct sched_param sp = {0};
-        int                rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-        if (rc)
-            tess_debug("checkpoint writer: SCHED_IDLE refused: %s", strerror(rc));
-    }
     tess_status_t st = tess_gpu->set_device(tess_gpu_device());
     if (st != TESS_OK)
         st = tess_error(TESS_ERR_GPU, "checkpoint writer: cannot select device %d: %s",
@@ -736,10 +726,33 @@ static void *bg_main(void *arg)
     return NULL;
 }
 
+/* Said once a process: the writer threads can run only where the process may, and there they
+ * take time slices from the PEs while the GPU waits for the launches the PEs would make (LULESH
+ * 256³ on an H200, one process of one PE bound to one core by mpirun, a checkpoint every 100
+ * cycles: 1.69 x its time without checkpoints; 1.23 x unbound, where only the disk was left to
+ * wait for). Idle priority for the writers starved them instead (2.29 x): a PE spins. */
+static void bg_warn_shared_core(void)
+{
+    static int done;
+    if (done)
+        return;
+    done = 1;
+    cpu_set_t set;
+    int       mine  = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    long      cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int       pes   = tess_ppn();
+    if (mine > 0 && mine <= pes && cores > mine)
+        tess_warn("checkpoint: the background writer shares this process's %d core%s with its "
+                  "%d PE%s and slows them down while it writes; give the process a core more "
+                  "than it has PEs (mpirun --bind-to none, or more cores a process)", mine,
+                  mine == 1 ? "" : "s", pes, pes == 1 ? "" : "s");
+}
+
 void tess_ckpt_bg_start(void)
 {
     if (!bg.taken || bg.started)
         return;
+    bg_warn_shared_core();
     if (pthread_create(&bg.th, NULL, bg_main, NULL)) {
         bg.st = TESS_ERR_SYSTEM;
         snprintf(bg.text, sizeof(bg.text), "checkpoint: cannot start the background writer "

@@ -20,10 +20,7 @@
  *       snapshot), and pinned host memory up to TESS_HOST_PINNED_MEMORY if that is set; with
  *       killtimer=K:R, process R kills itself with SIGKILL 300 ms after tess_checkpoint K
  *       began, whether it returned by then or not; with showinfo, process 0 prints what
- *       tess_checkpoint_info says right after each tess_checkpoint returns; with writers,
- *       process 0 prints how many of its threads run at SCHED_IDLE right after each
- *       tess_checkpoint returns (the background writer, held back by
- *       TESS_CKPT_WRITE_DELAY_MS, is one of them unless TESS_CKPT_IDLE_WRITER=0).
+ *       tess_checkpoint_info says right after each tess_checkpoint returns.
  *   test_ckpt restart DIR [every=E]                   continue from DIR's current checkpoint
  *   test_ckpt refuse DIR [prog=P] [extraentry] [bigger] [cells=N]
  *                                                     tess_restart must fail; every element
@@ -32,11 +29,8 @@
  * right after loading) and print "RESULT step=S digest=D". TEST_CKPT_RANK_ENV=R:VAR=VALUE[,...]
  * sets each VAR on process R only, before tess_init (one process's options unlike the others':
  * the same on every MPI). Driven by test/mpi/check-ckpt and check-ckpt-fallback. */
-#define _GNU_SOURCE /* SCHED_IDLE */
 #include "tess_test.h"
 
-#include <dirent.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -68,7 +62,7 @@ static int32_t      ncells = NCELLS_DEFAULT;
 static int          kill_step = -1, kill_rank = -1, ckpt_now = 0, ckpt_count = 0;
 static int          killbg_step = -1, killbg_rank = -1, scribble = 0, ioerr_rank = -1;
 static long         ioerr_bytes = 0;
-static int          killtimer_step = -1, killtimer_rank = -1, showinfo = 0, writers = 0;
+static int          killtimer_step = -1, killtimer_rank = -1, showinfo = 0;
 
 /* ---- the model: initial state and one step, shared by elements and the serial model ---- */
 
@@ -384,20 +378,6 @@ static void scribble_fn(tess_ctx_h ctx, void *e, void *arg)
         dev_put(c->dev[k], junk, c->dn[k], tess_ctx_stream(ctx)); /* on its stream, synced */
 }
 
-/* This process's threads whose scheduling policy is SCHED_IDLE. */
-static int idle_threads(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    CHECK_MSG(d != NULL, "cannot list /proc/self/task");
-    int            n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (de->d_name[0] != '.' && sched_getscheduler(atoi(de->d_name)) == SCHED_IDLE)
-            n++;
-    closedir(d);
-    return n;
-}
-
 static void killtimer_fire(int sig)
 {
     (void)sig;
@@ -458,12 +438,6 @@ static void checkpoint(const char *dir, int done, int total)
         if (rank == 0)
             printf("test_ckpt: checkpoint %d returned: current %llu, pending %llu\n", done,
                    (unsigned long long)info.step, (unsigned long long)info.pending);
-    }
-    if (writers && rank == 0) {
-        usleep(100000); /* the writer thread has started and set its policy */
-        printf("test_ckpt: checkpoint %d returned: %d threads at SCHED_IDLE\n", done,
-               idle_threads());
-        fflush(stdout);
     }
     if (done == killbg_step && rank == killbg_rank) {
         usleep(300000); /* the writer has created its file and waits (TESS_CKPT_WRITE_DELAY_MS) */
@@ -606,8 +580,6 @@ int main(int argc, char **argv)
             CHECK(sscanf(argv[i] + 10, "%d:%d", &killtimer_step, &killtimer_rank) == 2);
         else if (!strcmp(argv[i], "showinfo"))
             showinfo = 1;
-        else if (!strcmp(argv[i], "writers"))
-            writers = 1;
         else if (!strcmp(argv[i], "fill"))
             fill = 1;
         else if (!strcmp(argv[i], "scribble"))
