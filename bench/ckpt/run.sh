@@ -14,7 +14,9 @@
 #                        $LULESH_EVERY (default 100), written before returning
 #                        (TESS_CKPT_BACKGROUND=0) and in the background: run times,
 #                        the checkpoints' time and share of the run as LULESH prints them, and
-#                        each run's time over the run without checkpoints (goal: at most 1.03)
+#                        each run's time over the run without checkpoints (goal: at most 1.03);
+#                        mpirun gets $LULESH_MPI_FLAGS (default -bind-to none: a background
+#                        writer needs a core the PE does not use)
 # PARTS=bench or PARTS=lulesh runs one of the two (default: both).
 # On the host backend (no GPU) use small sizes: run.sh build out 0.0625,0.25 (LULESH_G=30).
 set -euo pipefail
@@ -45,7 +47,8 @@ lulesh() { # LABEL [ENV...]; CK_ARGS: the checkpoint options
     local label=$1
     shift
     echo "## $label"
-    env "$@" "$mpirun" ${MPIEXEC_FLAGS:-} -n 1 "$b/examples/lulesh/lulesh_tess" -g "$g" \
+    env "$@" "$mpirun" ${MPIEXEC_FLAGS:-} ${LULESH_MPI_FLAGS--bind-to none} -n 1 \
+        "$b/examples/lulesh/lulesh_tess" -g "$g" \
         -i "$its" -q ${CK_ARGS:-}
     rm -rf "$ckdir"
 }
