@@ -116,6 +116,24 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
+/* One chare step (4 copies of 4 KiB from a to b, then the step kernel) captured on stream s
+ * and instantiated: the graph the benchmarks replay. */
+static cudaGraphExec_t capture_step(cudaStream_t s, const int32_t *a, int32_t *b,
+                                    const fg_args_t *args)
+{
+    cudaGraph_t     g;
+    cudaGraphExec_t ge;
+    ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
+    for (int m = 0; m < 4; m++)
+        ck(cudaMemcpyAsync(b + 1024 * m, a + 1024 * m, 4096, cudaMemcpyDeviceToDevice, s),
+           "captured copy");
+    fg_step_cuda(s, args);
+    ck(cudaStreamEndCapture(s, &g), "capture");
+    ck(cudaGraphInstantiate(&ge, g, 0), "cudaGraphInstantiate");
+    ck(cudaGraphDestroy(g), "cudaGraphDestroy");
+    return ge;
+}
+
 /* Each measured call n times round-robin over 8 streams (synchronised every 256 calls, outside
  * the clock, so no queue fills up); µs per call. */
 extern "C" void fg_cuda_calls(void)
@@ -159,15 +177,7 @@ extern "C" void fg_cuda_calls(void)
      * CUDA graph: the host cost of replaying it against issuing its calls one by one. */
     cudaGraphExec_t ge[NS];
     for (int i = 0; i < NS; i++) {
-        cudaGraph_t g;
-        ck(cudaStreamBeginCapture(s[i], cudaStreamCaptureModeThreadLocal), "capture");
-        for (int m = 0; m < 4; m++)
-            ck(cudaMemcpyAsync(b + 1024 * m, a + 1024 * m, 4096, cudaMemcpyDeviceToDevice, s[i]),
-               "captured copy");
-        fg_step_cuda(s[i], &args);
-        ck(cudaStreamEndCapture(s[i], &g), "capture");
-        ck(cudaGraphInstantiate(&ge[i], g, 0), "cudaGraphInstantiate");
-        ck(cudaGraphDestroy(g), "cudaGraphDestroy");
+        ge[i] = capture_step(s[i], a, b, &args);
     }
     for (int what = 0; what < 12; what++) {
         double t = 0;
@@ -243,15 +253,7 @@ static void *fg_thread_steps(void *arg)
     cudaGraphExec_t ge[NS];
     for (int i = 0; i < NS; i++) {
         ck(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), "stream");
-        cudaGraph_t g;
-        ck(cudaStreamBeginCapture(s[i], cudaStreamCaptureModeThreadLocal), "capture");
-        for (int m = 0; m < 4; m++)
-            ck(cudaMemcpyAsync(b + 1024 * m, a + 1024 * m, 4096, cudaMemcpyDeviceToDevice, s[i]),
-               "captured copy");
-        fg_step_cuda(s[i], &args);
-        ck(cudaStreamEndCapture(s[i], &g), "capture");
-        ck(cudaGraphInstantiate(&ge[i], g, 0), "cudaGraphInstantiate");
-        ck(cudaGraphDestroy(g), "cudaGraphDestroy");
+        ge[i] = capture_step(s[i], a, b, &args);
     }
     ck(cudaDeviceSynchronize(), "sync");
     pthread_barrier_wait(t->go);
