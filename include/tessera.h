@@ -571,7 +571,10 @@ typedef struct tess_ckpt_params {
  * its file) at the next tess_checkpoint_wait, tess_checkpoint, tess_restart or tess_finalize,
  * which return the write's error if it had one (TESS_ERR_SYSTEM naming the file and the errno
  * text); tess_checkpoint then takes no new checkpoint. Memory: the snapshot area holds the
- * device bytes of the largest checkpoint so far until tess_finalize.
+ * device bytes of the largest checkpoint so far until tess_finalize. Cores: the writer threads
+ * run on the cores the process may use; where its PEs take all of them (a process of one PE
+ * bound to one core, as mpirun binds up to two processes by default), they slow the PEs while
+ * they write, and the first background checkpoint warns: give the process a core more.
  *
  * Without it tess_checkpoint returns when the checkpoint is complete and current on every
  * process.
