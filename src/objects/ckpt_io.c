@@ -740,7 +740,7 @@ static void bg_warn_shared_core(void)
     cpu_set_t set;
     int       mine  = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
     long      cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int       pes   = tess_ppn();
+    int       pes   = tess_cfg.ppn;
     if (mine > 0 && mine <= pes && cores > mine)
         tess_warn("checkpoint: the background writer shares this process's %d core%s with its "
                   "%d PE%s and slows them down while it writes; give the process a core more "
