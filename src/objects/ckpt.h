@@ -18,6 +18,8 @@
 
 #include "objects.h"
 
+#include <pthread.h>
+
 #define CKPT_MAGIC      "TESSCKPT"
 #define CKPT_END        "TEND"
 #define CKPT_VERSION    1u
@@ -124,6 +126,24 @@ void tess_ckpt_detail_copy(tess_status_t st, char *buf, size_t cap);
 char *tess_ckpt_staging_alloc(const char *who, int *pinned_p);
 void  tess_ckpt_staging_free(char *buf, int pinned);
 void  tess_ckpt_staging_release(void);
+
+/* What the writer (ckpt_io.c) and the reader (ckpt_read.c) share: a staging buffer of two
+ * halves and the thread that writes or reads them, which sleeps on cv under mu until its owner
+ * hands it a half or sets stop. tess_ckpt_worker_start: the buffer (who names the operation in
+ * errors) and its halves into *half0 and *half1, mu and cv, then fn(arg) on a new thread;
+ * tess_ckpt_worker_stop: sets stop, joins
+ * the thread if it started, frees the buffer (either is safe after a failed start). The owner's
+ * thread. */
+typedef struct ckpt_worker {
+    char           *staging; /* pinned unless none could be had */
+    int             pinned, stop, started;
+    pthread_t       th;
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+} ckpt_worker_t;
+tess_status_t tess_ckpt_worker_start(ckpt_worker_t *wk, const char *who, char **half0,
+                                     char **half1, void *(*fn)(void *), void *arg);
+void          tess_ckpt_worker_stop(ckpt_worker_t *wk);
 /* Write a small file through path.tmp and a rename, synced. */
 tess_status_t tess_ckpt_write_file_atomic(const char *dir, const char *name, const void *buf,
                                           size_t len);
@@ -171,8 +191,9 @@ tess_status_t tess_ckpt_write_data(const char *tmpdir, const ckpt_set_t *set, re
  * the snapshot area: device memory, else pinned host memory) and lays out this process's data
  * file under tmpdir; *sync_p = 1 (and nothing taken) when neither area can be had, with a
  * warning. tess_ckpt_bg_start then starts the writer thread. tess_ckpt_bg_done: the thread
- * has finished. tess_ckpt_bg_join waits for it and returns its status (its text as this thread's error detail, not logged again),
- * the record index (*rv_p, the caller frees rv_p->v) and the file's size. */
+ * has finished. tess_ckpt_bg_join waits for it and returns its status (its text as this
+ * thread's error detail, not logged again), the record index (*rv_p, the caller frees
+ * rv_p->v) and the file's size. */
 tess_status_t tess_ckpt_snapshot(const char *tmpdir, const ckpt_set_t *set, int *sync_p);
 void          tess_ckpt_bg_start(void);
 int           tess_ckpt_bg_done(void);

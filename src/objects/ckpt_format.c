@@ -309,6 +309,40 @@ void tess_ckpt_staging_free(char *buf, int pinned)
         staging_delete(buf, pinned);
 }
 
+tess_status_t tess_ckpt_worker_start(ckpt_worker_t *wk, const char *who, char **half0,
+                                     char **half1, void *(*fn)(void *), void *arg)
+{
+    if (!(wk->staging = tess_ckpt_staging_alloc(who, &wk->pinned)))
+        return tess_error(TESS_ERR_NO_MEMORY, "%s: %zu bytes of staging memory: %s", who,
+                          2 * CKPT_CHUNK, tess_error_detail());
+    *half0 = wk->staging;
+    *half1 = wk->staging + CKPT_CHUNK;
+    pthread_mutex_init(&wk->mu, NULL);
+    pthread_cond_init(&wk->cv, NULL);
+    if (pthread_create(&wk->th, NULL, fn, arg))
+        return tess_error(TESS_ERR_SYSTEM, "%s: cannot start the %s thread", who,
+                          strcmp(who, "restart") ? "writer" : "reader");
+    wk->started = 1;
+    return TESS_OK;
+}
+
+void tess_ckpt_worker_stop(ckpt_worker_t *wk)
+{
+    if (wk->started) {
+        pthread_mutex_lock(&wk->mu);
+        wk->stop = 1;
+        pthread_cond_broadcast(&wk->cv);
+        pthread_mutex_unlock(&wk->mu);
+        pthread_join(wk->th, NULL);
+        pthread_mutex_destroy(&wk->mu);
+        pthread_cond_destroy(&wk->cv);
+        wk->started = 0;
+    }
+    if (wk->staging)
+        tess_ckpt_staging_free(wk->staging, wk->pinned);
+    wk->staging = NULL;
+}
+
 void tess_ckpt_staging_release(void)
 {
     pthread_mutex_lock(&kept.mu);

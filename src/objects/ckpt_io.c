@@ -82,15 +82,11 @@ typedef struct whalf {
 } whalf_t;
 
 typedef struct writer {
-    char           *staging; /* pinned unless none could be had */
-    int             pinned;
+    ckpt_worker_t   wk;
     whalf_t         h[2];
     int             cur;    /* the half being filled */
     int             queued; /* the half with the writer thread, or -1 */
-    int             stop, werr, started;
-    pthread_t       th;
-    pthread_mutex_t mu;
-    pthread_cond_t  cv;
+    int             werr;
     int             fd;
     const char     *path;
     recvec_t       *rv;
@@ -99,14 +95,14 @@ typedef struct writer {
 static void *writer_main(void *arg)
 {
     writer_t *w = arg;
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->wk.mu);
     for (;;) {
-        while (!w->stop && w->queued < 0)
-            pthread_cond_wait(&w->cv, &w->mu);
+        while (!w->wk.stop && w->queued < 0)
+            pthread_cond_wait(&w->wk.cv, &w->wk.mu);
         if (w->queued < 0)
             break;
         whalf_t *h = &w->h[w->queued];
-        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_unlock(&w->wk.mu);
         int         err = 0;
         const char *p   = h->buf;
         size_t      len = h->fill;
@@ -127,24 +123,24 @@ static void *writer_main(void *arg)
         if (!err) /* start the writeback now rather than all of it in the final fsync */
             sync_file_range(w->fd, (off_t)h->off, (off_t)h->fill, SYNC_FILE_RANGE_WRITE);
 #endif
-        pthread_mutex_lock(&w->mu);
+        pthread_mutex_lock(&w->wk.mu);
         if (err && !w->werr)
             w->werr = err;
         w->queued = -1;
-        pthread_cond_broadcast(&w->cv);
+        pthread_cond_broadcast(&w->wk.cv);
     }
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->wk.mu);
     return NULL;
 }
 
 /* Wait until the writer thread holds no half; its error, if any. */
 static tess_status_t writer_wait(writer_t *w)
 {
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->wk.mu);
     while (w->queued >= 0)
-        pthread_cond_wait(&w->cv, &w->mu);
+        pthread_cond_wait(&w->wk.cv, &w->wk.mu);
     int err = w->werr;
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->wk.mu);
     if (err) {
         errno = err;
         return tess_ckpt_sys_error("cannot write", w->path);
@@ -171,10 +167,10 @@ static tess_status_t writer_flush(writer_t *w)
     tess_status_t st = writer_wait(w); /* the other half is written */
     if (st != TESS_OK)
         return st;
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->wk.mu);
     w->queued = w->cur;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    pthread_cond_broadcast(&w->wk.cv);
+    pthread_mutex_unlock(&w->wk.mu);
     whalf_t *nh = &w->h[w->cur ^ 1];
     nh->off     = h->off + h->fill;
     nh->fill    = 0;
@@ -242,17 +238,8 @@ static tess_status_t writer_open(writer_t *w, int fd, const char *path, recvec_t
     w->path   = path;
     w->rv     = rv;
     w->queued = -1;
-    if (!(w->staging = tess_ckpt_staging_alloc("checkpoint", &w->pinned)))
-        return tess_error(TESS_ERR_NO_MEMORY, "checkpoint: %zu bytes of staging memory: %s",
-                          2 * CKPT_CHUNK, tess_error_detail());
-    w->h[0].buf = w->staging;
-    w->h[1].buf = w->staging + CKPT_CHUNK;
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    if (pthread_create(&w->th, NULL, writer_main, w))
-        return tess_error(TESS_ERR_SYSTEM, "checkpoint: cannot start the writer thread");
-    w->started = 1;
-    return TESS_OK;
+    return tess_ckpt_worker_start(&w->wk, "checkpoint", &w->h[0].buf, &w->h[1].buf, writer_main,
+                                  w);
 }
 
 /* Write what is left (when st is TESS_OK), stop the thread, free the staging memory. The
@@ -265,24 +252,16 @@ static tess_status_t writer_close(writer_t *w, tess_status_t st, uint64_t *size_
     *size_p    = h->off + h->fill;
     for (size_t i = 0; i < h->sv.n; i++) /* copies still landing in the buffer (errors) */
         tess_gpu->stream_sync(h->sv.v[i]);
-    if (w->started) {
+    if (w->wk.started) {
         tess_status_t ws = writer_wait(w);
         if (st == TESS_OK)
             st = ws;
-        pthread_mutex_lock(&w->mu);
-        w->stop = 1;
-        pthread_cond_broadcast(&w->cv);
-        pthread_mutex_unlock(&w->mu);
-        pthread_join(w->th, NULL);
-        pthread_mutex_destroy(&w->mu);
-        pthread_cond_destroy(&w->cv);
     }
+    tess_ckpt_worker_stop(&w->wk);
     for (int i = 0; i < 2; i++) {
         free(w->h[i].pc);
         free(w->h[i].sv.v);
     }
-    if (w->staging)
-        tess_ckpt_staging_free(w->staging, w->pinned);
     return st;
 }
 

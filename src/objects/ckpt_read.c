@@ -39,18 +39,14 @@ typedef struct rhalf {
 } rhalf_t;
 
 typedef struct reader {
-    char           *staging; /* pinned unless none could be had */
-    int             pinned;
+    ckpt_worker_t   wk;
     rhalf_t         h[2];
     int             cur; /* the half being used */
     const rext_t   *ext;
     size_t          next;
-    int             stop, done, err, started;
+    int             done, err;
     uint64_t        err_off; /* where a read failed */
     size_t          err_ext;
-    pthread_t       th;
-    pthread_mutex_t mu;
-    pthread_cond_t  cv;
 } reader_t;
 
 static void *reader_main(void *arg)
@@ -60,11 +56,11 @@ static void *reader_main(void *arg)
     uint64_t  eo = 0;
     for (int k = 0;; k ^= 1) {
         rhalf_t *h = &r->h[k];
-        pthread_mutex_lock(&r->mu);
-        while (!r->stop && h->ready)
-            pthread_cond_wait(&r->cv, &r->mu);
-        int stop = r->stop;
-        pthread_mutex_unlock(&r->mu);
+        pthread_mutex_lock(&r->wk.mu);
+        while (!r->wk.stop && h->ready)
+            pthread_cond_wait(&r->wk.cv, &r->wk.mu);
+        int stop = r->wk.stop;
+        pthread_mutex_unlock(&r->wk.mu);
         if (stop)
             break;
         size_t fill = 0;
@@ -104,7 +100,7 @@ static void *reader_main(void *arg)
                 }
             }
         }
-        pthread_mutex_lock(&r->mu);
+        pthread_mutex_lock(&r->wk.mu);
         h->fill  = fill;
         h->pos   = 0;
         h->ready = 1;
@@ -112,9 +108,9 @@ static void *reader_main(void *arg)
             r->err = err;
         if (r->ext[ei].fd < 0 || err)
             r->done = 1;
-        pthread_cond_broadcast(&r->cv);
+        pthread_cond_broadcast(&r->wk.cv);
         int end = r->done;
-        pthread_mutex_unlock(&r->mu);
+        pthread_mutex_unlock(&r->wk.mu);
         if (end)
             break;
     }
@@ -130,10 +126,10 @@ static tess_status_t reader_release(reader_t *r, int k)
             return tess_error(TESS_ERR_GPU, "restart: copying to the device: %s",
                               tess_error_detail());
     h->sv.n = 0;
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->wk.mu);
     h->ready = 0;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
+    pthread_cond_broadcast(&r->wk.cv);
+    pthread_mutex_unlock(&r->wk.mu);
     return TESS_OK;
 }
 
@@ -144,9 +140,9 @@ static tess_status_t reader_take(reader_t *r, size_t len, const char *path, cons
     rhalf_t *h = &r->h[r->cur];
     /* The reader thread writes a half's ready, fill and pos (under the lock) while it is not
      * ready: look at them under the lock too. */
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->wk.mu);
     int used_up = h->ready && h->pos == h->fill;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->wk.mu);
     if (used_up) {
         tess_status_t st = reader_release(r, r->cur);
         if (st != TESS_OK)
@@ -154,11 +150,11 @@ static tess_status_t reader_take(reader_t *r, size_t len, const char *path, cons
         r->cur ^= 1;
         h = &r->h[r->cur];
     }
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->wk.mu);
     while (!h->ready)
-        pthread_cond_wait(&r->cv, &r->mu);
+        pthread_cond_wait(&r->wk.cv, &r->wk.mu);
     int err = h->pos == h->fill ? r->err : 0;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->wk.mu);
     if (h->pos == h->fill) {
         if (err > 0) {
             errno = err;
@@ -220,17 +216,7 @@ static tess_status_t reader_open(reader_t *r, const rext_t *ext)
 {
     memset(r, 0, sizeof(*r));
     r->ext = ext;
-    if (!(r->staging = tess_ckpt_staging_alloc("restart", &r->pinned)))
-        return tess_error(TESS_ERR_NO_MEMORY, "restart: %zu bytes of staging memory: %s",
-                          2 * CKPT_CHUNK, tess_error_detail());
-    r->h[0].buf = r->staging;
-    r->h[1].buf = r->staging + CKPT_CHUNK;
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    if (pthread_create(&r->th, NULL, reader_main, r))
-        return tess_error(TESS_ERR_SYSTEM, "restart: cannot start the reader thread");
-    r->started = 1;
-    return TESS_OK;
+    return tess_ckpt_worker_start(&r->wk, "restart", &r->h[0].buf, &r->h[1].buf, reader_main, r);
 }
 
 static tess_status_t reader_close(reader_t *r, tess_status_t st)
@@ -240,19 +226,9 @@ static tess_status_t reader_close(reader_t *r, tess_status_t st)
             if (tess_gpu->stream_sync(r->h[k].sv.v[i]) != TESS_OK && st == TESS_OK)
                 st = tess_error(TESS_ERR_GPU, "restart: a device copy failed: %s",
                                 tess_error_detail());
-    if (r->started) {
-        pthread_mutex_lock(&r->mu);
-        r->stop = 1;
-        pthread_cond_broadcast(&r->cv);
-        pthread_mutex_unlock(&r->mu);
-        pthread_join(r->th, NULL);
-        pthread_mutex_destroy(&r->mu);
-        pthread_cond_destroy(&r->cv);
-    }
+    tess_ckpt_worker_stop(&r->wk);
     for (int k = 0; k < 2; k++)
         free(r->h[k].sv.v);
-    if (r->staging)
-        tess_ckpt_staging_free(r->staging, r->pinned);
     return st;
 }
 
