@@ -32,6 +32,9 @@
  * --calls (with CUDA: also the host cost of each single CUDA call a chare step makes, of
  * one chare step issued as calls against replayed as a CUDA graph, and the raw steps a second
  * that 1, 2, 4 and 8 threads of one process issue at once: what more PEs can gain at most),
+ * --procs-rate (CUDA only, and nothing else runs: the raw chare steps a second that one thread
+ * in each of the job's processes issues at once; bench/finegrain/procs-rate.sh runs it at 1, 2,
+ * 4 and 8 processes under MPS: what more processes can gain at most),
  * --delay-us N (each step kernel waits N µs first: sleeps on the host backend, spins on the
  * GPU's global timer with CUDA, so that a copy not ordered after its sender's kernel reads
  * stale data and the check counts it: a test of the ordering),
@@ -61,9 +64,9 @@
 
 static struct {
     int         c, m, bytes, steps, warmup, reps, remote, raw, calls, delay_us, sender_ordered;
-    int         in_place, graph;
+    int         in_place, graph, procs_rate;
     const char *csv;
-} opt = {8, 4, 4096, 1000, 100, 3, 0, 1, 0, 0, 0, 0, 0, NULL};
+} opt = {8, 4, 4096, 1000, 100, 3, 0, 1, 0, 0, 0, 0, 0, 0, NULL};
 
 static int        rank, nprocs, words, np_chares, nchares;
 static int        use_cuda;
@@ -335,7 +338,7 @@ static void usage(void)
     if (rank == 0)
         fprintf(stderr, "usage: bench_finegrain [-c CHARES_PER_PE] [-m MESSAGES (even)] "
                         "[-b BYTES] [-s STEPS] [-w WARMUP] [-r REPS] [--where local|remote] "
-                        "[--no-raw] [--calls] [--sender-ordered] [--in-place] [--delay-us N] "
+                        "[--no-raw] [--calls] [--procs-rate] [--sender-ordered] [--in-place] [--delay-us N] "
                         "[--graph OPS (>= 3)] [--csv FILE]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
     exit(2);
@@ -351,6 +354,10 @@ static void parse(int argc, char **argv)
         }
         if (!strcmp(a, "--calls")) {
             opt.calls = 1;
+            continue;
+        }
+        if (!strcmp(a, "--procs-rate")) {
+            opt.procs_rate = 1;
             continue;
         }
         if (!strcmp(a, "--sender-ordered")) {
@@ -417,6 +424,41 @@ static result_t run_phase(int target)
     return r;
 }
 
+/* --procs-rate (CUDA): raw chare steps from one thread in each process at once, as calls, graph
+ * replays and kernel launches alone (fg_cuda_proc_steps), without the runtime; the steps a second
+ * of all processes together. Run at 1, 2, 4, 8 processes (under MPS) to see whether processes
+ * add the issue rate that threads of one process do not. */
+#ifdef FG_HAVE_CUDA
+static void procs_go(void) { MPI_Barrier(MPI_COMM_WORLD); }
+#endif
+
+static int procs_rate(int cuda)
+{
+#ifdef FG_HAVE_CUDA
+    static const char *const mode[3] = {"calls", "graph", "kernels"};
+    const int                steps   = 4096;
+    if (!cuda) {
+        if (rank == 0)
+            fprintf(stderr, "bench_finegrain: --procs-rate needs the CUDA backend\n");
+        return 77;
+    }
+    for (int m = 0; m < 3; m++) {
+        double us = fg_cuda_proc_steps(m, steps, procs_go), slowest;
+        MPI_Allreduce(&us, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("RESULT-PROCS mode=%s procs=%d steps_per_s=%.0f\n", mode[m], nprocs,
+                   nprocs * steps / slowest * 1e6);
+    }
+    fflush(stdout);
+    return 0;
+#else
+    (void)cuda;
+    if (rank == 0)
+        fprintf(stderr, "bench_finegrain: --procs-rate needs a CUDA build\n");
+    return 77;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -440,6 +482,12 @@ int main(int argc, char **argv)
     ck(tess_entry_register("checked", on_checked, &E_CHECKED), "entry registration");
     ck(tess_entry_register("result", on_result, &E_RESULT), "entry registration");
     fg_graph_register();
+    if (opt.procs_rate) {
+        int pst = procs_rate(use_cuda);
+        tess_finalize();
+        MPI_Finalize();
+        return pst;
+    }
     if (opt.graph) {
         int gst = fg_graph_bench(opt.graph, opt.c, opt.steps, opt.warmup, opt.reps, use_cuda);
         tess_finalize();

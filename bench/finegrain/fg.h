@@ -93,6 +93,8 @@ void                fg_step_cuda(void *stream, const fg_args_t *a);
 const fg_raw_ops_t *fg_raw_cuda_ops(void);
 void                fg_cuda_calls(void); /* --calls: µs per CUDA call of a chare step */
 void                fg_cuda_thread_scaling(void); /* --calls: raw steps/s from 1-8 threads */
+/* --procs-rate: µs of `steps` raw chare steps from this process, started at go() */
+double fg_cuda_proc_steps(int mode, int steps, void (*go)(void));
 void                fg_add_cuda(void *stream, int32_t *p, int32_t n); /* p[0, n) += 1 */
 /* fg_graph.c: --graph (entries registered with the others, on every process). */
 void                fg_graph_register(void);

@@ -238,6 +238,7 @@ typedef struct {
     int                graph, steps, ready;
     double             us;
     pthread_barrier_t *go;
+    void (*go_fn)(void); /* without `go`: the start barrier (the processes' one) */
 } fg_thr_t;
 
 static void *fg_thread_steps(void *arg)
@@ -256,7 +257,10 @@ static void *fg_thread_steps(void *arg)
         ge[i] = capture_step(s[i], a, b, &args);
     }
     ck(cudaDeviceSynchronize(), "sync");
-    pthread_barrier_wait(t->go);
+    if (t->go)
+        pthread_barrier_wait(t->go);
+    else
+        t->go_fn();
     double t0 = now_us();
     for (int done = 0; done < t->steps; done += CHUNK) {
         for (int k = 0; k < CHUNK; k++) {
@@ -305,7 +309,7 @@ extern "C" void fg_cuda_thread_scaling(void)
             fg_thr_t  t[MAXT];
             pthread_t th[MAXT];
             for (int i = 0; i < nt; i++) {
-                t[i] = (fg_thr_t){graph, STEPS, 0, 0, &go};
+                t[i] = (fg_thr_t){graph, STEPS, 0, 0, &go, NULL};
                 if (pthread_create(&th[i], NULL, fg_thread_steps, &t[i]))
                     ck(cudaErrorUnknown, "pthread_create");
             }
@@ -324,4 +328,16 @@ extern "C" void fg_cuda_thread_scaling(void)
                    mode[graph], nt, rate, rate / one);
         }
     }
+}
+
+/* ---- --procs-rate: the same from one thread in each of several processes -------------------- */
+
+/* This process's part of the processes' scaling: `steps` raw chare steps from this thread in
+ * `mode` (0 calls, 1 graph replays, 2 kernel launches alone), started when go() returns in every
+ * process; the µs they took. */
+extern "C" double fg_cuda_proc_steps(int mode, int steps, void (*go)(void))
+{
+    fg_thr_t t = {mode, steps, 0, 0, NULL, go};
+    fg_thread_steps(&t);
+    return t.us;
 }
