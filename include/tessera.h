@@ -67,7 +67,9 @@ enum tess_params_field {
  * which overrides these fields, which override the built-in defaults.
  */
 typedef struct tess_params {
-    uint64_t         field_mask; /**< TESS_PARAM_FIELD_* bits of the fields set */
+    /** TESS_PARAM_FIELD_* bits of the fields set. tess_init refuses (TESS_ERR_INVALID) a
+     *  nonzero field without its bit (it would be ignored) and a bit that names no field. */
+    uint64_t         field_mask;
     int              ppn;        /**< PEs (worker threads) per process, >= 1 (default 1) */
     tess_log_level_t log_level;  /**< default TESS_LOG_WARN */
     int              spin_us;    /**< how long an idle PE spins before it blocks (default 100) */

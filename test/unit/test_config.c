@@ -113,34 +113,44 @@ static void test_params(void)
     CHECK(tess_cfg.streams == 7);
     CHECK(tess_log_level == TESS_LOG_DEBUG);
 
-    /* Fields whose bit is not set are ignored. */
-    tess_params_t q = p;
-    q.field_mask    = TESS_PARAM_FIELD_STREAMS;
+    /* Zero fields whose bit is not set keep the defaults. */
+    tess_params_t q = {.field_mask = TESS_PARAM_FIELD_STREAMS, .streams = 7};
     CHECK_OK(tess_config_load(NULL, NULL, &q));
     CHECK(tess_cfg.ppn == 1 && tess_cfg.log_level == TESS_LOG_WARN && tess_cfg.spin_us == 100);
     CHECK(tess_cfg.bind == 0 && tess_cfg.verbose == 0 && !strcmp(tess_cfg.gpu, "auto"));
     CHECK(tess_cfg.streams == 7);
-    q.field_mask = 0;
-    q.ppn        = 0; /* not looked at */
+    q = (tess_params_t){0};
     CHECK_OK(tess_config_load(NULL, NULL, &q));
     CHECK(tess_cfg.ppn == 1 && tess_cfg.streams == 64);
 
-    /* Bad field values name the field. */
+    /* A field set without its bit would be ignored: refused, naming the field and the bit; so
+     * is a bit that names no field. */
+    static const char *const field[] = {"ppn", "log_level", "spin_us", "bind", "verbose", "gpu",
+                                        "streams"};
+    for (int i = 0; i < 7; i++) {
+        q            = p;
+        q.field_mask = p.field_mask & ~(1ull << i);
+        CHECK_BAD(tess_config_load(NULL, NULL, &q), field[i], "field_mask lacks");
+    }
     q            = p;
-    q.field_mask = TESS_PARAM_FIELD_PPN;
-    q.ppn        = 0;
-    CHECK_BAD(tess_config_load(NULL, NULL, &q), "ppn");
-    q.field_mask = TESS_PARAM_FIELD_STREAMS;
-    q.streams    = -2;
-    CHECK_BAD(tess_config_load(NULL, NULL, &q), "streams");
-    q.field_mask = TESS_PARAM_FIELD_GPU;
-    q.gpu        = "quantum";
+    q.field_mask = p.field_mask | (1ull << 40);
+    CHECK_BAD(tess_config_load(NULL, NULL, &q), "name no field");
+
+    /* Bad field values name the field. */
+    q     = p;
+    q.ppn = 0;
+    CHECK_BAD(tess_config_load(NULL, NULL, &q), "ppn", ">= 1");
+    q         = p;
+    q.streams = -2;
+    CHECK_BAD(tess_config_load(NULL, NULL, &q), "streams", ">= 1");
+    q     = p;
+    q.gpu = "quantum";
     CHECK_BAD(tess_config_load(NULL, NULL, &q), "gpu", "quantum");
-    q.field_mask = TESS_PARAM_FIELD_SPIN_US;
-    q.spin_us    = -1;
+    q         = p;
+    q.spin_us = -1;
     CHECK_BAD(tess_config_load(NULL, NULL, &q), "spin");
-    q.field_mask = TESS_PARAM_FIELD_LOG_LEVEL;
-    q.log_level  = (tess_log_level_t)17;
+    q           = p;
+    q.log_level = (tess_log_level_t)17;
     CHECK_BAD(tess_config_load(NULL, NULL, &q), "log");
 }
 
