@@ -335,7 +335,8 @@ TESS_API tess_status_t tess_gpu_graph_reset_loc(tess_ctx_h ctx, const char *file
  * items (one kernel: blockIdx.z, or a block-to-item map, selects the item); an element adds
  * its item (the arguments its own kernel would have taken) with tess_gpu_batch and names an
  * entry to continue in. The PE collects the items of each batch while it takes messages, and
- * when it stops for the pass (or a batch holds +tess-gpu-batch-max items) it flushes:
+ * when it stops for a scheduler pass with no message left in its queue (or after four passes
+ * that left some), or when a batch holds +tess-gpu-batch-max items, it flushes:
  *
  *   - a per-PE batch stream waits for each distinct stream of the elements in the batch (an
  *     event recorded at the call; elements share streams, each is waited for once);
@@ -394,7 +395,7 @@ TESS_API tess_status_t tess_gpu_batch_register(const char *name, size_t item_siz
  * enqueue stream work (the runtime may: device messages delivered to it are, and a post
  * function must not name a destination the item's kernel still reads or writes). The element
  * counts as having GPU work pending: the phase does not end, and the element does not migrate,
- * until its entry ran. Items wait for at most one scheduler pass of their PE.
+ * until its entry ran. Items wait for at most four scheduler passes of their PE.
  *
  * Errors: TESS_ERR_NO_MEMORY, and what the backend says (TESS_ERR_GPU) of the event, copy or
  * allocation of the staging ring. A flush that fails on the device later ends the job with a

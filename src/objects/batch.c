@@ -1,6 +1,7 @@
 /* batch.c — batched launches (tess_gpu_batch): the items the elements of a PE add to a batch
  * are launched as one kernel when the PE stops taking messages for the pass (the objects
- * layer's progress hook) or when the batch is full, and each element continues in its entry.
+ * layer's progress hook) with none left in its queue (or after a few passes), or when the
+ * batch is full, and each element continues in its entry.
  *
  * Ordering is made with events from the PE's pool: an event on the element's stream at the
  * call (skipped for the first item of a pending batch until a second one comes: a batch of one
@@ -24,6 +25,9 @@ typedef struct batch_info {
     tess_gpu_batch_launch_fn_t launch;
     void                      *arg;
 } batch_info_t;
+
+/* Passes a PE holds its pending items back while messages wait in its queue. */
+#define BATCH_DEFER_PASSES 4
 
 static batch_info_t batches[TESS_GPU_BATCH_MAX_BATCHES];
 static int          nbatches;
@@ -69,6 +73,7 @@ typedef struct batch_pe_one {
 typedef struct obj_batch_pe {
     batch_pe_one_t    b[TESS_GPU_BATCH_MAX_BATCHES];
     int               npending;   /* batches with items */
+    int               deferred;   /* passes the pending items waited for the queue to empty */
     tess_gpu_stream_h stream;     /* the batch stream (made on first use) */
     tess_vec_t        ready;      /* messages of launched items whose entries run next */
     size_t            ready_head;
@@ -366,6 +371,13 @@ unsigned tess_obj_batch_progress(tess_pe_t *pe)
     if (tess_likely(!bp) || (!bp->npending && !bp->ready.count))
         return 0;
     unsigned work = 0;
+    /* Messages still queued (a pass takes at most 64) may add more items: wait for them, a
+     * few passes at most. */
+    if (bp->npending && !tess_core_pe_queue_empty(pe) && bp->deferred < BATCH_DEFER_PASSES) {
+        bp->deferred++;
+        return batch_run_ready(op, bp);
+    }
+    bp->deferred = 0;
     for (int b = 0; b < nbatches && bp->npending; b++)
         if (bp->b[b].n) {
             work += (unsigned)bp->b[b].n;
