@@ -357,8 +357,9 @@ TESS_API tess_status_t tess_gpu_graph_reset_loc(tess_ctx_h ctx, const char *file
  * function: tess_gpu_launch_host) holding n items of the batch's item size in the order they
  * were added; `items_host` the same bytes in host memory (to size the grid: the largest item,
  * say). Both stay valid until the work enqueued on `stream` now has completed. `arg` is what
- * tess_gpu_batch_register was given. Runs on a PE thread, outside any entry method: it must not
- * call the API but for enqueuing work on `stream` (tess_gpu_launch_host, copies, kernels).
+ * tess_gpu_batch_register was given. Runs on the PE's thread, in its scheduler or inside the
+ * tess_gpu_batch call that filled the batch: it must not call the API but for enqueuing work
+ * on `stream` (tess_gpu_launch_host, copies, kernels).
  */
 typedef void (*tess_gpu_batch_launch_fn_t)(tess_stream_t stream, const void *items,
                                            const void *items_host, int n, void *arg);
