@@ -258,6 +258,11 @@ int main(int argc, char **argv)
     CHECK_OK(tess_entry_register("step", step, &E_STEP));
     CHECK_OK(tess_entry_register("enqueued", enqueued, &E_ENQUEUED));
     CHECK_OK(tess_entry_register("next", next, &E_NEXT));
+    tess_gpu_batch_t bad;
+    CHECK_ST(tess_gpu_batch_register("bad", 0, launch, NULL, &bad), TESS_ERR_INVALID);
+    CHECK_ST(tess_gpu_batch_register("bad", TESS_GPU_BATCH_ITEM_MAX + 1, launch, NULL, &bad),
+             TESS_ERR_INVALID);
+    CHECK_ST(tess_gpu_batch_register("bad", 8, NULL, NULL, &bad), TESS_ERR_INVALID);
     CHECK_OK(tess_gpu_batch_register("double", sizeof(item_t), launch, NULL, &B));
     int32_t             n = per_pe * tess_num_pes();
     tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR,
