@@ -223,12 +223,13 @@ static void advance(tess_ctx_h ctx, block_t *b)
         int k = b->iter, p = k % 2;
         b->got[p] = 0;
         /* The received columns are read, and the next columns to send written, by the update. */
-        jac_update_item_t it = {
-            b->t[p], b->t[1 - p], b->bx, b->by, b->work,
-            b->nbr[DIR_N] ? b->halo[DIR_N][p] : NULL,    b->nbr[DIR_S] ? b->halo[DIR_S][p] : NULL,
-            b->nbr[DIR_W] ? b->halo[DIR_W][p] : NULL,    b->nbr[DIR_E] ? b->halo[DIR_E][p] : NULL,
-            b->nbr[DIR_W] ? b->colbuf[0][1 - p][0] : NULL,
-            b->nbr[DIR_E] ? b->colbuf[0][1 - p][1] : NULL};
+        jac_update_item_t it = {b->t[p], b->t[1 - p], b->bx, b->by, b->work,
+                                b->nbr[DIR_N] ? b->halo[DIR_N][p] : NULL,
+                                b->nbr[DIR_S] ? b->halo[DIR_S][p] : NULL,
+                                b->nbr[DIR_W] ? b->halo[DIR_W][p] : NULL,
+                                b->nbr[DIR_E] ? b->halo[DIR_E][p] : NULL,
+                                b->nbr[DIR_W] ? b->colbuf[0][1 - p][0] : NULL,
+                                b->nbr[DIR_E] ? b->colbuf[0][1 - p][1] : NULL};
         tess_trace_begin(ctx, "update"); /* the kernel on the timeline (TESS_TRACE) */
         if (opt.launch_batch) {
             b->updating = 1;
