@@ -228,8 +228,19 @@ void tess_obj_batch_pe_fini(obj_pe_t *op)
     obj_batch_pe_t *bp = op->batch;
     if (!bp)
         return;
+    /* Items a phase ended with (tess_exit while they waited) are dropped with their entries. */
+    tess_gpu_evpool_t *pool = tess_core_evpool();
+    for (size_t i = bp->ready_head; i < bp->ready.count; i++)
+        tess_core_msg_free(bp->ready.items[i]);
     for (int b = 0; b < TESS_GPU_BATCH_MAX_BATCHES; b++) {
         batch_pe_one_t *r = &bp->b[b];
+        for (int i = 0; i < r->n; i++) {
+            if (r->items[i].ev) {
+                tess_gpu->event_sync(r->items[i].ev);
+                tess_gpu_evpool_put(pool, r->items[i].ev);
+            }
+            tess_core_msg_free(r->items[i].m);
+        }
         while (r->reg_count)
             ring_retire(r, 1, b);
         if (r->hbuf)
