@@ -20,13 +20,15 @@ typedef struct jac_opts {
     int     verify;       /* compare with a serial computation */
     int     lb_period;    /* Tessera: load-balance every N iterations (0: never) */
     int     halos_in_place; /* Tessera: read halos of chares of the process where they lie */
+    int     launch_batch;   /* Tessera: the chares of a PE share one update launch */
 } jac_opts_t;
 
 static inline void jac_usage(const char *prog)
 {
     fprintf(stderr,
             "usage: %s [-x NX] [-y NY] [-i ITERS] [-w WARMUP] [-odf N] [-d PXxPY]\n"
-            "          [-imbalance K] [-heavy FRACTION] [-lb PERIOD] [-halos MODE] [-verify]\n"
+            "          [-imbalance K] [-heavy FRACTION] [-lb PERIOD] [-halos MODE]\n"
+            "          [-launch MODE] [-verify]\n"
             "  -x, -y       interior grid size (default 512 x 512)\n"
             "  -i           timed iterations (default 100); -w untimed ones before (default 5)\n"
             "  -odf         chares per GPU (Tessera only, default 8)\n"
@@ -36,6 +38,8 @@ static inline void jac_usage(const char *prog)
             "  -lb          Tessera: a load-balancing step every PERIOD iterations\n"
             "  -halos       Tessera: `inplace` (default): the update reads the halos of chares\n"
             "               of the same process where they lie; `copy`: copied in first\n"
+            "  -launch      Tessera: `each` (default): every chare launches its update;\n"
+            "               `batch`: the chares of a PE share one launch (tess_gpu_batch)\n"
             "  -verify      compare the checksum with a serial computation (small grids)\n",
             prog);
 }
@@ -67,6 +71,8 @@ static inline jac_opts_t jac_parse(int argc, char **argv, int rank)
             o.lb_period = atoi(v);
         else if (!strcmp(a, "-halos") && v && (!strcmp(v, "inplace") || !strcmp(v, "copy")))
             o.halos_in_place = !strcmp(v, "inplace");
+        else if (!strcmp(a, "-launch") && v && (!strcmp(v, "each") || !strcmp(v, "batch")))
+            o.launch_batch = !strcmp(v, "batch");
         else if (!strcmp(a, "-d") && v) {
             if (sscanf(v, "%dx%d", &o.px, &o.py) != 2 || o.px < 1 || o.py < 1) {
                 if (rank == 0)

@@ -123,6 +123,19 @@ void jac_init_block(void *stream, double *t, int64_t bx, int64_t by, int north, 
 void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t by, int repeat,
                 const double *nin, const double *sin, const double *win, const double *ein,
                 double *wout, double *eout);
+/** The arguments of one jac_update, as an item of a batched launch. */
+typedef struct jac_update_item {
+    const double *in;
+    double       *out;
+    int64_t       bx, by;
+    int64_t       repeat;
+    const double *nin, *sin, *win, *ein;
+    double       *wout, *eout;
+} jac_update_item_t;
+/** n updates in one launch: `items` where the kernel reads them (device memory; host memory on
+ *  the host backend), `items_host` the same in host memory (to size the grid). */
+void jac_update_batch(void *stream, const jac_update_item_t *items,
+                      const jac_update_item_t *items_host, int n);
 /** buf[i] ← t[(i+1)*ld + col] for i < bx (pack a column: the first iteration's halos; later
  *  ones are written by jac_update). */
 void jac_pack_col(void *stream, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
@@ -136,6 +149,8 @@ void jac_cuda_init_block(void *s, double *t, int64_t bx, int64_t by, int n, int 
 void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t by, int repeat,
                      const double *nin, const double *sin, const double *win, const double *ein,
                      double *wout, double *eout);
+void jac_cuda_update_batch(void *s, const jac_update_item_t *items,
+                           const jac_update_item_t *items_host, int n);
 void jac_cuda_pack_col(void *s, const double *t, double *buf, int64_t bx, int64_t by, int64_t col);
 void jac_cuda_row_sums(void *s, const double *t, double *rows, int64_t bx, int64_t by);
 #endif

@@ -49,12 +49,14 @@ typedef struct block {
     int      hold;      /* the phase ends at `target` with this iteration's halos held back */
     int      held;      /* they were: send them when the next phase starts */
     int      balancing; /* in a load-balancing step: halos are counted, not acted on */
+    int      updating;  /* -launch batch: its update is in a batch, the step goes on in E_UPDATED */
     double   sum;
 } block_t;
 
 static jac_opts_t   opt;
 static tess_array_h grid;
-static tess_entry_t E_RESUME, E_HALO, E_SUMMED, E_RESULT, E_BALANCED;
+static tess_entry_t E_RESUME, E_HALO, E_SUMMED, E_RESULT, E_BALANCED, E_UPDATED;
+static tess_gpu_batch_t B_UPDATE; /* -launch batch: the updates of a PE's blocks, one launch */
 static int          cx = 1, cy = 1;
 
 /* What a phase runs to (the message of E_RESUME). */
@@ -191,42 +193,82 @@ static void finish(tess_ctx_h ctx, block_t *b)
     tess_gpu_then(ctx, E_SUMMED, NULL, 0);
 }
 
-/* Run every iteration whose halos are all in; then send the next halos. */
+/* After the update of iteration b->iter: the next iteration, a load-balancing step or the next
+ * halos. Returns 0 when a load-balancing step began (the step resumes in on_balanced). */
+static int after_update(tess_ctx_h ctx, block_t *b)
+{
+    b->iter++;
+    if (opt.lb_period && b->iter % opt.lb_period == 0 && b->iter < opt.warmup + opt.iters) {
+        /* Balance before the next halos go out; the step resumes in on_balanced. */
+        tess_set_load(ctx, (double)(b->bx * b->by) * b->work);
+        b->balancing = 1;
+        tess_at_sync(ctx);
+        return 0;
+    }
+    if (b->iter < opt.warmup + opt.iters) {
+        if (b->hold && b->iter == b->target)
+            b->held = 1;
+        else
+            send_halos(ctx, b, b->iter, 0);
+    }
+    return 1;
+}
+
+/* Run every iteration whose halos are all in; then send the next halos. With -launch batch
+ * the update goes into the PE's batch and the step goes on in on_updated. */
 static void advance(tess_ctx_h ctx, block_t *b)
 {
-    while (!b->balancing && b->iter < b->target && b->got[b->iter % 2] == b->nnbrs) {
-        int           k = b->iter, p = k % 2;
-        tess_stream_t s = tess_ctx_stream(ctx);
-        b->got[p]       = 0;
+    while (!b->balancing && !b->updating && b->iter < b->target &&
+           b->got[b->iter % 2] == b->nnbrs) {
+        int k = b->iter, p = k % 2;
+        b->got[p] = 0;
         /* The received columns are read, and the next columns to send written, by the update. */
+        jac_update_item_t it = {b->t[p], b->t[1 - p], b->bx, b->by, b->work,
+                                b->nbr[DIR_N] ? b->halo[DIR_N][p] : NULL,
+                                b->nbr[DIR_S] ? b->halo[DIR_S][p] : NULL,
+                                b->nbr[DIR_W] ? b->halo[DIR_W][p] : NULL,
+                                b->nbr[DIR_E] ? b->halo[DIR_E][p] : NULL,
+                                b->nbr[DIR_W] ? b->colbuf[0][1 - p][0] : NULL,
+                                b->nbr[DIR_E] ? b->colbuf[0][1 - p][1] : NULL};
         tess_trace_begin(ctx, "update"); /* the kernel on the timeline (TESS_TRACE) */
-        jac_update(s, b->t[p], b->t[1 - p], b->bx, b->by, b->work,
-                   b->nbr[DIR_N] ? b->halo[DIR_N][p] : NULL,
-                   b->nbr[DIR_S] ? b->halo[DIR_S][p] : NULL,
-                   b->nbr[DIR_W] ? b->halo[DIR_W][p] : NULL,
-                   b->nbr[DIR_E] ? b->halo[DIR_E][p] : NULL,
-                   b->nbr[DIR_W] ? b->colbuf[0][1 - p][0] : NULL,
-                   b->nbr[DIR_E] ? b->colbuf[0][1 - p][1] : NULL);
-        tess_trace_end(ctx, "update");
-        b->iter++;
-        if (opt.lb_period && b->iter % opt.lb_period == 0 && b->iter < opt.warmup + opt.iters) {
-            /* Balance before the next halos go out; the step resumes in on_balanced. */
-            tess_set_load(ctx, (double)(b->bx * b->by) * b->work);
-            b->balancing = 1;
-            tess_at_sync(ctx);
+        if (opt.launch_batch) {
+            b->updating = 1;
+            if (tess_gpu_batch(ctx, B_UPDATE, &it, E_UPDATED, NULL, 0) != TESS_OK) {
+                fprintf(stderr, "tess_gpu_batch failed: %s\n", tess_error_detail());
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            tess_trace_end(ctx, "update");
             return;
         }
-        if (b->iter < opt.warmup + opt.iters) {
-            if (b->hold && b->iter == b->target)
-                b->held = 1;
-            else
-                send_halos(ctx, b, b->iter, 0);
-        }
+        jac_update(tess_ctx_stream(ctx), it.in, it.out, it.bx, it.by, (int)it.repeat, it.nin,
+                   it.sin, it.win, it.ein, it.wout, it.eout);
+        tess_trace_end(ctx, "update");
+        if (!after_update(ctx, b))
+            return;
     }
     if (b->iter == opt.warmup + opt.iters && !b->finished) {
         b->finished = 1;
         finish(ctx, b);
     }
+}
+
+/* -launch batch: the update is enqueued (the block's stream is ordered after it). */
+static void on_updated(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)msg;
+    (void)size;
+    block_t *b  = e;
+    b->updating = 0;
+    if (after_update(ctx, b))
+        advance(ctx, b);
+}
+
+/* The batched update's launch: one kernel for the n blocks' updates. */
+static void update_launch(tess_stream_t stream, const void *items, const void *items_host, int n,
+                          void *arg)
+{
+    (void)arg;
+    jac_update_batch(stream, items, items_host, n);
 }
 
 static void halo_post(tess_ctx_h ctx, void *e, const void *header, size_t header_len, int nbufs,
@@ -395,9 +437,10 @@ int main(int argc, char **argv)
     if (ck.restart) {
         app_ckpt_read_fixed(&ck, "jacobi2d", &saved, sizeof(saved), rank);
         check_restart_options(argc, argv, &saved.opt, saved.cx, saved.cy, rank);
-        int verify = opt.verify;
-        opt        = saved.opt;
-        opt.verify = verify;
+        int verify = opt.verify, launch_batch = opt.launch_batch;
+        opt              = saved.opt;
+        opt.verify       = verify;
+        opt.launch_batch = launch_batch; /* how updates launch does not change the result */
     }
 #ifdef JACOBI_CUDA
     jac_backend = tess_gpu_backend() == TESS_GPU_CUDA ? JAC_CUDA : JAC_HOST;
@@ -429,7 +472,10 @@ int main(int argc, char **argv)
                                    &E_HALO) != TESS_OK ||
         tess_entry_register("summed", on_summed, &E_SUMMED) != TESS_OK ||
         tess_entry_register("result", on_result, &E_RESULT) != TESS_OK ||
-        tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK) {
+        tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK ||
+        tess_entry_register("updated", on_updated, &E_UPDATED) != TESS_OK ||
+        tess_gpu_batch_register("update", sizeof(jac_update_item_t), update_launch, NULL,
+                                &B_UPDATE) != TESS_OK) {
         fprintf(stderr, "entry registration failed: %s\n", tess_error_detail());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }

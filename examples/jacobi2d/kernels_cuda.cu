@@ -23,10 +23,10 @@ static __global__ void k_init(double *t, int64_t bx, int64_t by, int n, int s, i
  * the first or last column takes the path that reads and writes halo buffers; the test is the
  * same for every thread of a block, so the others run the plain stencil. (With the halo tests
  * in every thread the kernel took about 20% longer on the H200, with or without halos.) */
-static __global__ void k_update(const double *__restrict__ in, double *__restrict__ out,
-                                int64_t bx, int64_t by, const double *nin, const double *sin,
-                                const double *__restrict__ win, const double *__restrict__ ein,
-                                double *__restrict__ wout, double *__restrict__ eout)
+static __device__ void update_rows(const double *__restrict__ in, double *__restrict__ out,
+                                   int64_t bx, int64_t by, const double *nin, const double *sin,
+                                   const double *__restrict__ win, const double *__restrict__ ein,
+                                   double *__restrict__ wout, double *__restrict__ eout)
 {
     int64_t ld = by + 2;
     for (int64_t i = (int64_t)blockIdx.y + 1; i <= bx; i += gridDim.y) {
@@ -42,6 +42,28 @@ static __global__ void k_update(const double *__restrict__ in, double *__restric
             else
                 jac_update_point(in, out, ld, by, i, j, up, down, NULL, NULL, NULL, NULL);
         }
+    }
+}
+
+static __global__ void k_update(const double *__restrict__ in, double *__restrict__ out,
+                                int64_t bx, int64_t by, const double *nin, const double *sin,
+                                const double *__restrict__ win, const double *__restrict__ ein,
+                                double *__restrict__ wout, double *__restrict__ eout)
+{
+    update_rows(in, out, bx, by, nin, sin, win, ein, wout, eout);
+}
+
+/* A batch of updates: blockIdx.z selects the item (striding when there are more items than
+ * the grid has), whose blocks do what k_update's do for it; the grid's x and y cover the
+ * largest item, and the blocks beyond a smaller item's rows and columns find nothing to do.
+ * An item's repeats run one after the other in its blocks (they all compute the same values). */
+static __global__ void k_update_batch(const jac_update_item_t *__restrict__ items, int n)
+{
+    for (int k = (int)blockIdx.z; k < n; k += gridDim.z) {
+        const jac_update_item_t it = items[k];
+        for (int64_t r = 0; r < it.repeat; r++)
+            update_rows(it.in, it.out, it.bx, it.by, it.nin, it.sin, it.win, it.ein, it.wout,
+                        it.eout);
     }
 }
 
@@ -87,6 +109,20 @@ void jac_cuda_update(void *s, const double *in, double *out, int64_t bx, int64_t
     for (int r = 0; r < repeat; r++)
         k_update<<<grid, block, 0, (cudaStream_t)s>>>(in, out, bx, by, nin, sin, win, ein, wout,
                                                       eout);
+}
+
+void jac_cuda_update_batch(void *s, const jac_update_item_t *items,
+                           const jac_update_item_t *items_host, int n)
+{
+    int64_t bx = 1, by = 1;
+    for (int k = 0; k < n; k++) {
+        bx = items_host[k].bx > bx ? items_host[k].bx : bx;
+        by = items_host[k].by > by ? items_host[k].by : by;
+    }
+    dim3 block(256);
+    dim3 grid((unsigned)((by + 255) / 256), (unsigned)(bx < 65535 ? bx : 65535),
+              (unsigned)(n < 65535 ? n : 65535));
+    k_update_batch<<<grid, block, 0, (cudaStream_t)s>>>(items, n);
 }
 
 void jac_cuda_pack_col(void *s, const double *t, double *buf, int64_t bx, int64_t by, int64_t col)

@@ -59,14 +59,7 @@ void jac_init_block(void *stream, double *t, int64_t bx, int64_t by, int north, 
 
 /* ---- update ---------------------------------------------------------------------------------- */
 
-typedef struct update_args {
-    const double *in;
-    double       *out;
-    int64_t       bx, by;
-    int           repeat;
-    const double *nin, *sin, *win, *ein;
-    double       *wout, *eout;
-} update_args_t;
+typedef jac_update_item_t update_args_t;
 
 static void host_update(void *p)
 {
@@ -74,7 +67,7 @@ static void host_update(void *p)
     int64_t        ld = a->by + 2;
     /* The first and last columns may read and write halo buffers; the columns between run the
      * plain stencil, which the compiler vectorises. */
-    for (int r = 0; r < a->repeat; r++)
+    for (int64_t r = 0; r < a->repeat; r++)
         for (int64_t i = 1; i <= a->bx; i++) {
             const double *up   = jac_row_above(a->in, ld, i, a->nin);
             const double *down = jac_row_below(a->in, ld, i, a->bx, a->sin);
@@ -100,6 +93,32 @@ void jac_update(void *stream, const double *in, double *out, int64_t bx, int64_t
 #endif
     update_args_t a = {in, out, bx, by, repeat, nin, sin, win, ein, wout, eout};
     launch(stream, host_update, &a, sizeof(a));
+}
+
+typedef struct batch_args {
+    const jac_update_item_t *items;
+    int                      n;
+} batch_args_t;
+
+static void host_update_batch(void *p)
+{
+    batch_args_t *a = p;
+    for (int k = 0; k < a->n; k++)
+        host_update((void *)&a->items[k]);
+}
+
+void jac_update_batch(void *stream, const jac_update_item_t *items,
+                      const jac_update_item_t *items_host, int n)
+{
+#ifdef JACOBI_CUDA
+    if (jac_backend == JAC_CUDA) {
+        jac_cuda_update_batch(stream, items, items_host, n);
+        return;
+    }
+#endif
+    (void)items_host;
+    batch_args_t a = {items, n};
+    launch(stream, host_update_batch, &a, sizeof(a));
 }
 
 /* ---- halo columns ---------------------------------------------------------------------------- */

@@ -324,6 +324,95 @@ TESS_API tess_status_t tess_gpu_graph_run_loc(tess_ctx_h ctx, int slot, uint64_t
 #define tess_gpu_graph_reset(ctx) tess_gpu_graph_reset_loc((ctx), __FILE__, __LINE__)
 TESS_API tess_status_t tess_gpu_graph_reset_loc(tess_ctx_h ctx, const char *file, int line);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Batched launches                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * At fine grain a GPU program is bound by host time: every element launches its own small
+ * kernel every step, and each launch costs the host microseconds. A batch lets the elements of
+ * a PE share one launch. The program registers a batch with a launch function that covers n
+ * items (one kernel: blockIdx.z, or a block-to-item map, selects the item); an element adds
+ * its item (the arguments its own kernel would have taken) with tess_gpu_batch and names an
+ * entry to continue in. The PE collects the items of each batch while it takes messages, and
+ * when it stops for a scheduler pass with no message left in its queue (or after four passes
+ * that left some), or when a batch holds +tess-gpu-batch-max items, it flushes:
+ *
+ *   - a per-PE batch stream waits for each distinct stream of the elements in the batch (an
+ *     event recorded at the call; elements share streams, each is waited for once);
+ *   - the items go host to device through a pinned staging ring (one asynchronous copy);
+ *   - launch(batch stream, device items, host items, n, arg) is called once;
+ *   - each distinct element stream waits for an event recorded after the launch;
+ *   - each item's entry runs on its element, in the order the items were added.
+ *
+ * A batch that holds one item at the flush launches on the element's own stream, with no
+ * event between streams. With +tess-gpu-batch 0 (TESS_GPU_BATCH=0) every call launches at once
+ * with n = 1 on the element's own stream, and its entry runs when the PE next stops taking
+ * messages (for comparisons).
+ */
+
+/**
+ * Launch one kernel covering n items, enqueued on `stream` only (do not synchronise with it).
+ * `items` is device memory (host memory on the host backend, where the kernel is a host
+ * function: tess_gpu_launch_host) holding n items of the batch's item size in the order they
+ * were added; `items_host` the same bytes in host memory (to size the grid: the largest item,
+ * say). Both stay valid until the work enqueued on `stream` now has completed. `arg` is what
+ * tess_gpu_batch_register was given. Runs on the PE's thread, in its scheduler or inside the
+ * tess_gpu_batch call that filled the batch: it must not call the API but for enqueuing work
+ * on `stream` (tess_gpu_launch_host, copies, kernels).
+ */
+typedef void (*tess_gpu_batch_launch_fn_t)(tess_stream_t stream, const void *items,
+                                           const void *items_host, int n, void *arg);
+
+/** A registered batch (0, 1, ... in the order of registration). */
+typedef int tess_gpu_batch_t;
+
+/** Most batches a process may register. */
+#define TESS_GPU_BATCH_MAX_BATCHES 64
+/** Largest item of a batch, in bytes. */
+#define TESS_GPU_BATCH_ITEM_MAX 4096
+
+/**
+ * Register a batch (main thread, after tess_init, outside phases): items of `item_size` bytes
+ * (1 to TESS_GPU_BATCH_ITEM_MAX) launched by `launch` with `arg`. Every process registers the
+ * same batches in the same order, before the phase that uses them. `name` (copied) names the
+ * batch in messages. Errors: TESS_ERR_INVALID (NULL name, launch or batch_p, a bad item size,
+ * more than TESS_GPU_BATCH_MAX_BATCHES batches), TESS_ERR_STATE (not initialised, inside a
+ * phase, not the main thread).
+ */
+TESS_API tess_status_t tess_gpu_batch_register(const char *name, size_t item_size,
+                                               tess_gpu_batch_launch_fn_t launch, void *arg,
+                                               tess_gpu_batch_t *batch_p);
+
+/**
+ * Add this element's `item` (item_size bytes, copied) to its PE's pending launch of `batch`
+ * (entry). Once the launch that holds it is enqueued and the element's stream is ordered after
+ * it, `entry` (a host entry) runs on the element with a copy of `size` bytes of `data` — as
+ * tess_gpu_then, but when the work is enqueued, not when it completed.
+ *
+ * Ordering: the item's kernel work is ordered after all the work enqueued on the element's
+ * stream before the call, and the work enqueued on that stream in `entry` (or later) is
+ * ordered after it. Between the call and `entry` the element is in a batch: it must not
+ * enqueue stream work (the runtime may: device messages delivered to it are, and a post
+ * function must not name a destination the item's kernel still reads or writes). The element
+ * counts as having GPU work pending: the phase does not end, and the element does not migrate,
+ * until its entry ran. Items wait for at most four scheduler passes of their PE.
+ *
+ * Errors: TESS_ERR_NO_MEMORY, and what the backend says (TESS_ERR_GPU) of the event, copy or
+ * allocation of the staging ring. A flush that fails on the device later ends the job with a
+ * message naming the batch. Misuse ends the job with a message naming the call: outside a
+ * phase, a ctx that is not an element of this PE, a batch not registered, a NULL item, an
+ * entry that is not a registered host entry, a call inside a step graph's record function,
+ * and, while the element is in a batch, tess_gpu_batch, tess_gpu_then, a device send
+ * (tess_send_device, tess_send_device_many) or tess_gpu_graph_run on it ("... while element I
+ * of array 'A' is in batch 'B' (tess_gpu_batch at FILE:LINE) ...").
+ */
+#define tess_gpu_batch(ctx, batch, item, entry, data, size) \
+    tess_gpu_batch_loc((ctx), (batch), (item), (entry), (data), (size), __FILE__, __LINE__)
+TESS_API tess_status_t tess_gpu_batch_loc(tess_ctx_h ctx, tess_gpu_batch_t batch,
+                                          const void *item, tess_entry_t entry, const void *data,
+                                          size_t size, const char *file, int line);
+
 #ifdef __cplusplus
 }
 #endif

@@ -214,6 +214,15 @@ static const opt_t opts[] = {
       "as one launch; 0 calls the record function on the element's stream every time (for "
       "comparisons)"},
      OPT_BOOL, CFG(graphs), 0, 1, NULL, 0},
+    {{"gpu_batch", "TESS_GPU_BATCH", "+tess-gpu-batch", "1",
+      "batched launches (tess_gpu_batch): a PE launches the items its elements added as one "
+      "kernel when it stops taking messages for the pass; 0 launches each item at once on its "
+      "element's stream (for comparisons)"},
+     OPT_BOOL, CFG(gpu_batch), 0, 1, NULL, 0},
+    {{"gpu_batch_max", "TESS_GPU_BATCH_MAX", "+tess-gpu-batch-max", "256",
+      "items of one batch a PE launches at most at once (it launches when a batch holds this "
+      "many)"},
+     OPT_INT, CFG(gpu_batch_max), 1, 65536, NULL, 0},
     {{"ckpt_background", "TESS_CKPT_BACKGROUND", "+tess-ckpt-background", "1",
       "tess_checkpoint takes a snapshot of the elements (device buffers into device memory) and "
       "returns; a writer thread writes it while the chares run on, and the next tess_checkpoint, "

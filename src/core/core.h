@@ -73,6 +73,8 @@ typedef struct tess_config {
     int    reduce_times;     /* print the fast path's time split at the end (2: every round) */
     int    check;            /* check the promises of device entries' flags and TESS_STREAM_READY */
     int    graphs;           /* step graphs recorded and replayed (0: record runs every time) */
+    int    gpu_batch;        /* batched launches (0: each tess_gpu_batch launches at once) */
+    int    gpu_batch_max;    /* items a batch launches at most at once */
     int    ckpt_background;  /* tess_checkpoint takes a snapshot and writes it in the background */
     int    ckpt_write_delay_ms; /* a background checkpoint's writer waits this long first (tests) */
     char   ckpt_snapshot[8]; /* auto|host|none: where a background checkpoint's device bytes go */

@@ -628,6 +628,7 @@ static void obj_pe_fini(tess_pe_t *pe)
         tess_core_msg_free(op->parked.items[i]);
     tess_vec_fini(&op->parked);
     tess_obj_graph_pe_fini(op);
+    tess_obj_batch_pe_fini(op);
     tess_hmap_fini(&op->elems);
     free(op);
     *tess_core_pe_slot(pe, TESS_SLOT_OBJECTS) = NULL;
@@ -639,6 +640,8 @@ tess_status_t tess_obj_init(void)
         .name    = "objects",
         .pe_init = obj_pe_init,
         .pe_fini = obj_pe_fini,
+        .progress = tess_obj_batch_progress,
+        .busy    = tess_obj_batch_busy,
         .report_stuck = tess_obj_report_stuck,
     };
     tess_status_t st = tess_core_layer_add(&layer);
@@ -670,4 +673,5 @@ void tess_obj_fini(void)
         tess_obj_arrays[i] = NULL;
     }
     tess_obj_narrays = 0;
+    tess_obj_batch_fini();
 }

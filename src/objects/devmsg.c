@@ -205,6 +205,8 @@ tess_status_t tess_send_device_loc(tess_array_h a, tess_index_t index, tess_entr
 {
     tess_obj_check_init("tess_send_device", file, line);
     tess_obj_check_not_recording("tess_send_device", file, line);
+    obj_pe_t *op = tess_obj_pe();
+    tess_obj_check_batch(op, op ? op->current : NULL, "tess_send_device", file, line);
     obj_send_device(a, index, entry, header, header_len, bufs, nbufs, obj_send_stream(stream),
                     stream == TESS_STREAM_READY, done, done_arg, "tess_send_device", file, line);
     return TESS_OK;
@@ -215,6 +217,8 @@ tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, int n,
 {
     tess_obj_check_init("tess_send_device_many", file, line);
     tess_obj_check_not_recording("tess_send_device_many", file, line);
+    obj_pe_t *op = tess_obj_pe();
+    tess_obj_check_batch(op, op ? op->current : NULL, "tess_send_device_many", file, line);
     if (tess_unlikely(n < 0 || (n && !sends)))
         tess_obj_misuse(file, line, "tess_send_device_many with %d sends at %p", n,
                         (const void *)sends);

@@ -35,6 +35,7 @@ tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, const void *
         tess_obj_misuse(file, line, "tess_gpu_then to entry %d, which is not a registered host "
                         "entry", entry);
     tess_obj_check_size(size, data, "tess_gpu_then", file, line);
+    tess_obj_check_batch(op, ctx, "tess_gpu_then", file, line);
     tess_msg_t *m = tess_core_msg_alloc(sizeof(gpu_then_t) + size);
     if (!m)
         return TESS_ERR_NO_MEMORY;

@@ -173,6 +173,7 @@ tess_status_t tess_gpu_graph_run_loc(tess_ctx_h ctx, int slot, uint64_t key,
                                      int line)
 {
     obj_pe_t *op = graph_check_ctx(ctx, "tess_gpu_graph_run", file, line);
+    tess_obj_check_batch(op, ctx, "tess_gpu_graph_run", file, line);
     if (tess_unlikely(slot < 0 || slot >= TESS_GPU_GRAPH_SLOTS))
         tess_obj_misuse(file, line, "tess_gpu_graph_run in slot %d (slots are 0 to %d)", slot,
                         TESS_GPU_GRAPH_SLOTS - 1);

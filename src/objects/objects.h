@@ -141,6 +141,10 @@ typedef struct obj_pe {
     tess_hmap_t       graphs; /* tess_obj_key -> the element's graphs */
     int               have_graphs;
     tess_gpu_stream_h graph_stream;
+    /* Batched launches (batch.c): the PE's pending items, made on first use; and how many of
+     * its elements are in a batch now. */
+    struct obj_batch_pe *batch;
+    int                  batch_elems;
 } obj_pe_t;
 
 /* objects.c / array.c */
@@ -362,6 +366,27 @@ static inline void tess_obj_check_not_recording(const char *what, const char *fi
 void tess_obj_graph_drop(obj_pe_t *op, tess_ctx_h e);
 void tess_obj_graph_drop_any(tess_ctx_h e);
 void tess_obj_graph_pe_fini(obj_pe_t *op);
+
+/* batch.c — batched launches. */
+/** The objects layer's progress hook: launch the pending batches of PE `pe`, run the entries of
+ *  launched items; the work done. */
+unsigned       tess_obj_batch_progress(tess_pe_t *pe);
+/** The layer's busy hook: items added on this process whose entries have not run. */
+int            tess_obj_batch_busy(void);
+void           tess_obj_batch_pe_fini(obj_pe_t *op);
+void           tess_obj_batch_fini(void);
+/** Whether element e of PE op is in a batch (op->batch set). */
+int            tess_obj_batch_holds(obj_pe_t *op, tess_ctx_h e);
+_Noreturn void tess_obj_batch_misuse(obj_pe_t *op, tess_ctx_h e, const char *what,
+                                     const char *file, int line);
+/** Misuse when element e (may be NULL) of PE op (may be NULL) is in a batch: between
+ *  tess_gpu_batch and its entry it may not enqueue stream work (`what`). */
+static inline void tess_obj_check_batch(obj_pe_t *op, tess_ctx_h e, const char *what,
+                                        const char *file, int line)
+{
+    if (tess_unlikely(op && op->batch_elems && e) && tess_obj_batch_holds(op, e))
+        tess_obj_batch_misuse(op, e, what, file, line);
+}
 
 /* migrate.c */
 /* A PUP pass: sizing, packing for a migration, copying out for a checkpoint (the element
