@@ -403,22 +403,13 @@ tess_status_t tess_gpu_batch_loc(tess_ctx_h ctx, tess_gpu_batch_t batch, const v
                                  tess_entry_t entry, const void *data, size_t size,
                                  const char *file, int line)
 {
-    tess_obj_check_init("tess_gpu_batch", file, line);
-    tess_obj_check_not_recording("tess_gpu_batch", file, line);
-    obj_pe_t *op = tess_obj_pe();
-    if (tess_unlikely(!op || !tess_core_in_phase()))
-        tess_obj_misuse(file, line, "tess_gpu_batch outside a phase");
-    if (tess_unlikely(!ctx || (ctx != op->current && !tess_obj_elem_is_on(op, ctx))))
-        tess_obj_misuse(file, line, "tess_gpu_batch with a ctx that is not an element of this PE");
+    obj_pe_t *op = tess_obj_check_continuation(ctx, entry, data, size, "tess_gpu_batch", file,
+                                               line);
     if (tess_unlikely(batch < 0 || batch >= nbatches))
         tess_obj_misuse(file, line, "tess_gpu_batch to batch %d, which is not registered (%d "
                         "are)", batch, nbatches);
     if (tess_unlikely(!item))
         tess_obj_misuse(file, line, "tess_gpu_batch '%s' with a NULL item", batches[batch].name);
-    if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries || tess_obj_entries[entry].post))
-        tess_obj_misuse(file, line, "tess_gpu_batch to entry %d, which is not a registered host "
-                        "entry", entry);
-    tess_obj_check_size(size, data, "tess_gpu_batch", file, line);
     obj_batch_pe_t *bp = batch_pe(op);
     if (!bp)
         return TESS_ERR_NO_MEMORY;

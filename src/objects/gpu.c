@@ -21,20 +21,28 @@ static void gpu_then_run(void *arg)
     tess_core_msg_free(m);
 }
 
+obj_pe_t *tess_obj_check_continuation(tess_ctx_h ctx, tess_entry_t entry, const void *data,
+                                      size_t size, const char *what, const char *file, int line)
+{
+    tess_obj_check_init(what, file, line);
+    tess_obj_check_not_recording(what, file, line);
+    obj_pe_t *op = tess_obj_pe();
+    if (tess_unlikely(!op || !tess_core_in_phase()))
+        tess_obj_misuse(file, line, "%s outside a phase", what);
+    if (tess_unlikely(!ctx || (ctx != op->current && !tess_obj_elem_is_on(op, ctx))))
+        tess_obj_misuse(file, line, "%s with a ctx that is not an element of this PE", what);
+    if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries || tess_obj_entries[entry].post))
+        tess_obj_misuse(file, line, "%s to entry %d, which is not a registered host entry", what,
+                        entry);
+    tess_obj_check_size(size, data, what, file, line);
+    return op;
+}
+
 tess_status_t tess_gpu_then_loc(tess_ctx_h ctx, tess_entry_t entry, const void *data,
                                 size_t size, const char *file, int line)
 {
-    tess_obj_check_init("tess_gpu_then", file, line);
-    tess_obj_check_not_recording("tess_gpu_then", file, line);
-    obj_pe_t *op = tess_obj_pe();
-    if (tess_unlikely(!op || !tess_core_in_phase()))
-        tess_obj_misuse(file, line, "tess_gpu_then outside a phase");
-    if (tess_unlikely(!ctx || (ctx != op->current && !tess_obj_elem_is_on(op, ctx))))
-        tess_obj_misuse(file, line, "tess_gpu_then with a ctx that is not an element of this PE");
-    if (tess_unlikely(entry < 0 || entry >= tess_obj_nentries || tess_obj_entries[entry].post))
-        tess_obj_misuse(file, line, "tess_gpu_then to entry %d, which is not a registered host "
-                        "entry", entry);
-    tess_obj_check_size(size, data, "tess_gpu_then", file, line);
+    obj_pe_t *op = tess_obj_check_continuation(ctx, entry, data, size, "tess_gpu_then", file,
+                                               line);
     tess_obj_check_batch(op, ctx, "tess_gpu_then", file, line);
     tess_msg_t *m = tess_core_msg_alloc(sizeof(gpu_then_t) + size);
     if (!m)
