@@ -174,8 +174,10 @@ static tess_status_t ring_reserve(batch_pe_one_t *r, size_t need, int b)
             r->start = 0;
             return TESS_OK;
         }
+        /* In use: [tail, head) when head > tail; else (wrapped) [tail, cap) and [0, head), and
+         * head == tail is a full ring (regions are never empty). */
         size_t tail = r->reg[r->reg_first].start;
-        if (r->head >= tail) {
+        if (r->head > tail) {
             if (r->cap - r->head >= need) {
                 r->start = r->head;
                 return TESS_OK;
