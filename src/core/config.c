@@ -403,28 +403,25 @@ static tess_status_t config_check_trace(void)
  * the same as an unset one (log_level TESS_LOG_ERROR, which is 0, cannot be told from unset). */
 static tess_status_t params_check_field_mask(const tess_params_t *p)
 {
-    static const struct {
-        uint64_t    bit;
-        const char *bit_name, *field;
-    } f[] = {
-        {TESS_PARAM_FIELD_PPN, "TESS_PARAM_FIELD_PPN", "ppn"},
-        {TESS_PARAM_FIELD_LOG_LEVEL, "TESS_PARAM_FIELD_LOG_LEVEL", "log_level"},
-        {TESS_PARAM_FIELD_SPIN_US, "TESS_PARAM_FIELD_SPIN_US", "spin_us"},
-        {TESS_PARAM_FIELD_BIND, "TESS_PARAM_FIELD_BIND", "bind"},
-        {TESS_PARAM_FIELD_VERBOSE, "TESS_PARAM_FIELD_VERBOSE", "verbose"},
-        {TESS_PARAM_FIELD_GPU, "TESS_PARAM_FIELD_GPU", "gpu"},
-        {TESS_PARAM_FIELD_STREAMS, "TESS_PARAM_FIELD_STREAMS", "streams"},
+    const tess_mask_field_t f[] = {
+        {TESS_PARAM_FIELD_PPN, "TESS_PARAM_FIELD_PPN", "tess_params_t.ppn", p->ppn != 0},
+        {TESS_PARAM_FIELD_LOG_LEVEL, "TESS_PARAM_FIELD_LOG_LEVEL", "tess_params_t.log_level",
+         p->log_level != 0},
+        {TESS_PARAM_FIELD_SPIN_US, "TESS_PARAM_FIELD_SPIN_US", "tess_params_t.spin_us",
+         p->spin_us != 0},
+        {TESS_PARAM_FIELD_BIND, "TESS_PARAM_FIELD_BIND", "tess_params_t.bind", p->bind != 0},
+        {TESS_PARAM_FIELD_VERBOSE, "TESS_PARAM_FIELD_VERBOSE", "tess_params_t.verbose",
+         p->verbose != 0},
+        {TESS_PARAM_FIELD_GPU, "TESS_PARAM_FIELD_GPU", "tess_params_t.gpu", p->gpu != NULL},
+        {TESS_PARAM_FIELD_STREAMS, "TESS_PARAM_FIELD_STREAMS", "tess_params_t.streams",
+         p->streams != 0},
     };
-    int      set[] = {p->ppn != 0,  p->log_level != 0, p->spin_us != 0, p->bind != 0,
-                      p->verbose != 0, p->gpu != NULL,  p->streams != 0};
+    tess_status_t st = tess_check_field_mask(p->field_mask, f, TESS_ARRAY_LEN(f), "tess_init");
+    if (st != TESS_OK)
+        return st;
     uint64_t known = 0;
-    for (size_t i = 0; i < TESS_ARRAY_LEN(f); i++) {
+    for (size_t i = 0; i < TESS_ARRAY_LEN(f); i++)
         known |= f[i].bit;
-        if (set[i] && !(p->field_mask & f[i].bit))
-            return tess_error(TESS_ERR_INVALID, "tess_init: tess_params_t.%s is set but "
-                              "field_mask lacks %s, so it would be ignored (add the bit, or "
-                              "leave the field zero)", f[i].field, f[i].bit_name);
-    }
     if (p->field_mask & ~known)
         return tess_error(TESS_ERR_INVALID, "tess_init: tess_params_t.field_mask has bits "
                           "0x%llx that name no field (TESS_PARAM_FIELD_* only)",

@@ -201,28 +201,23 @@ static tess_status_t array_check_params(const tess_array_params_t *p, int64_t *s
  * (A zero field is the same as an unset one; resume 0 is a valid entry, so it is not checked.) */
 static tess_status_t array_check_field_mask(const tess_array_params_t *p)
 {
-    static const struct {
-        uint64_t    bit;
-        const char *bit_name, *fields;
-    } opt[] = {
-        {TESS_ARRAY_FIELD_NAME, "TESS_ARRAY_FIELD_NAME", "name"},
-        {TESS_ARRAY_FIELD_DTOR, "TESS_ARRAY_FIELD_DTOR", "dtor"},
-        {TESS_ARRAY_FIELD_MAP, "TESS_ARRAY_FIELD_MAP", "map, map_fn or map_arg"},
-        {TESS_ARRAY_FIELD_PUP, "TESS_ARRAY_FIELD_PUP", "pup"},
-        {TESS_ARRAY_FIELD_RESUME, "TESS_ARRAY_FIELD_RESUME", "resume"},
-        {TESS_ARRAY_FIELD_REDUCE, "TESS_ARRAY_FIELD_REDUCE", "reduce_tree"},
+    const tess_mask_field_t f[] = {
+        {TESS_ARRAY_FIELD_NAME, "TESS_ARRAY_FIELD_NAME", "tess_array_params_t.name",
+         p->name != NULL},
+        {TESS_ARRAY_FIELD_DTOR, "TESS_ARRAY_FIELD_DTOR", "tess_array_params_t.dtor",
+         p->dtor != NULL},
+        {TESS_ARRAY_FIELD_MAP, "TESS_ARRAY_FIELD_MAP", "tess_array_params_t.map, map_fn or map_arg",
+         p->map != TESS_MAP_BLOCK || p->map_fn != NULL || p->map_arg != NULL},
+        {TESS_ARRAY_FIELD_PUP, "TESS_ARRAY_FIELD_PUP", "tess_array_params_t.pup", p->pup != NULL},
+        {TESS_ARRAY_FIELD_RESUME, "TESS_ARRAY_FIELD_RESUME", "tess_array_params_t.resume",
+         p->resume != 0},
+        {TESS_ARRAY_FIELD_REDUCE, "TESS_ARRAY_FIELD_REDUCE", "tess_array_params_t.reduce_tree",
+         p->reduce_tree != 0},
     };
-    int set[] = {p->name != NULL, p->dtor != NULL,
-                 p->map != TESS_MAP_BLOCK || p->map_fn != NULL || p->map_arg != NULL,
-                 p->pup != NULL, p->resume != 0, p->reduce_tree != 0};
-    for (size_t i = 0; i < TESS_ARRAY_LEN(opt); i++)
-        if (set[i] && !(p->field_mask & opt[i].bit))
-            return tess_error(TESS_ERR_INVALID, "tess_array_create%s%s%s: tess_array_params_t.%s "
-                              "is set but field_mask lacks %s, so it would be ignored (add the "
-                              "bit, or leave the field zero)", p->name ? " '" : "",
-                              p->name ? p->name : "", p->name ? "'" : "", opt[i].fields,
-                              opt[i].bit_name);
-    return TESS_OK;
+    char who[256];
+    snprintf(who, sizeof(who), "tess_array_create%s%.200s%s", p->name ? " '" : "",
+             p->name ? p->name : "", p->name ? "'" : "");
+    return tess_check_field_mask(p->field_mask, f, TESS_ARRAY_LEN(f), who);
 }
 
 /* Every process computes the placement itself: a user map that answers differently on different

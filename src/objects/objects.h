@@ -266,14 +266,14 @@ _Noreturn void tess_obj_misuse(const char *file, int line, const char *fmt, ...)
 tess_status_t tess_obj_check_main(const char *what);
 /** Misuse unless Tessera is initialised (`what` names the call). */
 void          tess_obj_check_init(const char *what, const char *file, int line);
-/** Misuse unless `size` bytes at `data` can be a message: at most TESS_MSG_SIZE_MAX, and data
- *  not NULL when size > 0. */
-/* The checks of a call that continues in an entry of the element (tess_gpu_then,
- * tess_gpu_batch): initialised, not recording, in a phase, ctx an element of this PE, entry a
- * host entry, data and size; misuse ends the job naming `what`. Returns this PE's state. */
+/** The checks of a call that continues in an entry of the element (tess_gpu_then,
+ *  tess_gpu_batch): initialised, not recording, in a phase, ctx an element of this PE, entry a
+ *  host entry, data and size; misuse ends the job naming `what`. Returns this PE's state. */
 obj_pe_t     *tess_obj_check_continuation(tess_ctx_h ctx, tess_entry_t entry, const void *data,
                                           size_t size, const char *what, const char *file,
                                           int line);
+/** Misuse unless `size` bytes at `data` can be a message: at most TESS_MSG_SIZE_MAX, and data
+ *  not NULL when size > 0. */
 void          tess_obj_check_size(size_t size, const void *data, const char *what,
                                   const char *file, int line);
 /** Checks shared by every entry-side call: a phase, a PE, a live array. */

@@ -120,3 +120,14 @@ _Noreturn void tess_fatal_at(const char *file, int line, const char *fmt, ...)
         tess_abort_fn(134);
     _exit(134);
 }
+
+tess_status_t tess_check_field_mask(uint64_t mask, const tess_mask_field_t *f, size_t n,
+                                    const char *who)
+{
+    for (size_t i = 0; i < n; i++)
+        if (f[i].set && !(mask & f[i].bit))
+            return tess_error(TESS_ERR_INVALID, "%s: %s is set but field_mask lacks %s, so it "
+                              "would be ignored (add the bit, or leave the field zero)", who,
+                              f[i].field, f[i].bit_name);
+    return TESS_OK;
+}

@@ -52,6 +52,18 @@ tess_status_t tess_error_quiet(tess_status_t status, const char *fmt, ...) TESS_
  *  text always belongs to the last call, and is empty after one that succeeded. */
 void tess_error_clear(void);
 
+/** An optional field of a params struct with a field_mask: its bit, the bit's name, the field's
+ *  name as the message gives it ("tess_params_t.ppn"), and whether the caller set it (nonzero). */
+typedef struct tess_mask_field {
+    uint64_t    bit;
+    const char *bit_name, *field;
+    int         set;
+} tess_mask_field_t;
+/** TESS_ERR_INVALID, naming `who` (the call), when a field is set without its bit in `mask`: it
+ *  would be ignored without a word. TESS_OK otherwise. */
+tess_status_t tess_check_field_mask(uint64_t mask, const tess_mask_field_t *f, size_t n,
+                                    const char *who);
+
 /** Abort the job: print the message (prefixed by rank and PE) and end every process.
  *  Used for misuse that cannot be returned and for broken invariants. */
 _Noreturn void tess_fatal_at(const char *file, int line, const char *fmt, ...) TESS_PRINTF(3, 4);
