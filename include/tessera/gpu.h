@@ -373,11 +373,14 @@ typedef int tess_gpu_batch_t;
 #define TESS_GPU_BATCH_ITEM_MAX 4096
 
 /**
- * Register a batch (main thread, after tess_init, outside phases): items of `item_size` bytes
- * (1 to TESS_GPU_BATCH_ITEM_MAX) launched by `launch` with `arg`. Every process registers the
- * same batches in the same order, before the phase that uses them. `name` (copied) names the
- * batch in messages. Errors: TESS_ERR_INVALID (NULL name, launch or batch_p, a bad item size,
- * more than TESS_GPU_BATCH_MAX_BATCHES batches), TESS_ERR_STATE (not initialised, inside a
+ * Register a batch (main thread, after tess_init, outside phases; collective): items of
+ * `item_size` bytes (1 to TESS_GPU_BATCH_ITEM_MAX) launched by `launch` with `arg`. Every
+ * process registers the same batches (name and item size) in the same order, before the phase
+ * that uses them; this is checked against rank 0. `name` (copied, at most 47 characters) names
+ * the batch in messages. Errors: TESS_ERR_INVALID (NULL name, launch or batch_p, a name too
+ * long, a bad item size, more than TESS_GPU_BATCH_MAX_BATCHES batches), TESS_ERR_MISMATCH
+ * (another process registered another batch under this number: every process gets it, with
+ * the first such rank and what it registered), TESS_ERR_STATE (not initialised, inside a
  * phase, not the main thread).
  */
 TESS_API tess_status_t tess_gpu_batch_register(const char *name, size_t item_size,

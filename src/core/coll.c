@@ -26,7 +26,8 @@
 static const char *const coll_names[] = {
     [TESS_COLL_RUN] = "tess_run", [TESS_COLL_ARRAY_CREATE] = "tess_array_create",
     [TESS_COLL_ARRAY_DESTROY] = "tess_array_destroy",
-    [TESS_COLL_ENTRY_REGISTER] = "tess_entry_register", [TESS_COLL_FINALIZE] = "tess_finalize"};
+    [TESS_COLL_ENTRY_REGISTER] = "tess_entry_register",
+    [TESS_COLL_BATCH_REGISTER] = "tess_gpu_batch_register", [TESS_COLL_FINALIZE] = "tess_finalize"};
 
 static struct {
     int64_t      seq;      /* collective calls this process entered */

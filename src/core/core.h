@@ -257,6 +257,7 @@ typedef enum tess_coll {
     TESS_COLL_ARRAY_CREATE,
     TESS_COLL_ARRAY_DESTROY,
     TESS_COLL_ENTRY_REGISTER,
+    TESS_COLL_BATCH_REGISTER,
     TESS_COLL_FINALIZE
 } tess_coll_t;
 /** At the start of a collective call (main, after its local checks): returns once every

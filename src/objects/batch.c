@@ -84,6 +84,11 @@ typedef struct obj_batch_pe {
 
 /* ---- registry ------------------------------------------------------------------------------ */
 
+static void batch_describe(int64_t item_size, char *buf, size_t size)
+{
+    snprintf(buf, size, " (%lld-byte items)", (long long)item_size);
+}
+
 tess_status_t tess_gpu_batch_register(const char *name, size_t item_size,
                                       tess_gpu_batch_launch_fn_t launch, void *arg,
                                       tess_gpu_batch_t *batch_p)
@@ -100,6 +105,14 @@ tess_status_t tess_gpu_batch_register(const char *name, size_t item_size,
     if (nbatches == TESS_GPU_BATCH_MAX_BATCHES)
         return tess_error(TESS_ERR_INVALID, "tess_gpu_batch_register '%s': more than %d batches",
                           name, TESS_GPU_BATCH_MAX_BATCHES);
+    if (strlen(name) >= sizeof(batches[0].name))
+        return tess_error(TESS_ERR_INVALID, "tess_gpu_batch_register: name '%s' is longer than "
+                          "%zu characters", name, sizeof(batches[0].name) - 1);
+    tess_core_collective_enter(TESS_COLL_BATCH_REGISTER);
+    st = tess_obj_registration_check("tess_gpu_batch_register", "batch", "batches", nbatches,
+                                     name, (int64_t)item_size, batch_describe);
+    if (st != TESS_OK)
+        return st;
     batch_info_t *bi = &batches[nbatches];
     snprintf(bi->name, sizeof(bi->name), "%s", name);
     bi->item_size = item_size;

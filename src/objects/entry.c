@@ -15,32 +15,44 @@ const char *tess_entry_name(tess_entry_t entry)
     return entry >= 0 && entry < tess_obj_nentries ? tess_obj_entries[entry].name : "?";
 }
 
-/* Compare this registration with rank 0's; on a mismatch every rank learns the first rank
- * that differs and what it registered. */
-typedef struct entry_wire {
+/* Compare registration #id (a name and a detail, such as a flag or a size) with rank 0's; on a
+ * mismatch every rank learns the first rank that differs and what it registered. `describe`
+ * writes the detail (may write nothing); `call`, `thing` and `things` name them in the message. */
+typedef struct reg_wire {
     char    name[64];
-    int32_t device;
-} entry_wire_t;
+    int64_t detail;
+} reg_wire_t;
 
-static tess_status_t entry_check_collective(const tess_entry_info_t *mine, int id)
+tess_status_t tess_obj_registration_check(const char *call, const char *thing,
+                                          const char *things, int id, const char *name,
+                                          int64_t detail,
+                                          void (*describe)(int64_t detail, char *buf,
+                                                           size_t size))
 {
-    entry_wire_t me, root;
+    reg_wire_t me, root;
     memset(&me, 0, sizeof(me));
-    snprintf(me.name, sizeof(me.name), "%s", mine->name);
-    me.device = mine->post != NULL;
-    root = me;
+    snprintf(me.name, sizeof(me.name), "%s", name);
+    me.detail = detail;
+    root      = me;
     MPI_Bcast(&root, sizeof(root), MPI_BYTE, 0, tess_rt.comm);
-    int differs = strcmp(root.name, me.name) != 0 || root.device != me.device;
+    int differs = strcmp(root.name, me.name) != 0 || root.detail != me.detail;
     int first   = differs ? tess_rt.rank : INT_MAX;
     MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, tess_rt.comm);
     if (first == INT_MAX)
         return TESS_OK;
-    entry_wire_t other = me;
+    reg_wire_t other = me;
     MPI_Bcast(&other, sizeof(other), MPI_BYTE, first, tess_rt.comm);
-    return tess_error(TESS_ERR_MISMATCH, "tess_entry_register: entry #%d is '%s'%s on rank 0 "
-                      "but '%s'%s on rank %d (every rank must register the same entries in the "
-                      "same order)", id, root.name, root.device ? " (device)" : "", other.name,
-                      other.device ? " (device)" : "", first);
+    char d0[48], d1[48];
+    describe(root.detail, d0, sizeof(d0));
+    describe(other.detail, d1, sizeof(d1));
+    return tess_error(TESS_ERR_MISMATCH, "%s: %s #%d is '%s'%s on rank 0 but '%s'%s on rank %d "
+                      "(every rank must register the same %s in the same order)", call, thing, id,
+                      root.name, d0, other.name, d1, first, things);
+}
+
+static void entry_describe(int64_t device, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", device ? " (device)" : "");
 }
 
 tess_status_t tess_obj_entry_add(const char *name, tess_entry_fn_t fn, tess_dev_post_fn_t post,
@@ -67,7 +79,8 @@ tess_status_t tess_obj_entry_add(const char *name, tess_entry_fn_t fn, tess_dev_
     tess_entry_info_t info = {.fn = fn, .post = post, .flags = flags};
     strcpy(info.name, name);
     tess_core_collective_enter(TESS_COLL_ENTRY_REGISTER);
-    st = entry_check_collective(&info, tess_obj_nentries);
+    st = tess_obj_registration_check("tess_entry_register", "entry", "entries",
+                                     tess_obj_nentries, info.name, post != NULL, entry_describe);
     if (st != TESS_OK)
         return st;
     tess_obj_entries[tess_obj_nentries] = info;

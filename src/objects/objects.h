@@ -232,6 +232,15 @@ extern int                tess_obj_nentries;
 void          tess_obj_entries_fini(void);
 tess_status_t tess_obj_entry_add(const char *name, tess_entry_fn_t fn, tess_dev_post_fn_t post,
                                  unsigned flags, tess_entry_t *entry_p);
+/* Main thread, collective: compare registration #id (`name` and a `detail` such as a flag or a
+ * size, which `describe` writes for the message) with rank 0's. TESS_ERR_MISMATCH naming the
+ * first rank that differs and what each registered; `call` names the API call, `thing` and
+ * `things` what is registered ("entry", "entries"). */
+tess_status_t tess_obj_registration_check(const char *call, const char *thing,
+                                          const char *things, int id, const char *name,
+                                          int64_t detail,
+                                          void (*describe)(int64_t detail, char *buf,
+                                                           size_t size));
 
 /* send.c */
 extern uint16_t tess_obj_h_entry, tess_obj_h_bcast_proc, tess_obj_h_bcast_pe;

@@ -23,6 +23,9 @@
  * TEST_LOCKSTEP=1: every step starts by a broadcast (after a reduction over the elements), so
  * most launches cover all the items of a PE.
  *
+ * With several processes, a batch registered with another item size on the last rank is refused
+ * on every rank (TESS_ERR_MISMATCH), naming both.
+ *
  * args="then", "twice": misuse, tess_gpu_then or a second tess_gpu_batch between tess_gpu_batch
  * and its entry (test/misuse).
  * Environment: TEST_ELEMS (per PE, default 12), TEST_STEPS (default 60), TEST_COUNT (doubles per
@@ -263,6 +266,21 @@ int main(int argc, char **argv)
     CHECK_ST(tess_gpu_batch_register("bad", TESS_GPU_BATCH_ITEM_MAX + 1, launch, NULL, &bad),
              TESS_ERR_INVALID);
     CHECK_ST(tess_gpu_batch_register("bad", 8, NULL, NULL, &bad), TESS_ERR_INVALID);
+    char long_name[64];
+    memset(long_name, 'n', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = 0;
+    CHECK_ST(tess_gpu_batch_register(long_name, 8, launch, NULL, &bad), TESS_ERR_INVALID);
+    if (tess_num_processes() > 1) {
+        /* Registration is collective: another item size on the last rank is refused on all. */
+        int last = tess_process() == tess_num_processes() - 1;
+        CHECK_ST(tess_gpu_batch_register("sized", last ? 16 : 8, launch, NULL, &bad),
+                 TESS_ERR_MISMATCH);
+        char want[128];
+        snprintf(want, sizeof(want), "'sized' (8-byte items) on rank 0 but 'sized' (16-byte "
+                 "items) on rank %d", tess_num_processes() - 1);
+        CHECK_MSG(strstr(tess_error_detail(), want), "'%s' lacks '%s'", tess_error_detail(),
+                  want);
+    }
     CHECK_OK(tess_gpu_batch_register("double", sizeof(item_t), launch, NULL, &B));
     int32_t             n = per_pe * tess_num_pes();
     tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR,
