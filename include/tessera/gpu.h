@@ -400,8 +400,9 @@ TESS_API tess_status_t tess_gpu_batch_register(const char *name, size_t item_siz
  * function must not name a destination the item's kernel still reads or writes). The element
  * counts as having GPU work pending: the phase does not end, and the element does not migrate,
  * until its entry ran. Items wait for at most four scheduler passes of their PE.
- * The batch's kernel runs on a stream of the PE, not the element's: TESS_LB_GPU_TIME does not
- * count it in the element's load (set the load with tess_set_load where it matters).
+ * The batch's kernel runs on a stream of the PE, not the element's: TESS_LB_GPU_TIME times
+ * each launch (its items' copy and the kernel) and gives each of its elements an equal share
+ * of it (tess_set_load, where the items' work differs, declares it instead).
  *
  * Errors: TESS_ERR_NO_MEMORY, and what the backend says (TESS_ERR_GPU) of the event, copy or
  * allocation of the staging ring. A flush that fails on the device later ends the job with a

@@ -47,11 +47,14 @@ typedef struct lb_array {
     uint64_t        trace_t0;   /* tracing: when this step started here */
 } lb_array_t;
 
-/* Per-PE: GPU timing of entries (TESS_LB_GPU_TIME). */
+/* Per-PE: GPU timing of entries and batched launches (TESS_LB_GPU_TIME). A batch's launch is
+ * a group of consecutive pairs, one an element, that share its two events: the first holds the
+ * group's size, the others 0; each element gets an equal share of the time. */
 typedef struct lb_timing {
     uint32_t         aid;
     int64_t          linear;
     tess_gpu_event_h start, end;
+    int              group;
 } lb_timing_t;
 
 typedef struct lb_pe {
@@ -59,6 +62,7 @@ typedef struct lb_pe {
     lb_timing_t      *pairs;
     size_t            npairs, cap;
     tess_gpu_event_h  pending_start; /* recorded by the entry hook before the entry */
+    tess_gpu_event_h  batch_start;   /* recorded before a batch's launch */
 } lb_pe_t;
 
 static struct {
@@ -141,21 +145,28 @@ static unsigned lb_timing_poll(lb_pe_t *lp, int wait)
     obj_pe_t *op   = tess_obj_pe();
     unsigned  done = 0;
     size_t    out  = 0;
-    for (size_t i = 0; i < lp->npairs; i++) {
+    for (size_t i = 0; i < lp->npairs;) {
         lb_timing_t *t = &lp->pairs[i];
+        size_t       g = (size_t)t->group;
         if (wait)
             tess_gpu->event_sync(t->end);
         if (tess_gpu->event_query(t->end) != TESS_OK) {
-            lp->pairs[out++] = *t;
+            memmove(&lp->pairs[out], t, g * sizeof(*t));
+            out += g;
+            i += g;
             continue;
         }
-        float      ms = 0;
-        tess_ctx_h e  = tess_obj_elem_find(op, tess_obj_arrays[t->aid], t->linear);
-        if (e && tess_gpu->event_elapsed_ms(t->start, t->end, &ms) == TESS_OK)
-            e->gpu_ms += ms;
+        float ms = 0;
+        if (tess_gpu->event_elapsed_ms(t->start, t->end, &ms) == TESS_OK)
+            for (size_t k = 0; k < g; k++) {
+                tess_ctx_h e = tess_obj_elem_find(op, tess_obj_arrays[t[k].aid], t[k].linear);
+                if (e)
+                    e->gpu_ms += ms / (double)g;
+            }
         tess_gpu_evpool_put(&lp->events, t->start);
         tess_gpu_evpool_put(&lp->events, t->end);
         done++;
+        i += g;
     }
     lp->npairs = out;
     return done;
@@ -175,24 +186,55 @@ static void lb_entry_pre(tess_ctx_h e)
         tess_fatal("GPU timing: cannot record an event: %s", tess_error_detail());
 }
 
-static void lb_entry_post(tess_ctx_h e)
+/* Room for n more pairs. */
+static lb_timing_t *lb_pairs_add(lb_pe_t *lp, size_t n)
 {
-    lb_pe_t *lp = lb_pe_self();
-    if (lp->npairs == lp->cap) {
-        size_t       cap = lp->cap ? lp->cap * 2 : 64;
-        lb_timing_t *p   = realloc(lp->pairs, cap * sizeof(*p));
+    if (lp->npairs + n > lp->cap) {
+        size_t cap = lp->cap ? lp->cap * 2 : 64;
+        while (cap < lp->npairs + n)
+            cap *= 2;
+        lb_timing_t *p = realloc(lp->pairs, cap * sizeof(*p));
         if (!p)
             tess_fatal("out of memory timing entries");
         lp->pairs = p;
         lp->cap   = cap;
     }
-    lb_timing_t *t = &lp->pairs[lp->npairs++];
-    t->aid         = e->array->id;
-    t->linear      = e->linear;
-    t->start       = lp->pending_start;
-    if (tess_gpu_evpool_get(&lp->events, &t->end) != TESS_OK ||
-        tess_gpu->event_record(t->end, e->stream) != TESS_OK)
+    lb_timing_t *t = &lp->pairs[lp->npairs];
+    lp->npairs += n;
+    return t;
+}
+
+static tess_gpu_event_h lb_record(lb_pe_t *lp, tess_gpu_stream_h stream)
+{
+    tess_gpu_event_h ev;
+    if (tess_gpu_evpool_get(&lp->events, &ev) != TESS_OK ||
+        tess_gpu->event_record(ev, stream) != TESS_OK)
         tess_fatal("GPU timing: cannot record an event: %s", tess_error_detail());
+    return ev;
+}
+
+static void lb_entry_post(tess_ctx_h e)
+{
+    lb_pe_t     *lp = lb_pe_self();
+    lb_timing_t *t  = lb_pairs_add(lp, 1);
+    *t = (lb_timing_t){.aid = e->array->id, .linear = e->linear, .start = lp->pending_start,
+                       .end = lb_record(lp, e->stream), .group = 1};
+}
+
+static void lb_batch_pre(tess_gpu_stream_h stream)
+{
+    lb_pe_t *lp     = lb_pe_self();
+    lp->batch_start = lb_record(lp, stream);
+}
+
+static void lb_batch_post(tess_gpu_stream_h stream, const tess_ctx_h *elems, int n)
+{
+    lb_pe_t         *lp  = lb_pe_self();
+    tess_gpu_event_h end = lb_record(lp, stream);
+    lb_timing_t     *t   = lb_pairs_add(lp, (size_t)n);
+    for (int i = 0; i < n; i++)
+        t[i] = (lb_timing_t){.aid = elems[i]->array->id, .linear = elems[i]->linear,
+                             .start = lp->batch_start, .end = end, .group = i ? 0 : n};
 }
 
 static unsigned lb_progress(tess_pe_t *pe)
@@ -780,6 +822,8 @@ tess_status_t tess_lb_init(void)
     if (tess_cfg.lb_gpu_time) {
         tess_obj_entry_pre  = lb_entry_pre;
         tess_obj_entry_post = lb_entry_post;
+        tess_obj_batch_pre  = lb_batch_pre;
+        tess_obj_batch_post = lb_batch_post;
     }
     return TESS_OK;
 }
@@ -804,5 +848,7 @@ void tess_lb_fini(void)
     tess_obj_on_arrival = NULL;
     tess_obj_entry_pre  = NULL;
     tess_obj_entry_post = NULL;
+    tess_obj_batch_pre  = NULL;
+    tess_obj_batch_post = NULL;
     pthread_mutex_destroy(&lb.lock);
 }

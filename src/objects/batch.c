@@ -26,6 +26,9 @@ typedef struct batch_info {
     void                      *arg;
 } batch_info_t;
 
+void (*tess_obj_batch_pre)(tess_gpu_stream_h stream);
+void (*tess_obj_batch_post)(tess_gpu_stream_h stream, const tess_ctx_h *elems, int n);
+
 /* Passes a PE holds its pending items back while messages wait in its queue. */
 #define BATCH_DEFER_PASSES 4
 
@@ -80,6 +83,7 @@ typedef struct obj_batch_pe {
     tess_hmap_t       in_batch;   /* element -> its message, while it is in a batch */
     tess_gpu_stream_h *seen;      /* flush: distinct streams */
     tess_gpu_event_h  *seen_ev;
+    tess_ctx_h        *elems;     /* flush, under GPU timing: the items' elements */
 } obj_batch_pe_t;
 
 /* ---- registry ------------------------------------------------------------------------------ */
@@ -271,8 +275,10 @@ void tess_obj_batch_pe_fini(obj_pe_t *op)
     tess_hmap_fini(&bp->in_batch);
     free(bp->seen);
     free(bp->seen_ev);
+    free(bp->elems);
     free(bp);
-    op->batch = NULL;
+    op->batch     = NULL;
+    op->batch_due = 0;
 }
 
 _Noreturn void tess_obj_batch_misuse(obj_pe_t *op, tess_ctx_h e, const char *what,
@@ -295,6 +301,24 @@ int tess_obj_batch_holds(obj_pe_t *op, tess_ctx_h e)
 
 /* ---- flush --------------------------------------------------------------------------------------- */
 
+/* Items of a batch launched at once: +tess-gpu-batch-max, or 1 when not batching. */
+static int batch_limit(void)
+{
+    return tess_cfg.gpu_batch ? tess_cfg.gpu_batch_max : 1;
+}
+
+/* Under GPU timing: the launch's time goes to its items' elements. */
+static void batch_timed(obj_batch_pe_t *bp, batch_pe_one_t *r, tess_gpu_stream_h s, int n)
+{
+    if (!bp->elems &&
+        !(bp->elems = tess_calloc((size_t)tess_cfg.gpu_batch_max, sizeof(*bp->elems),
+                                  "a batch's elements")))
+        tess_fatal("out of memory timing a batch");
+    for (int i = 0; i < n; i++)
+        bp->elems[i] = ((batch_cont_t *)tess_msg_payload(r->items[i].m))->elem;
+    tess_obj_batch_post(s, bp->elems, n);
+}
+
 /* Launch the pending items of batch b; their messages go to the ready list in order. */
 static void batch_launch(obj_batch_pe_t *bp, int b)
 {
@@ -311,9 +335,13 @@ static void batch_launch(obj_batch_pe_t *bp, int b)
     if (n == 1) {
         /* One item: on its element's own stream, as a launch of its own would be. */
         tess_gpu_stream_h s = r->items[0].stream;
+        if (tess_obj_batch_pre)
+            tess_obj_batch_pre(s);
         if (tess_gpu->memcpy_async(dev, host, sz, s) != TESS_OK)
             batch_failed(b, "copying the item to the device");
         bi->launch(tess_gpu->native_stream(s), dev, host, 1, bi->arg);
+        if (tess_obj_batch_post)
+            batch_timed(bp, r, s, 1);
         if (tess_gpu->event_record(done, s) != TESS_OK)
             batch_failed(b, "recording an event after the launch");
         ring_commit(r, 1, done, NULL, 0);
@@ -342,9 +370,13 @@ static void batch_launch(obj_batch_pe_t *bp, int b)
         for (int k = 0; k < nseen; k++)
             if (tess_gpu->stream_wait_event(bp->stream, bp->seen_ev[k]) != TESS_OK)
                 batch_failed(b, "ordering the batch stream after an element's stream");
+        if (tess_obj_batch_pre)
+            tess_obj_batch_pre(bp->stream);
         if (tess_gpu->memcpy_async(dev, host, (size_t)n * sz, bp->stream) != TESS_OK)
             batch_failed(b, "copying the items to the device");
         bi->launch(tess_gpu->native_stream(bp->stream), dev, host, n, bi->arg);
+        if (tess_obj_batch_post)
+            batch_timed(bp, r, bp->stream, n);
         if (tess_gpu->event_record(done, bp->stream) != TESS_OK)
             batch_failed(b, "recording an event after the launch");
         for (int k = 0; k < nseen; k++)
@@ -432,11 +464,10 @@ tess_status_t tess_gpu_batch_loc(tess_ctx_h ctx, tess_gpu_batch_t batch, const v
 
     batch_pe_one_t *r = &bp->b[batch];
     tess_status_t   st;
-    if (!r->n) {
-        size_t need = tess_cfg.gpu_batch ? (size_t)tess_cfg.gpu_batch_max : 1;
-        if ((st = ring_reserve(r, need, batch)) != TESS_OK)
-            return st;
-    }
+    if (r->n == batch_limit()) /* full since a call outside an entry: launch it first */
+        batch_launch(bp, batch);
+    if (!r->n && (st = ring_reserve(r, (size_t)batch_limit(), batch)) != TESS_OK)
+        return st;
     tess_msg_t *m = tess_core_msg_alloc(sizeof(batch_cont_t) + size);
     if (!m)
         return TESS_ERR_NO_MEMORY;
@@ -472,8 +503,18 @@ tess_status_t tess_gpu_batch_loc(tess_ctx_h ctx, tess_gpu_batch_t batch, const v
         bp->npending++;
     ctx->gpu_pending++;
     atomic_fetch_add_explicit(&batch_open, 1, memory_order_relaxed);
-    /* Full (or not batching): launch now; the entries run when the PE next stops. */
-    if (!tess_cfg.gpu_batch || r->n == tess_cfg.gpu_batch_max)
-        batch_launch(bp, batch);
+    /* Full (or not batching): launch when the entry returns (after its own GPU timing, which
+     * the launch's waits on the element's stream would otherwise join); the entries run when
+     * the PE next stops. */
+    if (r->n == batch_limit())
+        op->batch_due = 1;
     return TESS_OK;
+}
+
+void tess_obj_batch_launch_due(obj_pe_t *op)
+{
+    op->batch_due = 0;
+    for (int b = 0; b < nbatches; b++)
+        if (op->batch->b[b].n == batch_limit())
+            batch_launch(op->batch, b);
 }

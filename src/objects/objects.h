@@ -141,10 +141,12 @@ typedef struct obj_pe {
     tess_hmap_t       graphs; /* tess_obj_key -> the element's graphs */
     int               have_graphs;
     tess_gpu_stream_h graph_stream;
-    /* Batched launches (batch.c): the PE's pending items, made on first use; and how many of
-     * its elements are in a batch now. */
+    /* Batched launches (batch.c): the PE's pending items, made on first use; how many of its
+     * elements are in a batch now; whether a batch filled in the entry that runs (launched
+     * when it returns). */
     struct obj_batch_pe *batch;
     int                  batch_elems;
+    int                  batch_due;
 } obj_pe_t;
 
 /* objects.c / array.c */
@@ -390,6 +392,8 @@ unsigned       tess_obj_batch_progress(tess_pe_t *pe);
 int            tess_obj_batch_busy(void);
 void           tess_obj_batch_pe_fini(obj_pe_t *op);
 void           tess_obj_batch_fini(void);
+/** After an entry that filled a batch (op->batch_due): launch the full batches. */
+void           tess_obj_batch_launch_due(obj_pe_t *op);
 /** Whether element e of PE op is in a batch (op->batch set). */
 int            tess_obj_batch_holds(obj_pe_t *op, tess_ctx_h e);
 _Noreturn void tess_obj_batch_misuse(obj_pe_t *op, tess_ctx_h e, const char *what,
@@ -425,6 +429,11 @@ void          tess_obj_migrate_now(obj_pe_t *op, tess_ctx_h e, int dest);
 extern void (*tess_obj_on_arrival)(tess_ctx_h e);
 extern void (*tess_obj_entry_pre)(tess_ctx_h e);
 extern void (*tess_obj_entry_post)(tess_ctx_h e);
+/* Set by the lb layer under TESS_LB_GPU_TIME (else NULL), called on a PE thread around a batch's
+ * launch on `stream` (tess_gpu_batch): the post hook is given the launch's n elements, which
+ * share its time. */
+extern void (*tess_obj_batch_pre)(tess_gpu_stream_h stream);
+extern void (*tess_obj_batch_post)(tess_gpu_stream_h stream, const tess_ctx_h *elems, int n);
 
 /** The index of element e as text, for messages. */
 static inline const char *tess_obj_elem_text(tess_ctx_h e, char *buf, size_t len)

@@ -168,6 +168,8 @@ static uint64_t obj_run_entry(obj_pe_t *op, tess_ctx_h e, tess_entry_t entry, co
                           tess_time_ns() - tr_t0, (uint64_t)e->linear, size);
     if (tess_obj_entry_post)
         tess_obj_entry_post(e);
+    if (tess_unlikely(op->batch_due))
+        tess_obj_batch_launch_due(op);
     op->current       = NULL;
     op->current_entry = -1;
     if (tess_unlikely(e->migrate_to >= 0) && e->gpu_pending == 0) {

@@ -23,6 +23,11 @@
  * TEST_LOCKSTEP=1: every step starts by a broadcast (after a reduction over the elements), so
  * most launches cover all the items of a PE.
  *
+ * TEST_LB_ITEM_US=N (with TESS_LB_GPU_TIME=1): the kernel also takes N us per item, the input
+ * copies no delay, and every element ends with a load-balancing step: the measured loads must hold the batches' time,
+ * an equal share for each item's element (at least 0.8 x items x N on each PE), which entries
+ * timed on the elements' own streams do not see.
+ *
  * With several processes, a batch registered with another item size on the last rank is refused
  * on every rank (TESS_ERR_MISMATCH), naming both.
  *
@@ -49,9 +54,9 @@ typedef struct item {
 } item_t;
 
 static tess_array_h     arr;
-static tess_entry_t     E_STEP, E_ENQUEUED, E_NEXT;
+static tess_entry_t     E_STEP, E_ENQUEUED, E_NEXT, E_RESUME;
 static tess_gpu_batch_t B;
-static int              steps = 60, count = 64, on_host, lockstep;
+static int              steps = 60, count = 64, on_host, lockstep, item_us;
 static const char      *mode = "run";
 static _Atomic int64_t  launches, items_launched, max_n;
 
@@ -81,7 +86,7 @@ static void delay(void *p)
 static void kernel(void *p)
 {
     kernel_args_t *k = p;
-    pause_us(50);
+    pause_us(50 + item_us * k->n);
     for (int i = 0; i < k->n; i++) {
         const item_t *it = &k->items[i];
         for (int64_t j = 0; j < it->count; j++)
@@ -149,12 +154,15 @@ static void go(tess_ctx_h ctx, elem_t *e)
     int64_t       me = tess_ctx_linear(ctx);
     tess_stream_t s  = tess_ctx_stream(ctx);
     if (e->step == steps) {
-        e->done = 1;
+        if (item_us)
+            CHECK_OK(tess_at_sync(ctx));
+        else
+            e->done = 1;
         return;
     }
     for (int64_t j = 0; j < count; j++)
         e->stage[j] = input_of(me, e->step, j);
-    int us = (int)((me * 7 + e->step * 13) % 4) * 60;
+    int us = item_us ? 0 : (int)((me * 7 + e->step * 13) % 4) * 60;
     if (us)
         CHECK_OK(tess_gpu_launch_host(s, delay, &us, sizeof(us)));
     CHECK_OK(tess_gpu_memcpy_async(e->in, e->stage, (size_t)count * sizeof(double), s));
@@ -209,6 +217,19 @@ static void enqueued(tess_ctx_h ctx, void *p, const void *msg, size_t size)
     CHECK_OK(tess_gpu_then(ctx, E_NEXT, NULL, 0));
 }
 
+/* The load-balancing step moves elements between the PEs of one process only (one process in
+ * that mode): the state's pointers stay valid, the bytes are enough. */
+static void pup_nothing(tess_pup_h pup, tess_ctx_h ctx, void *elem)
+{
+    (void)pup, (void)ctx, (void)elem;
+}
+
+static void resume(tess_ctx_h ctx, void *p, const void *msg, size_t size)
+{
+    (void)ctx, (void)msg, (void)size;
+    ((elem_t *)p)->done = 1;
+}
+
 static void start(void *arg)
 {
     (void)arg;
@@ -252,6 +273,7 @@ int main(int argc, char **argv)
     if (getenv("TEST_COUNT"))
         count = atoi(getenv("TEST_COUNT"));
     lockstep   = getenv("TEST_LOCKSTEP") && atoi(getenv("TEST_LOCKSTEP"));
+    item_us    = getenv("TEST_LB_ITEM_US") ? atoi(getenv("TEST_LB_ITEM_US")) : 0;
     int per_pe = getenv("TEST_ELEMS") ? atoi(getenv("TEST_ELEMS")) : 12;
     CHECK(steps > 0 && count > 0 && per_pe > 0);
     on_host         = tess_gpu_backend() == TESS_GPU_HOST;
@@ -261,6 +283,7 @@ int main(int argc, char **argv)
     CHECK_OK(tess_entry_register("step", step, &E_STEP));
     CHECK_OK(tess_entry_register("enqueued", enqueued, &E_ENQUEUED));
     CHECK_OK(tess_entry_register("next", next, &E_NEXT));
+    CHECK_OK(tess_entry_register("resume", resume, &E_RESUME));
     tess_gpu_batch_t bad;
     CHECK_ST(tess_gpu_batch_register("bad", 0, launch, NULL, &bad), TESS_ERR_INVALID);
     CHECK_ST(tess_gpu_batch_register("bad", TESS_GPU_BATCH_ITEM_MAX + 1, launch, NULL, &bad),
@@ -283,9 +306,16 @@ int main(int argc, char **argv)
     }
     CHECK_OK(tess_gpu_batch_register("double", sizeof(item_t), launch, NULL, &B));
     int32_t             n = per_pe * tess_num_pes();
-    tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR,
+    tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR |
+                                           TESS_ARRAY_FIELD_RESUME,
                              .name = "batched", .ndims = 1, .extents = {n},
-                             .elem_size = sizeof(elem_t), .ctor = ctor, .dtor = dtor};
+                             .elem_size = sizeof(elem_t), .ctor = ctor, .dtor = dtor,
+                             .resume = E_RESUME};
+    if (item_us) {
+        CHECK(tess_num_processes() == 1);
+        p.field_mask |= TESS_ARRAY_FIELD_PUP;
+        p.pup = pup_nothing;
+    }
     CHECK_OK(tess_array_create(&p, &arr));
     CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
     CHECK_OK(tess_array_foreach(arr, check_elem, NULL));
@@ -305,6 +335,16 @@ int main(int argc, char **argv)
         CHECK(most > 1);
     if (!batching)
         CHECK(most == 1 && sum[2] == sum[3]);
+    if (item_us) {
+        tess_lb_stats_t st;
+        CHECK_OK(tess_lb_get_stats(arr, &st));
+        double want = 0.8 * per_pe * steps * item_us * 1e-6;
+        if (tess_process() == 0)
+            printf("test_gpu_batch: load per PE %.4f s (max %.4f), at least %.4f wanted\n",
+                   st.avg_load, st.max_load, want);
+        CHECK_MSG(st.avg_load >= want, "the measured loads (%.4f s a PE) miss the batches' "
+                  "kernel time (%.4f s)", st.avg_load, want / 0.8);
+    }
     CHECK_OK(tess_array_destroy(arr));
     test_fini();
     return 0;
