@@ -12,7 +12,9 @@
 #   lulesh.txt           LULESH -g $LULESH_G (default 256) for $LULESH_ITS cycles (default 1000)
 #                        without checkpoints, then with -checkpoint-every N for each N of
 #                        $LULESH_EVERY (default 100), written before returning
-#                        (TESS_CKPT_BACKGROUND=0) and in the background: run times,
+#                        (TESS_CKPT_BACKGROUND=0; LULESH_SYNC=0 leaves it out), in the
+#                        background, and in the background past the page cache
+#                        (TESS_CKPT_DIRECT=1): run times,
 #                        the checkpoints' time and share of the run as LULESH prints them, and
 #                        each run's time over the run without checkpoints (goal: at most 1.03);
 #                        mpirun gets $LULESH_MPI_FLAGS (default -bind-to none: a background
@@ -56,10 +58,14 @@ lulesh() { # LABEL [ENV...]; CK_ARGS: the checkpoint options
     echo "# LULESH -g $g -i $its, one process"
     CK_ARGS="" lulesh "no checkpoints" TESS_CKPT_BACKGROUND=1
     for every in ${LULESH_EVERY:-100}; do
-        CK_ARGS="-checkpoint-every $every -checkpoint-dir $ckdir" \
-            lulesh "checkpoint every $every cycles, written before returning" TESS_CKPT_BACKGROUND=0
+        [ "${LULESH_SYNC:-1}" = 0 ] ||
+            CK_ARGS="-checkpoint-every $every -checkpoint-dir $ckdir" \
+                lulesh "checkpoint every $every cycles, written before returning" TESS_CKPT_BACKGROUND=0
         CK_ARGS="-checkpoint-every $every -checkpoint-dir $ckdir" \
             lulesh "checkpoint every $every cycles, in the background" TESS_CKPT_BACKGROUND=1
+        CK_ARGS="-checkpoint-every $every -checkpoint-dir $ckdir" \
+            lulesh "checkpoint every $every cycles, in the background, O_DIRECT" \
+            TESS_CKPT_BACKGROUND=1 TESS_CKPT_DIRECT=1
     done
 } 2>&1 | tee "$out/lulesh.txt"
 awk '/^## / { label = substr($0, 4) }

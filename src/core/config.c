@@ -235,6 +235,10 @@ static const opt_t opts[] = {
       "tess_checkpoint returns, with a warning), host (pinned host memory: no device memory "
       "kept), none (written before returning)"},
      OPT_STR, CFG(ckpt_snapshot), 0, 0, "auto|host|none", 0},
+    {{"ckpt_direct", "TESS_CKPT_DIRECT", "+tess-ckpt-direct", "0",
+      "write checkpoint data with O_DIRECT, past the page cache (no copy into it by the writer, "
+      "no writeback left for the final fsync), where the file system takes it; else as usual"},
+     OPT_BOOL, CFG(ckpt_direct), 0, 1, NULL, 0},
     {{"ckpt_write_delay_ms", "TESS_CKPT_WRITE_DELAY_MS", NULL, "0",
       "a background checkpoint's writer waits this many milliseconds after creating its file "
       "before it writes (for tests: a checkpoint still being written)"},

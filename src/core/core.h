@@ -77,6 +77,7 @@ typedef struct tess_config {
     int    gpu_batch_max;    /* items a batch launches at most at once */
     int    ckpt_background;  /* tess_checkpoint takes a snapshot and writes it in the background */
     int    ckpt_write_delay_ms; /* a background checkpoint's writer waits this long first (tests) */
+    int    ckpt_direct;      /* checkpoint data written with O_DIRECT where the file system can */
     char   ckpt_snapshot[8]; /* auto|host|none: where a background checkpoint's device bytes go */
 } tess_config_t;
 

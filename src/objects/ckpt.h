@@ -26,6 +26,7 @@
 #define CKPT_REC_MAGIC  0x54524543u /* "CERT" */
 #define CKPT_USER_MAX   ((size_t)1 << 30)
 #define CKPT_CHUNK      ((size_t)8 << 20) /* each half of a pinned staging buffer */
+#define CKPT_DIRECT_ALIGN 4096            /* O_DIRECT writes: buffer, offset and length */
 #define CKPT_PATH       1024 /* = tess_ckpt_info_t.path */
 #define CKPT_TEXT       768
 

@@ -1,7 +1,7 @@
 /* ckpt_io.c — the data files' writer: a process's records packed through the two halves of a
  * pinned staging buffer and written by a writer thread, at once or (a background checkpoint)
  * from a snapshot taken in device memory; the reader is ckpt_read.c. */
-#define _GNU_SOURCE /* sync_file_range, CPU_COUNT */
+#define _GNU_SOURCE /* sync_file_range, CPU_COUNT, O_DIRECT */
 #include "ckpt.h"
 
 #include <errno.h>
@@ -92,6 +92,63 @@ typedef struct writer {
     recvec_t       *rv;
 } writer_t;
 
+/* The data file, opened for writing: with +tess-ckpt-direct through O_DIRECT where the file
+ * system takes it (the staging halves are page aligned and written whole at multiples of
+ * their size), else through the page cache. */
+static int data_open(const char *path)
+{
+    int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+#ifdef O_DIRECT
+    if (tess_cfg.ckpt_direct) {
+        int fd = open(path, flags | O_DIRECT, 0644);
+        if (fd >= 0 || errno != EINVAL)
+            return fd;
+    }
+#endif
+    return open(path, flags, 0644);
+}
+
+/* Write len bytes at off; through O_DIRECT what it takes (whole blocks from an aligned
+ * buffer): the rest, and everything after a refusal, through the page cache. */
+static int write_all(int fd, const char *p, size_t len, off_t off)
+{
+#ifdef O_DIRECT
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && (fl & O_DIRECT)) {
+        size_t whole = len & ~(size_t)(CKPT_DIRECT_ALIGN - 1);
+        if (whole != len || ((uintptr_t)p | (uintptr_t)off) % CKPT_DIRECT_ALIGN) {
+            if (((uintptr_t)p | (uintptr_t)off) % CKPT_DIRECT_ALIGN)
+                whole = 0;
+            int err = whole ? write_all(fd, p, whole, off) : 0;
+            if (err)
+                return err;
+            if (fcntl(fd, F_SETFL, fl & ~O_DIRECT))
+                return errno;
+            return write_all(fd, p + whole, len - whole, off + (off_t)whole);
+        }
+    }
+#endif
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+#ifdef O_DIRECT
+        if (n < 0 && errno == EINVAL && fl >= 0 && (fl & O_DIRECT)) {
+            if (fcntl(fd, F_SETFL, fl & ~O_DIRECT))
+                return errno;
+            fl &= ~O_DIRECT;
+            continue;
+        }
+#endif
+        if (n <= 0)
+            return n < 0 ? errno : EIO;
+        p += n;
+        off += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 static void *writer_main(void *arg)
 {
     writer_t *w = arg;
@@ -103,22 +160,7 @@ static void *writer_main(void *arg)
             break;
         whalf_t *h = &w->h[w->queued];
         pthread_mutex_unlock(&w->wk.mu);
-        int         err = 0;
-        const char *p   = h->buf;
-        size_t      len = h->fill;
-        off_t       off = (off_t)h->off;
-        while (len) {
-            ssize_t n = pwrite(w->fd, p, len, off);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0) {
-                err = n < 0 ? errno : EIO;
-                break;
-            }
-            p += n;
-            off += n;
-            len -= (size_t)n;
-        }
+        int err = write_all(w->fd, h->buf, h->fill, (off_t)h->off);
 #ifdef SYNC_FILE_RANGE_WRITE
         if (!err) /* start the writeback now rather than all of it in the final fsync */
             sync_file_range(w->fd, (off_t)h->off, (off_t)h->fill, SYNC_FILE_RANGE_WRITE);
@@ -358,7 +400,7 @@ tess_status_t tess_ckpt_write_data(const char *tmpdir, const ckpt_set_t *set, re
     char path[CKPT_PATH];
     tess_ckpt_pathf(path, "%s/data.%d", tmpdir, tess_rt.rank);
     *size_p = 0;
-    int fd  = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd  = data_open(path);
     if (fd < 0)
         return tess_ckpt_sys_error("cannot create", path);
     writer_t      w;
@@ -667,7 +709,7 @@ static void *bg_main(void *arg)
                             tess_error_detail());
     int fd = -1;
     if (st == TESS_OK) {
-        fd = open(bg.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        fd = data_open(bg.path);
         if (fd < 0)
             st = tess_ckpt_sys_error("cannot create", bg.path);
     }

@@ -101,9 +101,11 @@ static tess_status_t host_get_props(int device, tess_gpu_props_t *props_p)
     return TESS_OK;
 }
 
-/* Pinned host memory: ordinary memory, with a size in front (one alignment unit) so that with
+/* Pinned host memory: ordinary memory, with a size in front (one page) so that with
  * TESS_HOST_PINNED_MEMORY what is in use can be counted, and an allocation past it fail as
- * cudaHostAlloc does when the system will not pin more. The count is atomic (any thread). */
+ * cudaHostAlloc does when the system will not pin more. It starts on a page, as cudaHostAlloc's
+ * does (O_DIRECT writes from it). The count is atomic (any thread). */
+#define HOST_PINNED_ALIGN 4096
 static tess_status_t host_host_alloc(size_t size, void **ptr_p)
 {
     if (!ptr_p)
@@ -118,14 +120,14 @@ static tess_status_t host_host_alloc(size_t size, void **ptr_p)
                               "bytes asked, %zu of %zu in use (TESS_HOST_PINNED_MEMORY)", size,
                               used, limit);
     } while (!atomic_compare_exchange_weak(&host_pinned_used, &used, used + size));
-    char *p = tess_aligned_alloc(TESS_GPU_HOST_ALIGN, TESS_GPU_HOST_ALIGN + size,
+    char *p = tess_aligned_alloc(HOST_PINNED_ALIGN, HOST_PINNED_ALIGN + size,
                                  "pinned host memory");
     if (!p) {
         atomic_fetch_sub(&host_pinned_used, size);
         return TESS_ERR_NO_MEMORY;
     }
     memcpy(p, &size, sizeof(size));
-    *ptr_p = p + TESS_GPU_HOST_ALIGN;
+    *ptr_p = p + HOST_PINNED_ALIGN;
     return TESS_OK;
 }
 
@@ -133,7 +135,7 @@ static tess_status_t host_host_free(void *ptr)
 {
     if (!ptr)
         return TESS_OK;
-    char  *p = (char *)ptr - TESS_GPU_HOST_ALIGN;
+    char  *p = (char *)ptr - HOST_PINNED_ALIGN;
     size_t size;
     memcpy(&size, p, sizeof(size));
     atomic_fetch_sub(&host_pinned_used, size);
