@@ -336,7 +336,8 @@ TESS_API tess_status_t tess_gpu_graph_reset_loc(tess_ctx_h ctx, const char *file
  * its item (the arguments its own kernel would have taken) with tess_gpu_batch and names an
  * entry to continue in. The PE collects the items of each batch while it takes messages, and
  * when it stops for a scheduler pass with no message left in its queue (or after four passes
- * that left some), or when a batch holds +tess-gpu-batch-max items, it flushes:
+ * that left some), or when a batch holds +tess-gpu-batch-max items (as soon as the entry that
+ * filled it returns), it flushes:
  *
  *   - a per-PE batch stream waits for each distinct stream of the elements in the batch (an
  *     event recorded at the call; elements share streams, each is waited for once);
@@ -346,9 +347,9 @@ TESS_API tess_status_t tess_gpu_graph_reset_loc(tess_ctx_h ctx, const char *file
  *   - each item's entry runs on its element, in the order the items were added.
  *
  * A batch that holds one item at the flush launches on the element's own stream, with no
- * event between streams. With +tess-gpu-batch 0 (TESS_GPU_BATCH=0) every call launches at once
- * with n = 1 on the element's own stream, and its entry runs when the PE next stops taking
- * messages (for comparisons).
+ * event between streams. With +tess-gpu-batch 0 (TESS_GPU_BATCH=0) every item launches alone
+ * (n = 1, on the element's own stream) when the entry that added it returns, and its entry
+ * runs when the PE next stops taking messages (for comparisons).
  */
 
 /**
@@ -357,9 +358,9 @@ TESS_API tess_status_t tess_gpu_graph_reset_loc(tess_ctx_h ctx, const char *file
  * function: tess_gpu_launch_host) holding n items of the batch's item size in the order they
  * were added; `items_host` the same bytes in host memory (to size the grid: the largest item,
  * say). Both stay valid until the work enqueued on `stream` now has completed. `arg` is what
- * tess_gpu_batch_register was given. Runs on the PE's thread, in its scheduler or inside the
- * tess_gpu_batch call that filled the batch: it must not call the API but for enqueuing work
- * on `stream` (tess_gpu_launch_host, copies, kernels).
+ * tess_gpu_batch_register was given. Runs on the PE's thread, in its scheduler (after an
+ * entry, or between passes): it must not call the API but for enqueuing work on `stream`
+ * (tess_gpu_launch_host, copies, kernels).
  */
 typedef void (*tess_gpu_batch_launch_fn_t)(tess_stream_t stream, const void *items,
                                            const void *items_host, int n, void *arg);

@@ -216,8 +216,8 @@ static const opt_t opts[] = {
      OPT_BOOL, CFG(graphs), 0, 1, NULL, 0},
     {{"gpu_batch", "TESS_GPU_BATCH", "+tess-gpu-batch", "1",
       "batched launches (tess_gpu_batch): a PE launches the items its elements added as one "
-      "kernel when it stops taking messages for the pass; 0 launches each item at once on its "
-      "element's stream (for comparisons)"},
+      "kernel when it stops taking messages for the pass; 0 launches each item alone on its "
+      "element's stream when the entry that added it returns (for comparisons)"},
      OPT_BOOL, CFG(gpu_batch), 0, 1, NULL, 0},
     {{"gpu_batch_max", "TESS_GPU_BATCH_MAX", "+tess-gpu-batch-max", "256",
       "items of one batch a PE launches at most at once (it launches when a batch holds this "
