@@ -159,7 +159,9 @@ static unsigned lb_timing_poll(lb_pe_t *lp, int wait)
         float ms = 0;
         if (tess_gpu->event_elapsed_ms(t->start, t->end, &ms) == TESS_OK)
             for (size_t k = 0; k < g; k++) {
-                tess_ctx_h e = tess_obj_elem_find(op, tess_obj_arrays[t[k].aid], t[k].linear);
+                /* The array may be gone (destroyed before its last timings were read). */
+                tess_array_t *a = t[k].aid < tess_obj_narrays ? tess_obj_arrays[t[k].aid] : NULL;
+                tess_ctx_h    e = a ? tess_obj_elem_find(op, a, t[k].linear) : NULL;
                 if (e)
                     e->gpu_ms += ms / (double)g;
             }
