@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define LB_DEFAULT_TOLERANCE 0.05
 
@@ -326,17 +327,87 @@ void tess_lb_greedy_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
 /* ---- refine ------------------------------------------------------------------------------- */
 
 /*
- * Bins above the threshold T (by default average * (1 + tolerance)) shed objects, the most
- * loaded first, each time its heaviest object that still leaves the least loaded bin at or
- * under T.
+ * Bins above the threshold T shed objects, the most loaded first, each time its heaviest object
+ * that still leaves the least loaded bin at or under T.
  *
- * Why this ends, and in few moves: a receiver stays <= T and a donor only gets lighter, so no
+ * Why a pass ends, and in few moves: a receiver stays <= T and a donor only gets lighter, so no
  * bin ever becomes a donor again once it is <= T, and no object moves twice. A donor after a
  * move is heavier than the receiver was before it (h - o > T - (T - min) = min), so the least
  * loaded bin never gets lighter and the room it offers never grows: an object too heavy for it
  * now stays too heavy, which lets each donor's cursor over its heaviest-first objects only
  * advance, and a donor with nothing that fits is done for good.
+ *
+ * T given (hybrid's slack): one pass. Else T starts at average * (1 + tolerance); when a pass
+ * leaves a bin above T (its objects too heavy for the room the others have under T: four
+ * objects of 4 on one bin, four of 1 on each of three others, average 7), T is raised by
+ * bisection up to the most loaded bin's load, to the lowest T at which a pass leaves no bin
+ * above it (8 there, where one T would have moved nothing), as Charm++'s refiners do. The
+ * answer is the pass whose most loaded bin is lightest, then the fewest moves; no moves where
+ * no pass makes the most loaded bin lighter.
  */
+typedef struct refine {
+    const tess_lb_input_t *in;
+    lb_item_t             *items;
+    double                *load;
+    int                   *first, *next;
+    lb_heap_t              heavy, light;
+} refine_t;
+
+static void lb_heap_reset(lb_heap_t *h, int nbins)
+{
+    h->count = 0;
+    for (int b = 0; b < nbins; b++)
+        h->pos[b] = -1;
+}
+
+/* One pass at threshold `limit` into new_bin; whether no bin ended above it. *max_p: the
+ * most loaded bin's load after it, *moves_p the moves. */
+static bool refine_pass(refine_t *r, double limit, int *new_bin, double *max_p, int *moves_p)
+{
+    const tess_lb_input_t *in    = r->in;
+    int                    nbins = in->nbins;
+    double                *load  = r->load;
+    lb_no_moves(in, new_bin);
+    lb_bin_loads(in, true, load);
+    lb_heap_reset(&r->heavy, nbins);
+    lb_heap_reset(&r->light, nbins);
+    for (int b = 0; b < nbins; b++) {
+        r->next[b] = r->first[b];
+        lb_heap_push(load[b] > limit ? &r->heavy : &r->light, b);
+    }
+    int  moves = 0;
+    bool stuck = false;
+    while (r->heavy.count > 0 && r->light.count > 0) {
+        int h = r->heavy.bins[0], l = r->light.bins[0];
+        int stop = r->first[h + 1];
+        while (r->next[h] < stop && load[l] + r->items[r->next[h]].load > limit)
+            r->next[h]++;
+        if (r->next[h] == stop || r->items[r->next[h]].load == 0) {
+            lb_heap_pop(&r->heavy); /* nothing it has fits anywhere, now or later */
+            stuck = true;
+            continue;
+        }
+        const lb_item_t *it = &r->items[r->next[h]++];
+        new_bin[it->idx] = l;
+        moves++;
+        load[h] -= it->load;
+        load[l] += it->load;
+        lb_heap_update(&r->light, l);
+        if (load[h] <= limit) {
+            lb_heap_pop(&r->heavy);
+            lb_heap_push(&r->light, h);
+        } else {
+            lb_heap_update(&r->heavy, h);
+        }
+    }
+    double max = 0;
+    for (int b = 0; b < nbins; b++)
+        max = TESS_MAX(max, load[b]);
+    *max_p   = max;
+    *moves_p = moves;
+    return !stuck && r->heavy.count == 0;
+}
+
 static void lb_refine_run(const tess_lb_input_t *in, int *new_bin, double limit_abs,
                           const char *who)
 {
@@ -344,79 +415,84 @@ static void lb_refine_run(const tess_lb_input_t *in, int *new_bin, double limit_
         lb_no_moves(in, new_bin);
         return;
     }
-    int        nbins = in->nbins;
-    double    *load  = tess_malloc((size_t)nbins * sizeof(*load), "lb bin loads");
-    int       *first = tess_malloc(((size_t)nbins + 1) * sizeof(*first), "lb bin objects");
-    int       *next  = tess_malloc((size_t)nbins * sizeof(*next), "lb bin cursors");
-    lb_item_t *items = NULL;
-    lb_heap_t  heavy = {0}, light = {0};
-    if (!load || !first || !next)
+    int      nbins = in->nbins;
+    refine_t r     = {.in = in};
+    int     *trial = NULL;
+    r.load         = tess_malloc((size_t)nbins * sizeof(*r.load), "lb bin loads");
+    r.first        = tess_malloc(((size_t)nbins + 1) * sizeof(*r.first), "lb bin objects");
+    r.next         = tess_malloc((size_t)nbins * sizeof(*r.next), "lb bin cursors");
+    if (!r.load || !r.first || !r.next)
         goto err_free_arrays;
-    items = lb_items_sorted(in, lb_item_cmp_bin_load);
-    if (!items)
+    r.items = lb_items_sorted(in, lb_item_cmp_bin_load);
+    if (!r.items)
         goto err_free_arrays;
-    if (lb_heap_init(&heavy, nbins, load, true) != TESS_OK)
+    if (lb_heap_init(&r.heavy, nbins, r.load, true) != TESS_OK)
         goto err_free_items;
-    if (lb_heap_init(&light, nbins, load, false) != TESS_OK)
+    if (lb_heap_init(&r.light, nbins, r.load, false) != TESS_OK)
         goto err_free_heavy;
-
-    lb_no_moves(in, new_bin);
-    lb_bin_loads(in, true, load);
-    double total = 0;
-    for (int b = 0; b < nbins; b++)
-        total += load[b];
-    double limit = limit_abs > 0 ? limit_abs : total / nbins * (1.0 + lb_tolerance(in));
 
     /* items[first[b] .. first[b + 1]): bin b's objects, heaviest first; next[b]: the first of
      * them that may still move. */
     for (int b = 0, k = 0; b <= nbins; b++) {
-        while (k < in->nobjs && items[k].bin < b)
+        while (k < in->nobjs && r.items[k].bin < b)
             k++;
-        first[b] = k;
-        if (b < nbins)
-            next[b] = k;
+        r.first[b] = k;
     }
-    for (int b = 0; b < nbins; b++)
-        lb_heap_push(load[b] > limit ? &heavy : &light, b);
-
-    while (heavy.count > 0 && light.count > 0) {
-        int h = heavy.bins[0], l = light.bins[0];
-        int stop = first[h + 1];
-        while (next[h] < stop && load[l] + items[next[h]].load > limit)
-            next[h]++;
-        if (next[h] == stop || items[next[h]].load == 0) {
-            lb_heap_pop(&heavy); /* nothing it has fits anywhere, now or later */
-            continue;
-        }
-        const lb_item_t *it = &items[next[h]++];
-        new_bin[it->idx] = l;
-        load[h] -= it->load;
-        load[l] += it->load;
-        lb_heap_update(&light, l);
-        if (load[h] <= limit) {
-            lb_heap_pop(&heavy);
-            lb_heap_push(&light, h);
-        } else {
-            lb_heap_update(&heavy, h);
+    lb_bin_loads(in, true, r.load);
+    double total = 0, top = 0;
+    for (int b = 0; b < nbins; b++) {
+        total += r.load[b];
+        top = TESS_MAX(top, r.load[b]);
+    }
+    double limit = limit_abs > 0 ? limit_abs : total / nbins * (1.0 + lb_tolerance(in));
+    double best_max;
+    int    best_moves;
+    if (refine_pass(&r, limit, new_bin, &best_max, &best_moves) || limit_abs > 0 ||
+        limit >= top || !(trial = tess_malloc((size_t)in->nobjs * sizeof(*trial),
+                                              "lb refine trial")))
+        goto done;
+    /* Moves that leave the most loaded bin as loaded as it was gain nothing: none then. */
+    if (best_max >= top) {
+        lb_no_moves(in, new_bin);
+        best_max   = top;
+        best_moves = 0;
+    }
+    /* Bisect (lo, hi]: a pass at lo left a bin above it; at the most loaded bin's load nothing
+     * needs to move. To a hundredth of the tolerance's room, 24 passes at most. */
+    double lo = limit, hi = top, eps = (limit - total / nbins) * 0.01 + 1e-12 * top;
+    for (int i = 0; i < 24 && hi - lo > eps; i++) {
+        double mid = 0.5 * (lo + hi), max;
+        int    mv;
+        bool   ok = refine_pass(&r, mid, trial, &max, &mv);
+        if (ok)
+            hi = mid;
+        else
+            lo = mid;
+        if (max < best_max || (max == best_max && mv < best_moves)) {
+            best_max   = max;
+            best_moves = mv;
+            memcpy(new_bin, trial, (size_t)in->nobjs * sizeof(*trial));
         }
     }
 
-    lb_heap_fini(&light);
-    lb_heap_fini(&heavy);
-    free(items);
-    free(next);
-    free(first);
-    free(load);
+done:
+    free(trial);
+    lb_heap_fini(&r.light);
+    lb_heap_fini(&r.heavy);
+    free(r.items);
+    free(r.next);
+    free(r.first);
+    free(r.load);
     return;
 
 err_free_heavy:
-    lb_heap_fini(&heavy);
+    lb_heap_fini(&r.heavy);
 err_free_items:
-    free(items);
+    free(r.items);
 err_free_arrays:
-    free(next);
-    free(first);
-    free(load);
+    free(r.next);
+    free(r.first);
+    free(r.load);
     lb_no_moves(in, new_bin);
 }
 

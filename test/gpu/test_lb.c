@@ -9,7 +9,8 @@
  * placement before the first step: it must equal what the strategy predicted for its last
  * step (the moves happened), with rotate every element must move at every step, and with the
  * balancing strategies it must not exceed the imbalance before the first step, and all but
- * refine must reach 1.10 (the loads allow a perfect balance, with even counts too). TESS_LB=drain (the
+ * refine must reach 1.10 (the loads allow a perfect balance, with even counts too); refine,
+ * which only moves, must cut an imbalance above 1.5 by a quarter. TESS_LB=drain (the
  * test's own strategy, with TESS_LB_TARGET=process) empties process 1 at the first step: it then
  * takes part in the later steps without elements, learning of each from the others' notices,
  * which may come before it has seen the step before end.
@@ -280,10 +281,15 @@ int main(int argc, char **argv)
     } else {
         CHECK_MSG(now <= first + 1e-9, "measured imbalance %.3f before the first step, %.3f "
                   "after the last", first, now);
-        /* refine only moves (no swaps): it may stop above that. */
+        /* refine only moves (no swaps): it may stop above that, but it makes the most
+         * loaded bin lighter where objects of the others fit (a heavy object or two off the
+         * process that holds all of them, raising its threshold where it must). */
         if (strcasecmp(strategy, "refine") != 0)
             CHECK_MSG(now <= 1.10, "measured imbalance after the last step %.3f (%.3f before "
                       "the first)", now, first);
+        else if (first > 1.5)
+            CHECK_MSG(now < 0.75 * first, "refine left the measured imbalance at %.3f (%.3f "
+                      "before the first step)", now, first);
     }
     if (tess_process() == 0)
         printf("lb (%s): %d steps over %lld elements on %d PEs; %lld moves, the last step %lld; "

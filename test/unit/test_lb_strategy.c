@@ -174,10 +174,14 @@ static void test_one_heavy(void)
     for (int i = 0; i < 64; i++)
         CHECK(i == 17 || c.out[i] != c.out[17]);
 
-    /* refine from all-on-bin-0 ends as well: every light object leaves the heavy one's bin. */
+    /* refine from all-on-bin-0 ends as well. At its first threshold (1.05 x the average,
+     * 21.4) every light object leaves the heavy one's bin, which stays above it; raised until
+     * a pass leaves no bin above it, the threshold reaches the heavy object's 100, where moving
+     * that one object alone gives the same most loaded bin in one move instead of 63. */
     run(&c, tess_lb_refine);
     CHECK(fabs(max_load(&c, c.out) - 100.0) < EPS);
-    CHECK(c.out[17] == 0 && moves(&c) == 63);
+    CHECK_MSG(c.out[17] != 0 && moves(&c) == 1, "object 17 on bin %d, %d moves", c.out[17],
+              moves(&c));
     case_free(&c);
 }
 
@@ -196,7 +200,10 @@ static void test_jacobi(void)
     /* refine can only move objects off bins 0 and 1, one heavy object per light bin. */
     run(&c, tess_lb_refine);
     double refine_imb = tess_lb_imbalance(&c.in, c.out);
-    CHECK(refine_imb < before);
+    /* At 1.05 x the average a light bin takes one heavy object and bins 0 and 1 stay at 15;
+     * raised to 14, each takes two where needed: the most loaded bin 14, 8 moves. */
+    CHECK_MSG(fabs(refine_imb - 14.0 / 12.0) < EPS && moves(&c) == 8, "refine: %.4f, %d moves",
+              refine_imb, moves(&c));
     for (int i = 0; i < 64; i++)
         CHECK(c.out[i] == c.objs[i].bin || c.objs[i].bin < 2);
     printf("  %-34s refine imbalance %.4f, %d moves\n", "", refine_imb, moves(&c));
@@ -347,6 +354,27 @@ static void test_refine(void)
     c.in.tolerance = 0.01;
     run(&c, tess_lb_refine);
     CHECK(tess_lb_imbalance(&c.in, c.out) <= 1.01 + EPS && moves(&c) >= refine_moves);
+    case_free(&c);
+}
+
+/* Four objects of 4 on bin 0, four of 1 on each of three others (average 7): at 1.05 x the
+ * average no object of bin 0 fits anywhere; the threshold raised to 8 moves two of them. */
+static void test_refine_raised(void)
+{
+    lb_case_t c = case_new(4, 16, false);
+    for (int i = 0; i < 16; i++)
+        c.objs[i] = (tess_lb_obj_t){i, i < 4 ? 4.0 : 1.0, i / 4};
+    run(&c, tess_lb_refine);
+    CHECK_MSG(fabs(max_load(&c, c.out) - 8.0) < EPS && moves(&c) == 2, "refine: max %g, %d moves",
+              max_load(&c, c.out), moves(&c));
+    for (int i = 0; i < 16; i++)
+        CHECK(c.out[i] == c.objs[i].bin || i < 4);
+    /* Again from there: nothing makes the most loaded bin lighter, so nothing moves. */
+    adopt(&c);
+    run(&c, tess_lb_refine);
+    CHECK(moves(&c) == 0);
+    printf("  %-34s refine imbalance %.4f, 2 moves, then 0\n", "4 objects of 4 on bin 0 of 4",
+           8.0 / 7.0);
     case_free(&c);
 }
 
@@ -856,6 +884,7 @@ int main(void)
     test_lpt_vs_optimum();
     printf("refine:\n");
     test_refine();
+    test_refine_raised();
     test_refine_background();
     printf("greedyrefine:\n");
     test_greedy_refine();
