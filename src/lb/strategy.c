@@ -375,8 +375,7 @@ static bool refine_pass(refine_t *r, double limit, int *new_bin, double *max_p, 
         r->next[b] = r->first[b];
         lb_heap_push(load[b] > limit ? &r->heavy : &r->light, b);
     }
-    int  moves = 0;
-    bool stuck = false;
+    int moves = 0;
     while (r->heavy.count > 0 && r->light.count > 0) {
         int h = r->heavy.bins[0], l = r->light.bins[0];
         int stop = r->first[h + 1];
@@ -384,7 +383,6 @@ static bool refine_pass(refine_t *r, double limit, int *new_bin, double *max_p, 
             r->next[h]++;
         if (r->next[h] == stop || r->items[r->next[h]].load == 0) {
             lb_heap_pop(&r->heavy); /* nothing it has fits anywhere, now or later */
-            stuck = true;
             continue;
         }
         const lb_item_t *it = &r->items[r->next[h]++];
@@ -405,7 +403,7 @@ static bool refine_pass(refine_t *r, double limit, int *new_bin, double *max_p, 
         max = TESS_MAX(max, load[b]);
     *max_p   = max;
     *moves_p = moves;
-    return !stuck && r->heavy.count == 0;
+    return max <= limit;
 }
 
 static void lb_refine_run(const tess_lb_input_t *in, int *new_bin, double limit_abs,

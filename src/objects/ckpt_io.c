@@ -92,54 +92,44 @@ typedef struct writer {
     recvec_t       *rv;
 } writer_t;
 
+#ifndef O_DIRECT
+#define O_DIRECT 0 /* no such flag here: every write goes through the page cache */
+#endif
+
 /* The data file, opened for writing: with +tess-ckpt-direct through O_DIRECT where the file
  * system takes it (the staging halves are page aligned and written whole at multiples of
  * their size), else through the page cache. */
 static int data_open(const char *path)
 {
     int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
-#ifdef O_DIRECT
-    if (tess_cfg.ckpt_direct) {
+    if (tess_cfg.ckpt_direct && O_DIRECT) {
         int fd = open(path, flags | O_DIRECT, 0644);
         if (fd >= 0 || errno != EINVAL)
             return fd;
     }
-#endif
     return open(path, flags, 0644);
 }
 
-/* Write len bytes at off; through O_DIRECT what it takes (whole blocks from an aligned
- * buffer): the rest, and everything after a refusal, through the page cache. */
-static int write_all(int fd, const char *p, size_t len, off_t off)
+/* Turn O_DIRECT off on fd (*fl its flags): the page cache from now on. */
+static int direct_off(int fd, int *fl)
 {
-#ifdef O_DIRECT
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0 && (fl & O_DIRECT)) {
-        size_t whole = len & ~(size_t)(CKPT_DIRECT_ALIGN - 1);
-        if (whole != len || ((uintptr_t)p | (uintptr_t)off) % CKPT_DIRECT_ALIGN) {
-            if (((uintptr_t)p | (uintptr_t)off) % CKPT_DIRECT_ALIGN)
-                whole = 0;
-            int err = whole ? write_all(fd, p, whole, off) : 0;
-            if (err)
-                return err;
-            if (fcntl(fd, F_SETFL, fl & ~O_DIRECT))
-                return errno;
-            return write_all(fd, p + whole, len - whole, off + (off_t)whole);
-        }
-    }
-#endif
+    *fl &= ~O_DIRECT;
+    return fcntl(fd, F_SETFL, *fl) ? errno : 0;
+}
+
+/* pwrite all len bytes at off; an O_DIRECT write refused (EINVAL) goes on through the cache. */
+static int pwrite_all(int fd, int *fl, const char *p, size_t len, off_t off)
+{
     while (len) {
         ssize_t n = pwrite(fd, p, len, off);
         if (n < 0 && errno == EINTR)
             continue;
-#ifdef O_DIRECT
-        if (n < 0 && errno == EINVAL && fl >= 0 && (fl & O_DIRECT)) {
-            if (fcntl(fd, F_SETFL, fl & ~O_DIRECT))
-                return errno;
-            fl &= ~O_DIRECT;
+        if (n < 0 && errno == EINVAL && (*fl & O_DIRECT)) {
+            int err = direct_off(fd, fl);
+            if (err)
+                return err;
             continue;
         }
-#endif
         if (n <= 0)
             return n < 0 ? errno : EIO;
         p += n;
@@ -147,6 +137,20 @@ static int write_all(int fd, const char *p, size_t len, off_t off)
         len -= (size_t)n;
     }
     return 0;
+}
+
+/* Write len bytes at off: through O_DIRECT (if fd has it) the whole blocks of an aligned
+ * buffer at an aligned offset, the rest through the page cache (O_DIRECT off from then on). */
+static int write_all(int fd, const char *p, size_t len, off_t off)
+{
+    int    fl     = TESS_MAX(fcntl(fd, F_GETFL), 0);
+    size_t direct = 0;
+    if ((fl & O_DIRECT) && ((uintptr_t)p | (uintptr_t)off) % CKPT_DIRECT_ALIGN == 0)
+        direct = len & ~(size_t)(CKPT_DIRECT_ALIGN - 1);
+    int err = pwrite_all(fd, &fl, p, direct, off);
+    if (!err && direct < len && (fl & O_DIRECT))
+        err = direct_off(fd, &fl);
+    return err ? err : pwrite_all(fd, &fl, p + direct, len - direct, off + (off_t)direct);
 }
 
 static void *writer_main(void *arg)
