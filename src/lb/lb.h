@@ -37,6 +37,19 @@ const char *tess_lb_names(char *buf, size_t len);
 /** Max over bins of (background + assigned load) divided by the average (1 = balanced). */
 double tess_lb_imbalance(const tess_lb_input_t *in, const int *bins);
 
+/** The GPU time of elements (gputime.c; PE thread): a PE's timings, made at its start (NULL
+ *  when out of memory or events) and freed at its end after reading what is left. */
+typedef struct lb_pe lb_pe_t;
+lb_pe_t *tess_lb_gputime_pe_new(void);
+void     tess_lb_gputime_pe_free(lb_pe_t *lp);
+/** Add the time of the finished timings to their elements (wait: all of them, waiting for
+ *  their events: the elements are idle); how many were read. */
+unsigned tess_lb_gputime_poll(lb_pe_t *lp, int wait);
+/** Under TESS_LB_GPU_TIME (main, at init and fini): the objects layer's hooks around entries
+ *  and batched launches. */
+void     tess_lb_gputime_install(void);
+void     tess_lb_gputime_uninstall(void);
+
 tess_status_t tess_lb_init(void);
 void          tess_lb_fini(void);
 
