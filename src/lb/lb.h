@@ -17,7 +17,7 @@
 
 /* tess_lb_obj_t, tess_lb_input_t and tess_lb_strategy_fn_t are public (tessera.h). */
 
-/** The built-in strategies (strategy.c). */
+/** The built-in strategies (strategy.c; evencount.c). */
 void tess_lb_greedy(const tess_lb_input_t *in, int *new_bin, void *arg);
 void tess_lb_refine(const tess_lb_input_t *in, int *new_bin, void *arg);
 void tess_lb_greedy_refine(const tess_lb_input_t *in, int *new_bin, void *arg);
@@ -25,6 +25,42 @@ void tess_lb_hybrid(const tess_lb_input_t *in, int *new_bin, void *arg);
 void tess_lb_evencount(const tess_lb_input_t *in, int *new_bin, void *arg);
 void tess_lb_rotate(const tess_lb_input_t *in, int *new_bin, void *arg);
 void tess_lb_none(const tess_lb_input_t *in, int *new_bin, void *arg);
+
+/* What every strategy builds on (strategy.c), for the strategies of other files (evencount.c).
+ * Pure functions of their arguments, like the strategies: any thread. */
+
+/* hybrid's slack: how far above greedy's most loaded bin an answer may end, as a fraction of
+ * the tolerance. The tolerance says when to balance; the slack how well (evencount stops
+ * exchanging within it too). */
+#define LB_HYBRID_SLACK 0.25
+
+/* Whether `in` can be balanced and new_bin is there; warns naming the first problem otherwise. */
+bool   tess_lb_args_valid(const tess_lb_input_t *in, const int *new_bin, const char *who);
+/* Every object stays where it is (bad input or no memory; safe on any input). */
+void   tess_lb_no_moves(const tess_lb_input_t *in, int *new_bin);
+/* in->tolerance, or the default where it is not positive. */
+double tess_lb_tolerance(const tess_lb_input_t *in);
+/* load[b] = background of b (0 without bin_bg), plus the objects' loads when `assigned`. */
+void   tess_lb_bin_loads(const tess_lb_input_t *in, bool assigned, double *load);
+
+/* An indexed binary heap of bins keyed by load[] (which the caller owns and changes, then
+ * calls update): the most loaded (max) or least loaded bin on top, bins[0]; equal loads by
+ * index. init allocates for nbins (TESS_ERR_NO_MEMORY, nothing held); fini frees. */
+typedef struct lb_heap {
+    int          *bins;  /* heap order */
+    int          *pos;   /* [nbins] position of a bin in bins, -1 when absent */
+    int           count;
+    const double *load;
+    bool          max;   /* most loaded on top; else least loaded */
+} lb_heap_t;
+tess_status_t tess_lb_heap_init(lb_heap_t *h, int nbins, const double *load, bool max);
+void          tess_lb_heap_fini(lb_heap_t *h);
+/* Add a bin not in the heap. */
+void          tess_lb_heap_push(lb_heap_t *h, int bin);
+/* Remove the top bin (count > 0). */
+void          tess_lb_heap_pop(lb_heap_t *h);
+/* load[bin] changed (either way): restore the order. */
+void          tess_lb_heap_update(lb_heap_t *h, int bin);
 
 /** Look up a strategy by name (built-in or registered); NULL if unknown. */
 tess_lb_strategy_fn_t tess_lb_find(const char *name, void **arg_p);

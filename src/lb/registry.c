@@ -1,7 +1,7 @@
 /*
- * registry.c — load-balancing strategies by name: the built-ins (strategy.c) and up to
- * LB_MAX_REGISTERED registered by the program (tess_lb_register), looked up by tess_lb_find,
- * listed for error messages, and the nearest built-in name for a misspelt one.
+ * registry.c — load-balancing strategies by name: the built-ins (strategy.c, evencount.c) and
+ * up to LB_MAX_REGISTERED registered by the program (tess_lb_register), looked up by
+ * tess_lb_find, listed for error messages, and the nearest built-in name for a misspelt one.
  */
 #include "lb.h"
 #include "util/util.h"

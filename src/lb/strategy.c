@@ -1,7 +1,8 @@
 /*
- * strategy.c — the built-in load-balancing strategies (greedy, refine, greedyrefine, hybrid,
- * evencount, rotate, none) and the imbalance measure (registry.c: the table of strategies by
- * name).
+ * strategy.c — the built-in load-balancing strategies greedy, refine, greedyrefine, hybrid,
+ * rotate and none, the part every strategy shares (input checks, object order, the heap of
+ * bins) and the imbalance measure (evencount.c: evencount; registry.c: the table of strategies
+ * by name).
  *
  * Strategies are pure functions of their input: no MPI, no threads, no state. Only bad input
  * can go wrong (no bins, NULL arrays, an object's bin out of range, a negative or non-finite
@@ -61,7 +62,7 @@ static bool lb_input_valid(const tess_lb_input_t *in, const char *who)
 }
 
 /* The strategies' check: the input, and somewhere to write the answer. */
-static bool lb_args_valid(const tess_lb_input_t *in, const int *new_bin, const char *who)
+bool tess_lb_args_valid(const tess_lb_input_t *in, const int *new_bin, const char *who)
 {
     if (!new_bin) {
         tess_warn("lb %s: NULL new_bin", who);
@@ -71,7 +72,7 @@ static bool lb_args_valid(const tess_lb_input_t *in, const int *new_bin, const c
 }
 
 /* Bad input or no memory: every object stays (as far as there is anything to write). */
-static void lb_no_moves(const tess_lb_input_t *in, int *new_bin)
+void tess_lb_no_moves(const tess_lb_input_t *in, int *new_bin)
 {
     if (!in || !new_bin || !in->objs)
         return;
@@ -79,13 +80,13 @@ static void lb_no_moves(const tess_lb_input_t *in, int *new_bin)
         new_bin[i] = in->objs[i].bin;
 }
 
-static double lb_tolerance(const tess_lb_input_t *in)
+double tess_lb_tolerance(const tess_lb_input_t *in)
 {
     return in->tolerance > 0 ? in->tolerance : LB_DEFAULT_TOLERANCE; /* also catches NaN */
 }
 
 /* load[b] = background of b (0 without bin_bg), plus the objects' loads when `assigned`. */
-static void lb_bin_loads(const tess_lb_input_t *in, bool assigned, double *load)
+void tess_lb_bin_loads(const tess_lb_input_t *in, bool assigned, double *load)
 {
     for (int b = 0; b < in->nbins; b++)
         load[b] = in->bin_bg ? in->bin_bg[b] : 0.0;
@@ -137,15 +138,7 @@ static lb_item_t *lb_items_sorted(const tess_lb_input_t *in, int (*cmp)(const vo
 
 /* ---- indexed binary heap of bins, keyed by load[] ----------------------------------------- */
 
-typedef struct lb_heap {
-    int          *bins;  /* heap order */
-    int          *pos;   /* [nbins] position of a bin in bins, -1 when absent */
-    int           count;
-    const double *load;
-    bool          max;   /* most loaded on top; else least loaded */
-} lb_heap_t;
-
-static tess_status_t lb_heap_init(lb_heap_t *h, int nbins, const double *load, bool max)
+tess_status_t tess_lb_heap_init(lb_heap_t *h, int nbins, const double *load, bool max)
 {
     h->bins  = tess_malloc((size_t)nbins * sizeof(int), "lb heap");
     h->pos   = tess_malloc((size_t)nbins * sizeof(int), "lb heap positions");
@@ -163,7 +156,7 @@ static tess_status_t lb_heap_init(lb_heap_t *h, int nbins, const double *load, b
     return TESS_OK;
 }
 
-static void lb_heap_fini(lb_heap_t *h)
+void tess_lb_heap_fini(lb_heap_t *h)
 {
     free(h->bins);
     free(h->pos);
@@ -214,13 +207,13 @@ static void lb_heap_down(lb_heap_t *h, int i)
     lb_heap_place(h, i, bin);
 }
 
-static void lb_heap_push(lb_heap_t *h, int bin)
+void tess_lb_heap_push(lb_heap_t *h, int bin)
 {
     lb_heap_place(h, h->count++, bin);
     lb_heap_up(h, h->count - 1);
 }
 
-static void lb_heap_pop(lb_heap_t *h)
+void tess_lb_heap_pop(lb_heap_t *h)
 {
     h->pos[h->bins[0]] = -1;
     if (--h->count > 0) {
@@ -230,7 +223,7 @@ static void lb_heap_pop(lb_heap_t *h)
 }
 
 /* load[bin] changed (either way): restore the order. */
-static void lb_heap_update(lb_heap_t *h, int bin)
+void tess_lb_heap_update(lb_heap_t *h, int bin)
 {
     lb_heap_up(h, h->pos[bin]);
     lb_heap_down(h, h->pos[bin]);
@@ -254,11 +247,11 @@ static double lb_greedy_pass(const tess_lb_input_t *in, const lb_item_t *items, 
 {
     bool   keep = ratio > 0;
     double max  = 0;
-    lb_bin_loads(in, false, load);
+    tess_lb_bin_loads(in, false, load);
     while (heap->count > 0)
-        lb_heap_pop(heap);
+        tess_lb_heap_pop(heap);
     for (int b = 0; b < in->nbins; b++) {
-        lb_heap_push(heap, b);
+        tess_lb_heap_push(heap, b);
         max = TESS_MAX(max, load[b]);
     }
     for (int k = 0; k < in->nobjs; k++) {
@@ -270,7 +263,7 @@ static double lb_greedy_pass(const tess_lb_input_t *in, const lb_item_t *items, 
         new_bin[it->idx] = dest;
         load[dest] += it->load;
         max = TESS_MAX(max, load[dest]);
-        lb_heap_update(heap, dest);
+        tess_lb_heap_update(heap, dest);
     }
     return max;
 }
@@ -280,8 +273,8 @@ static double lb_greedy_pass(const tess_lb_input_t *in, const lb_item_t *items, 
 static void lb_greedy_run(const tess_lb_input_t *in, int *new_bin, double keep_ratio,
                           const char *who)
 {
-    if (!lb_args_valid(in, new_bin, who)) {
-        lb_no_moves(in, new_bin);
+    if (!tess_lb_args_valid(in, new_bin, who)) {
+        tess_lb_no_moves(in, new_bin);
         return;
     }
     double    *load  = tess_malloc((size_t)in->nbins * sizeof(*load), "lb bin loads");
@@ -292,14 +285,14 @@ static void lb_greedy_run(const tess_lb_input_t *in, int *new_bin, double keep_r
     items = lb_items_sorted(in, lb_item_cmp_load);
     if (!items)
         goto err_free_load;
-    if (lb_heap_init(&heap, in->nbins, load, false) != TESS_OK)
+    if (tess_lb_heap_init(&heap, in->nbins, load, false) != TESS_OK)
         goto err_free_items;
 
     double target = lb_greedy_pass(in, items, load, &heap, new_bin, 0, 0);
     if (keep_ratio > 0)
         lb_greedy_pass(in, items, load, &heap, new_bin, keep_ratio, target);
 
-    lb_heap_fini(&heap);
+    tess_lb_heap_fini(&heap);
     free(items);
     free(load);
     return;
@@ -309,7 +302,7 @@ err_free_items:
 err_free_load:
     free(load);
 err_no_moves:
-    lb_no_moves(in, new_bin);
+    tess_lb_no_moves(in, new_bin);
 }
 
 void tess_lb_greedy(const tess_lb_input_t *in, int *new_bin, void *arg)
@@ -321,7 +314,7 @@ void tess_lb_greedy(const tess_lb_input_t *in, int *new_bin, void *arg)
 void tess_lb_greedy_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
 {
     (void)arg;
-    lb_greedy_run(in, new_bin, 1.0 + (in ? lb_tolerance(in) : 0), "greedyrefine");
+    lb_greedy_run(in, new_bin, 1.0 + (in ? tess_lb_tolerance(in) : 0), "greedyrefine");
 }
 
 /* ---- refine ------------------------------------------------------------------------------- */
@@ -367,13 +360,13 @@ static bool refine_pass(refine_t *r, double limit, int *new_bin, double *max_p, 
     const tess_lb_input_t *in    = r->in;
     int                    nbins = in->nbins;
     double                *load  = r->load;
-    lb_no_moves(in, new_bin);
-    lb_bin_loads(in, true, load);
+    tess_lb_no_moves(in, new_bin);
+    tess_lb_bin_loads(in, true, load);
     lb_heap_reset(&r->heavy, nbins);
     lb_heap_reset(&r->light, nbins);
     for (int b = 0; b < nbins; b++) {
         r->next[b] = r->first[b];
-        lb_heap_push(load[b] > limit ? &r->heavy : &r->light, b);
+        tess_lb_heap_push(load[b] > limit ? &r->heavy : &r->light, b);
     }
     int moves = 0;
     while (r->heavy.count > 0 && r->light.count > 0) {
@@ -382,7 +375,7 @@ static bool refine_pass(refine_t *r, double limit, int *new_bin, double *max_p, 
         while (r->next[h] < stop && load[l] + r->items[r->next[h]].load > limit)
             r->next[h]++;
         if (r->next[h] == stop || r->items[r->next[h]].load == 0) {
-            lb_heap_pop(&r->heavy); /* nothing it has fits anywhere, now or later */
+            tess_lb_heap_pop(&r->heavy); /* nothing it has fits anywhere, now or later */
             continue;
         }
         const lb_item_t *it = &r->items[r->next[h]++];
@@ -390,12 +383,12 @@ static bool refine_pass(refine_t *r, double limit, int *new_bin, double *max_p, 
         moves++;
         load[h] -= it->load;
         load[l] += it->load;
-        lb_heap_update(&r->light, l);
+        tess_lb_heap_update(&r->light, l);
         if (load[h] <= limit) {
-            lb_heap_pop(&r->heavy);
-            lb_heap_push(&r->light, h);
+            tess_lb_heap_pop(&r->heavy);
+            tess_lb_heap_push(&r->light, h);
         } else {
-            lb_heap_update(&r->heavy, h);
+            tess_lb_heap_update(&r->heavy, h);
         }
     }
     double max = 0;
@@ -409,8 +402,8 @@ static bool refine_pass(refine_t *r, double limit, int *new_bin, double *max_p, 
 static void lb_refine_run(const tess_lb_input_t *in, int *new_bin, double limit_abs,
                           const char *who)
 {
-    if (!lb_args_valid(in, new_bin, who)) {
-        lb_no_moves(in, new_bin);
+    if (!tess_lb_args_valid(in, new_bin, who)) {
+        tess_lb_no_moves(in, new_bin);
         return;
     }
     int      nbins = in->nbins;
@@ -424,9 +417,9 @@ static void lb_refine_run(const tess_lb_input_t *in, int *new_bin, double limit_
     r.items = lb_items_sorted(in, lb_item_cmp_bin_load);
     if (!r.items)
         goto err_free_arrays;
-    if (lb_heap_init(&r.heavy, nbins, r.load, true) != TESS_OK)
+    if (tess_lb_heap_init(&r.heavy, nbins, r.load, true) != TESS_OK)
         goto err_free_items;
-    if (lb_heap_init(&r.light, nbins, r.load, false) != TESS_OK)
+    if (tess_lb_heap_init(&r.light, nbins, r.load, false) != TESS_OK)
         goto err_free_heavy;
 
     /* items[first[b] .. first[b + 1]): bin b's objects, heaviest first; next[b]: the first of
@@ -436,13 +429,13 @@ static void lb_refine_run(const tess_lb_input_t *in, int *new_bin, double limit_
             k++;
         r.first[b] = k;
     }
-    lb_bin_loads(in, true, r.load);
+    tess_lb_bin_loads(in, true, r.load);
     double total = 0, top = 0;
     for (int b = 0; b < nbins; b++) {
         total += r.load[b];
         top = TESS_MAX(top, r.load[b]);
     }
-    double limit = limit_abs > 0 ? limit_abs : total / nbins * (1.0 + lb_tolerance(in));
+    double limit = limit_abs > 0 ? limit_abs : total / nbins * (1.0 + tess_lb_tolerance(in));
     double best_max;
     int    best_moves;
     if (refine_pass(&r, limit, new_bin, &best_max, &best_moves) || limit_abs > 0 ||
@@ -451,7 +444,7 @@ static void lb_refine_run(const tess_lb_input_t *in, int *new_bin, double limit_
         goto done;
     /* Moves that leave the most loaded bin as loaded as it was gain nothing: none then. */
     if (best_max >= top) {
-        lb_no_moves(in, new_bin);
+        tess_lb_no_moves(in, new_bin);
         best_max   = top;
         best_moves = 0;
     }
@@ -475,8 +468,8 @@ static void lb_refine_run(const tess_lb_input_t *in, int *new_bin, double limit_
 
 done:
     free(trial);
-    lb_heap_fini(&r.light);
-    lb_heap_fini(&r.heavy);
+    tess_lb_heap_fini(&r.light);
+    tess_lb_heap_fini(&r.heavy);
     free(r.items);
     free(r.next);
     free(r.first);
@@ -484,14 +477,14 @@ done:
     return;
 
 err_free_heavy:
-    lb_heap_fini(&r.heavy);
+    tess_lb_heap_fini(&r.heavy);
 err_free_items:
     free(r.items);
 err_free_arrays:
     free(r.next);
     free(r.first);
     free(r.load);
-    lb_no_moves(in, new_bin);
+    tess_lb_no_moves(in, new_bin);
 }
 
 void tess_lb_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
@@ -501,10 +494,6 @@ void tess_lb_refine(const tess_lb_input_t *in, int *new_bin, void *arg)
 }
 
 /* ---- hybrid ------------------------------------------------------------------------------ */
-
-/* hybrid's slack: how far above greedy's most loaded bin an answer may end, as a fraction of
- * the tolerance. The tolerance says when to balance; the slack how well. */
-#define LB_HYBRID_SLACK 0.25
 
 static int lb_moves(const tess_lb_input_t *in, const int *bins)
 {
@@ -536,12 +525,12 @@ static int lb_moves(const tess_lb_input_t *in, const int *bins)
 void tess_lb_hybrid(const tess_lb_input_t *in, int *new_bin, void *arg)
 {
     (void)arg;
-    if (!lb_args_valid(in, new_bin, "hybrid")) {
-        lb_no_moves(in, new_bin);
+    if (!tess_lb_args_valid(in, new_bin, "hybrid")) {
+        tess_lb_no_moves(in, new_bin);
         return;
     }
-    lb_no_moves(in, new_bin);
-    double tol = lb_tolerance(in), slack = 1.0 + LB_HYBRID_SLACK * tol;
+    tess_lb_no_moves(in, new_bin);
+    double tol = tess_lb_tolerance(in), slack = 1.0 + LB_HYBRID_SLACK * tol;
     double now = tess_lb_imbalance(in, NULL);
     if (now <= 1.0 + tol || in->nobjs == 0)
         return;
@@ -582,216 +571,14 @@ void tess_lb_hybrid(const tess_lb_input_t *in, int *new_bin, void *arg)
 out_free:
     free(cand);
 }
-/* ---- evencount ---------------------------------------------------------------------------- */
-
-/* How many bins of lower load a swap is tried with, after the least loaded one. */
-#define LB_EVEN_TRIES 8
-
-/* Bin b's objects as a list (head[b], next[i]): swaps touch two bins, never a scan of all. */
-static void lb_list_remove(int *head, int *next, int b, int i)
-{
-    for (int *p = &head[b]; *p >= 0; p = &next[*p]) {
-        if (*p == i) {
-            *p = next[i];
-            return;
-        }
-    }
-}
-
-static void lb_list_move(int *head, int *next, int *bin_of, int i, int to)
-{
-    lb_list_remove(head, next, bin_of[i], i);
-    next[i]   = head[to];
-    head[to]  = i;
-    bin_of[i] = to;
-}
-
-/*
- * The best exchange between bins hi and lo (load[hi] > load[lo]): an object a of hi for an
- * object b of lo, or a alone when the counts allow it (hi keeps at least `floor_n`, lo gets at
- * most `ceil_n`), whose load difference d comes nearest half the gap (0 < d < gap lowers the
- * larger of the two; d = gap / 2 levels them). Returns how far from level it leaves them
- * (|gap - 2d|), or INFINITY when no exchange lowers the larger.
- */
-static double lb_even_best(const tess_lb_input_t *in, const int *head, const int *next,
-                           const int *count, const double *load, int hi, int lo, int floor_n,
-                           int ceil_n, int *a_p, int *b_p)
-{
-    double gap = load[hi] - load[lo], best = INFINITY;
-    bool   single = count[hi] > floor_n && count[lo] < ceil_n;
-    for (int a = head[hi]; a >= 0; a = next[a]) {
-        double la = in->objs[a].load;
-        if (single && la > 0 && la < gap && fabs(gap - 2 * la) < best) {
-            best = fabs(gap - 2 * la);
-            *a_p = a, *b_p = -1;
-        }
-        for (int b = head[lo]; b >= 0; b = next[b]) {
-            double d = la - in->objs[b].load;
-            if (d > 0 && d < gap && fabs(gap - 2 * d) < best) {
-                best = fabs(gap - 2 * d);
-                *a_p = a, *b_p = b;
-            }
-        }
-    }
-    return best;
-}
-
-/*
- * Balance the load while every bin keeps an even share of the objects (within one): for
- * objects of about the same size, whose cost comes in phases that grow with the objects (a
- * stencil's or LULESH's element work) and a part that varies (a region's EOS). greedy and
- * hybrid balance the sum: where a few objects are heavy, their bin gets few objects and another
- * many, and each is then the longer one in a different phase, waiting for the other at every
- * exchange between phases. Equal counts and equal sums balance each phase; they also balance
- * what the measured load leaves out and grows with the objects (messages, copies, host work).
- *
- * Nothing moves while the counts are even and the most loaded bin is within the tolerance of
- * the average. Otherwise: bins over their share (more than ceil(n / nbins)) give their
- * lightest objects to the least loaded bin under it, bins under floor(n / nbins) take the
- * lightest object of the most loaded bin above it; then, while the most loaded bin is above
- * the average by more than a quarter of the tolerance, it exchanges with the least loaded bin
- * (or, when no exchange lowers it, the next least loaded, up to LB_EVEN_TRIES of them) the pair
- * of objects whose difference comes nearest half their gap, or one object where the counts
- * allow. Each exchange lowers the sum of squared bin loads, so it ends (and a bound on rounds
- * guards against round-off); it starts from where objects are, so it moves few. Deterministic.
- * Cost per move: O(log nbins) heap updates plus the two bins' objects squared.
- */
-void tess_lb_evencount(const tess_lb_input_t *in, int *new_bin, void *arg)
-{
-    (void)arg;
-    if (!lb_args_valid(in, new_bin, "evencount")) {
-        lb_no_moves(in, new_bin);
-        return;
-    }
-    lb_no_moves(in, new_bin);
-    int       nb = in->nbins, n = in->nobjs, floor_n = n / nb, ceil_n = (n + nb - 1) / nb;
-    double   *load  = tess_malloc((size_t)nb * sizeof(*load), "lb bin loads");
-    int      *count = tess_calloc((size_t)nb, sizeof(*count), "lb bin counts");
-    int      *head  = tess_malloc((size_t)nb * sizeof(*head), "lb bin objects");
-    int      *next  = tess_malloc((size_t)(n ? n : 1) * sizeof(*next), "lb bin objects");
-    lb_heap_t heavy = {0}, light = {0};
-    int       tried[LB_EVEN_TRIES];
-    if (!load || !count || !head || !next)
-        goto out_free;
-    if (lb_heap_init(&heavy, nb, load, true) != TESS_OK)
-        goto out_free;
-    if (lb_heap_init(&light, nb, load, false) != TESS_OK)
-        goto out_free_heavy;
-    lb_bin_loads(in, true, load);
-    double total = 0, max = 0;
-    bool   even = true;
-    for (int b = 0; b < nb; b++)
-        total += load[b], max = TESS_MAX(max, load[b]), head[b] = -1;
-    for (int i = n - 1; i >= 0; i--) { /* lists in input order: ties go to the lower position */
-        int b = new_bin[i];
-        next[i] = head[b], head[b] = i, count[b]++;
-    }
-    for (int b = 0; b < nb; b++)
-        even &= count[b] >= floor_n && count[b] <= ceil_n;
-    double avg = total / nb, tol = lb_tolerance(in);
-    if (even && max <= avg * (1 + tol))
-        goto out_free_light;
-
-    /* Even the counts, lightest objects first: bins over ceil(n / nbins), in index order, give
-     * to the least loaded bin under it (light); then bins under floor(n / nbins) take from the
-     * most loaded bin over it (heavy). */
-    for (int b = 0; b < nb; b++)
-        if (count[b] < ceil_n)
-            lb_heap_push(&light, b);
-    for (int b = 0; b < nb; b++) {
-        while (count[b] > ceil_n && light.count > 0) {
-            int to = light.bins[0], pick = head[b];
-            for (int i = head[b]; i >= 0; i = next[i])
-                if (in->objs[i].load < in->objs[pick].load)
-                    pick = i;
-            load[b] -= in->objs[pick].load, load[to] += in->objs[pick].load;
-            count[b]--, count[to]++;
-            lb_list_move(head, next, new_bin, pick, to);
-            if (count[to] == ceil_n)
-                lb_heap_pop(&light);
-            else
-                lb_heap_update(&light, to);
-        }
-    }
-    while (light.count > 0)
-        lb_heap_pop(&light);
-    for (int b = 0; b < nb; b++)
-        if (count[b] > floor_n)
-            lb_heap_push(&heavy, b);
-    for (int b = 0; b < nb; b++) {
-        while (count[b] < floor_n && heavy.count > 0) {
-            int from = heavy.bins[0], pick = head[from];
-            for (int i = head[from]; i >= 0; i = next[i])
-                if (in->objs[i].load < in->objs[pick].load)
-                    pick = i;
-            load[from] -= in->objs[pick].load, load[b] += in->objs[pick].load;
-            count[from]--, count[b]++;
-            lb_list_move(head, next, new_bin, pick, b);
-            if (count[from] == floor_n)
-                lb_heap_pop(&heavy);
-            else
-                lb_heap_update(&heavy, from);
-        }
-    }
-    while (heavy.count > 0)
-        lb_heap_pop(&heavy);
-
-    /* Exchanges from the most loaded bin while it is above the slack: with the least loaded
-     * bins in turn (light's top LB_EVEN_TRIES, taken off and put back). */
-    for (int b = 0; b < nb; b++) {
-        lb_heap_push(&heavy, b);
-        lb_heap_push(&light, b);
-    }
-    for (int round = 0; round < 4 * n + nb; round++) {
-        int hi = heavy.bins[0];
-        if (load[hi] <= avg * (1 + LB_HYBRID_SLACK * tol))
-            break;
-        int a = -1, bobj = -1, lo = -1, ntried = 0;
-        while (a < 0 && ntried < LB_EVEN_TRIES && light.count > 0) {
-            int cand = light.bins[0];
-            lb_heap_pop(&light);
-            tried[ntried++] = cand;
-            if (cand == hi)
-                continue;
-            if (load[cand] >= load[hi])
-                break;
-            int ta = -1, tb = -1;
-            if (lb_even_best(in, head, next, count, load, hi, cand, floor_n, ceil_n, &ta, &tb) <
-                INFINITY)
-                a = ta, bobj = tb, lo = cand;
-        }
-        for (int t = 0; t < ntried; t++)
-            lb_heap_push(&light, tried[t]);
-        if (a < 0)
-            break;
-        double d = in->objs[a].load - (bobj >= 0 ? in->objs[bobj].load : 0);
-        load[hi] -= d, load[lo] += d;
-        lb_list_move(head, next, new_bin, a, lo);
-        if (bobj >= 0)
-            lb_list_move(head, next, new_bin, bobj, hi);
-        else
-            count[hi]--, count[lo]++;
-        lb_heap_update(&heavy, hi), lb_heap_update(&heavy, lo);
-        lb_heap_update(&light, hi), lb_heap_update(&light, lo);
-    }
-out_free_light:
-    lb_heap_fini(&light);
-out_free_heavy:
-    lb_heap_fini(&heavy);
-out_free:
-    free(next);
-    free(head);
-    free(count);
-    free(load);
-}
 
 /* ---- rotate and none ---------------------------------------------------------------------- */
 
 void tess_lb_rotate(const tess_lb_input_t *in, int *new_bin, void *arg)
 {
     (void)arg;
-    if (!lb_args_valid(in, new_bin, "rotate")) {
-        lb_no_moves(in, new_bin);
+    if (!tess_lb_args_valid(in, new_bin, "rotate")) {
+        tess_lb_no_moves(in, new_bin);
         return;
     }
     for (int i = 0; i < in->nobjs; i++)
@@ -801,7 +588,7 @@ void tess_lb_rotate(const tess_lb_input_t *in, int *new_bin, void *arg)
 void tess_lb_none(const tess_lb_input_t *in, int *new_bin, void *arg)
 {
     (void)arg;
-    lb_no_moves(in, new_bin);
+    tess_lb_no_moves(in, new_bin);
 }
 
 /* ---- imbalance ---------------------------------------------------------------------------- */
@@ -820,7 +607,7 @@ double tess_lb_imbalance(const tess_lb_input_t *in, const int *bins)
     double *load = tess_malloc((size_t)in->nbins * sizeof(*load), "lb bin loads");
     if (!load)
         return 1.0;
-    lb_bin_loads(in, false, load);
+    tess_lb_bin_loads(in, false, load);
     for (int i = 0; i < in->nobjs; i++)
         load[bins ? bins[i] : in->objs[i].bin] += in->objs[i].load;
     double total = 0, max = 0;

@@ -3,7 +3,7 @@
  * number of processes and PEs: the API, its arguments, the agreement of every process on each
  * step, the checkpoint directories and the current pointer, and the checks of a checkpoint
  * against the program restarting from it. The format is ckpt_format.c's (ckpt.h shows the
- * layout), the data files' writer ckpt_io.c's, their
+ * layout), the data files' writer ckpt_io.c's (from a background snapshot: ckpt_bg.c), their
  * reader ckpt_read.c's. */
 #define _GNU_SOURCE
 #include "ckpt.h"

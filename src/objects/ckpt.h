@@ -1,8 +1,9 @@
 /* ckpt.h — the parts of checkpoint and restart, and what each offers the others. Calls go one
  * way: checkpoint.c (the API: arguments, collective agreement, directories and the current
- * pointer, validation) -> ckpt_io.c (the staging writer of a data file, also from a background
- * snapshot) and ckpt_read.c (the read-ahead reader of the records a process restarts) ->
- * ckpt_format.c (the file format: records, manifest, CRC-32C, and the file helpers).
+ * pointer, validation) -> ckpt_bg.c (the background checkpoint: a snapshot and the thread that
+ * writes it through ckpt_io.c's writer), ckpt_io.c (the staging writer of a data file) and
+ * ckpt_read.c (the read-ahead reader of the records a process restarts) -> ckpt_format.c (the
+ * file format: records, manifest, CRC-32C, and the file helpers).
  *
  * Layout of checkpoint N under D (tessera.h says why it is safe):
  *   D/ckpt.N/data.R    process R's records: rec_hdr_t, state bytes, PUP bytes, device bytes
@@ -169,7 +170,7 @@ tess_status_t tess_ckpt_manifest_read(const char *dir, manifest_t *m);
 tess_status_t tess_ckpt_manifest_parse(manifest_t *m);
 void          tess_ckpt_manifest_free(manifest_t *m);
 
-/* ---- ckpt_io.c: the writer; ckpt_read.c: the reader -------------------------------------- */
+/* ---- ckpt_io.c: the writer; ckpt_bg.c: the background checkpoint; ckpt_read.c: the reader */
 
 /* The streams of the device copies into or out of a staging half, each once in a row
  * (ckpt_io.c): tess_ckpt_streams_add appends one unless it is the last; `what` names the
@@ -187,14 +188,73 @@ tess_ctx_h   *tess_ckpt_local_elems(tess_array_t *a, size_t *n_p);
  * in rv (the caller frees rv->v); the file's size is *size_p. */
 tess_status_t tess_ckpt_write_data(const char *tmpdir, const ckpt_set_t *set, recvec_t *rv,
                                    uint64_t *size_p);
-/* A background checkpoint (one at a time). tess_ckpt_snapshot copies every local element of
- * the set (host parts to host memory, device buffers by copies on each element's stream into
- * the snapshot area: device memory, else pinned host memory) and lays out this process's data
- * file under tmpdir; *sync_p = 1 (and nothing taken) when neither area can be had, with a
- * warning. tess_ckpt_bg_start then starts the writer thread. tess_ckpt_bg_done: the thread
- * has finished. tess_ckpt_bg_join waits for it and returns its status (its text as this
- * thread's error detail, not logged again), the record index (*rv_p, the caller frees
- * rv_p->v) and the file's size. */
+
+/* The staging writer (ckpt_io.c), which tess_ckpt_write_data and the background checkpoint's
+ * thread (ckpt_bg.c) both write a data file through. Records are packed back to back into the
+ * two halves of a pinned staging buffer; a full half goes to the writer's pwrite thread, which
+ * writes it with one pwrite at its file offset and starts its writeback, while the owner fills
+ * the other half: the device copies into it, then the CRC of its bytes once the copies are done
+ * (still in cache). The file is thus written in whole 8 MiB pieces, the disk never waits for the
+ * device or the CRC, and fsync at the end finds most of the file already on its way. A writer
+ * belongs to the thread that opened it; only that thread calls writer_put and writer_close. */
+typedef struct wpiece {
+    size_t      rec; /* index into the record list */
+    const char *p;
+    size_t      len;
+} wpiece_t;
+
+typedef struct whalf {
+    char              *buf;
+    size_t             fill;
+    uint64_t           off; /* file offset of buf[0] */
+    wpiece_t          *pc;
+    size_t             npc, cappc;
+    streams_t          sv; /* the streams of its device copies */
+} whalf_t;
+
+typedef struct ckpt_writer {
+    ckpt_worker_t   wk;
+    whalf_t         h[2];
+    int             cur;    /* the half being filled */
+    int             queued; /* the half with the pwrite thread, or -1 */
+    int             werr;
+    int             fd;
+    const char     *path;
+    recvec_t       *rv;
+} ckpt_writer_t;
+
+/* Open path for writing a data file, through O_DIRECT with +tess-ckpt-direct; the fd or -1
+ * (errno). Any thread. */
+int           tess_ckpt_data_open(const char *path);
+/* Start a writer of fd (path names it in errors) indexing into rv; its staging and pwrite
+ * thread. The calling thread owns it. */
+tess_status_t tess_ckpt_writer_open(ckpt_writer_t *w, int fd, const char *path, recvec_t *rv);
+/* Append len bytes of record rec: host bytes (device 0) or device bytes copied on stream. The
+ * owner's thread. */
+tess_status_t tess_ckpt_writer_put(ckpt_writer_t *w, size_t rec, const char *src, size_t len,
+                                   tess_gpu_stream_h stream, int device);
+/* Write what is left (st TESS_OK), stop the pwrite thread, free the staging; the file's size
+ * into *size_p. The owner's thread, once, even after an error. */
+tess_status_t tess_ckpt_writer_close(ckpt_writer_t *w, tess_status_t st, uint64_t *size_p);
+/* Element e's record header, state and host PUP bytes into h (the PUP_SIZE pass ps sized
+ * hbytes); *pk the PUP_CKPT pass (its device buffers), *len_p the record's whole length. The
+ * thread that checkpoints (it runs the array's PUP function). */
+tess_status_t tess_ckpt_rec_fill(rec_hdr_t *h, uint32_t ai, tess_ctx_h e,
+                                 const struct tess_pup *ps, size_t hbytes, struct tess_pup *pk,
+                                 uint64_t *len_p);
+/* Append to rv the index entry of element linear of array ai (len bytes at offset, CRC 0 until
+ * its bytes are staged); its position into *r_p. The thread that fills rv. */
+tess_status_t tess_ckpt_rec_index_add(recvec_t *rv, uint32_t ai, int64_t linear,
+                                      uint64_t offset, uint64_t len, size_t *r_p);
+
+/* A background checkpoint (ckpt_bg.c; one at a time; these run on the main thread).
+ * tess_ckpt_snapshot copies every local element of the set (host parts to host memory, device
+ * buffers by copies on each element's stream into the snapshot area: device memory, else
+ * pinned host memory) and lays out this process's data file under tmpdir; *sync_p = 1 (and
+ * nothing taken) when neither area can be had, with a warning. tess_ckpt_bg_start then starts
+ * the writer thread. tess_ckpt_bg_done: the thread has finished. tess_ckpt_bg_join waits for it
+ * and returns its status (its text as this thread's error detail, not logged again), the
+ * record index (*rv_p, the caller frees rv_p->v) and the file's size. */
 tess_status_t tess_ckpt_snapshot(const char *tmpdir, const ckpt_set_t *set, int *sync_p);
 void          tess_ckpt_bg_start(void);
 int           tess_ckpt_bg_done(void);

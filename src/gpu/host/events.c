@@ -1,8 +1,8 @@
 /*
  * events.c — the host backend's own events: slots in shared-memory event segments (shm.c, so
  * that other processes can open them: ipc.c), handed out from a free list once every record of
- * the slot has run; the checks, queries and timing that need no executor. Recording, waiting
- * and synchronising are stream operations (exec.c).
+ * the slot has run; the checks, queries and timing that need no executor. Recording and
+ * waiting are stream operations (enqueue.c), synchronising waits for the executors (exec.c).
  *
  * Threads: every function may be called from any thread (evs.lock guards the free list and the
  * segments; a slot's counters are atomics).

@@ -1,6 +1,7 @@
 /*
- * exec.c — streams, the executor threads that run them, and the stream side of events
- * (record, wait, synchronise; the event slots themselves are in events.c).
+ * exec.c — streams, the executor threads that run them, waiting for streams and events, and a
+ * stream's recording into a graph (the event slots themselves are in events.c; the operations,
+ * built and handed to a stream through tess_gpu_host_exec_begin and _submit, in enqueue.c).
  *
  * Scheduling. A stream is a FIFO of operations. A stream whose first operation can run sits on
  * the ready list; an executor takes it, runs that one operation outside the lock, and puts the
@@ -509,12 +510,17 @@ out_unlock:
     return st;
 }
 
-/* ---- enqueueing -------------------------------------------------------------------------------- */
+/* ---- enqueueing (the interface of enqueue.c) ------------------------------------------------ */
+
+tess_status_t tess_gpu_host_stream_check(tess_gpu_stream_h s, const char *fn)
+{
+    return exec_stream_check(&s, fn);
+}
 
 /* Lock held on return of TESS_OK. An operation a graph cannot hold (`recordable` 0) is refused
  * on a stream that records one. */
-static tess_status_t exec_begin(tess_gpu_stream_h *s, const char *fn, int recordable,
-                                exec_op_t **op_p)
+tess_status_t tess_gpu_host_exec_begin(tess_gpu_stream_h *s, const char *fn, int recordable,
+                                       exec_op_t **op_p)
 {
     tess_status_t st = tess_gpu_host_fault_check(fn);
     if (st != TESS_OK)
@@ -530,132 +536,23 @@ static tess_status_t exec_begin(tess_gpu_stream_h *s, const char *fn, int record
     return st;
 }
 
-/* Queue op on s, or record it when s records a graph (lock held; op is taken either way). */
-static tess_status_t exec_enqueue(tess_gpu_stream_h s, exec_op_t *op)
+/* Queue op on s, or record it when s records a graph (op is taken either way); unlock. */
+tess_status_t tess_gpu_host_exec_submit(tess_gpu_stream_h s, exec_op_t *op)
 {
+    tess_status_t st = TESS_OK;
     if (tess_likely(!s->rec)) {
         stream_push(s, op);
-        return TESS_OK;
+    } else {
+        st = tess_gpu_host_graph_append(s->rec, op);
+        if (st != TESS_OK)
+            s->rec->broken = 1;
+        op_put(op);
     }
-    tess_status_t st = tess_gpu_host_graph_append(s->rec, op);
-    if (st != TESS_OK)
-        s->rec->broken = 1;
-    op_put(op);
-    return st;
-}
-
-/* Copies and sets: their arguments are checked against device memory by the caller (ops.c). */
-tess_status_t tess_gpu_host_stream_copy(void *dst, const void *src, size_t size,
-                                        tess_gpu_stream_h s)
-{
-    exec_op_t    *op;
-    tess_status_t st = exec_begin(&s, "memcpy_async", 1, &op);
-    if (st != TESS_OK)
-        return st;
-    op->kind        = OP_COPY;
-    op->u.copy.dst  = dst;
-    op->u.copy.src  = src;
-    op->u.copy.size = size;
-    st = exec_enqueue(s, op);
     pthread_mutex_unlock(&exec.lock);
     return st;
 }
 
-tess_status_t tess_gpu_host_stream_set(void *dst, int value, size_t size, tess_gpu_stream_h s)
-{
-    exec_op_t    *op;
-    tess_status_t st = exec_begin(&s, "memset_async", 1, &op);
-    if (st != TESS_OK)
-        return st;
-    op->kind        = OP_SET;
-    op->u.set.dst   = dst;
-    op->u.set.value = value;
-    op->u.set.size  = size;
-    st = exec_enqueue(s, op);
-    pthread_mutex_unlock(&exec.lock);
-    return st;
-}
-
-tess_status_t tess_gpu_host_launch_host(tess_gpu_stream_h s, tess_gpu_host_fn_t fn,
-                                        const void *args, size_t args_size)
-{
-    exec_op_t    *op;
-    tess_status_t st;
-    if (!fn)
-        return tess_error(TESS_ERR_INVALID, "launch_host: fn is NULL");
-    if (args_size > TESS_GPU_HOST_ARGS_MAX || (args_size && !args))
-        return tess_error(TESS_ERR_INVALID, "launch_host: %zu bytes of arguments at %p "
-                          "(at most %d)", args_size, args, TESS_GPU_HOST_ARGS_MAX);
-    if ((st = exec_begin(&s, "launch_host", 1, &op)) != TESS_OK)
-        return st;
-    op->kind      = OP_FN;
-    op->u.fn      = fn;
-    op->args_size = (uint32_t)args_size;
-    if (args_size)
-        memcpy(op->args, args, args_size);
-    st = exec_enqueue(s, op);
-    pthread_mutex_unlock(&exec.lock);
-    return st;
-}
-
-tess_status_t tess_gpu_host_event_record(tess_gpu_event_h e, tess_gpu_stream_h s)
-{
-    exec_op_t    *op;
-    tess_status_t st = tess_gpu_host_event_check(e, "event_record");
-    if (st != TESS_OK || (st = exec_begin(&s, "event_record", 0, &op)) != TESS_OK)
-        return st;
-    op->kind      = OP_RECORD;
-    op->u.ev.slot = e->slot;
-    /* Taken under the lock, so seqs of one stream are in stream order. */
-    op->u.ev.seq  = atomic_fetch_add_explicit(&e->slot->recorded, 1, memory_order_acq_rel) + 1;
-    op->u.ev.ipc  = (e->flags & TESS_GPU_EVENT_IPC) != 0;
-    stream_push(s, op);
-    pthread_mutex_unlock(&exec.lock);
-    return TESS_OK;
-}
-
-tess_status_t tess_gpu_host_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t *word,
-                                          uint32_t value)
-{
-    exec_op_t    *op;
-    tess_status_t st;
-    if (!word)
-        return tess_error(TESS_ERR_INVALID, "stream_signal: the word is NULL");
-    if ((st = exec_begin(&s, "stream_signal", 0, &op)) != TESS_OK)
-        return st;
-    op->kind        = OP_SIGNAL;
-    op->u.sig.word  = word;
-    op->u.sig.value = value;
-    stream_push(s, op);
-    pthread_mutex_unlock(&exec.lock);
-    return TESS_OK;
-}
-
-tess_status_t tess_gpu_host_stream_wait_event(tess_gpu_stream_h s, tess_gpu_event_h e)
-{
-    exec_op_t    *op;
-    tess_status_t st = tess_gpu_host_event_check(e, "stream_wait_event");
-    if (st != TESS_OK)
-        return st;
-    /* CUDA semantics: the record last issued before this call, not any later one. Never
-     * recorded, or already complete: nothing to wait for (the acquire load orders what the
-     * caller enqueues next after the recorded work). */
-    uint64_t target = atomic_load_explicit(&e->slot->recorded, memory_order_acquire);
-    if (target == 0 ||
-        atomic_load_explicit(&e->slot->completed, memory_order_acquire) >= target)
-        return exec_stream_check(&s, "stream_wait_event");
-    if ((st = exec_begin(&s, "stream_wait_event", 0, &op)) != TESS_OK)
-        return st;
-    op->kind      = OP_WAIT;
-    op->u.ev.slot = e->slot;
-    op->u.ev.seq  = target;
-    op->u.ev.ipc  = (e->flags & TESS_GPU_EVENT_IPC) != 0;
-    stream_push(s, op);
-    pthread_mutex_unlock(&exec.lock);
-    return TESS_OK;
-}
-
-/* ---- graphs ------------------------------------------------------------------------------------ */
+/* ---- recording a graph ------------------------------------------------------------------------ */
 
 tess_status_t tess_gpu_host_graph_begin(tess_gpu_stream_h s)
 {
@@ -699,22 +596,6 @@ tess_status_t tess_gpu_host_graph_end(tess_gpu_stream_h s, tess_gpu_graph_h *g_p
     if (st == TESS_OK)
         *g_p = g;
     return st;
-}
-
-tess_status_t tess_gpu_host_graph_launch(tess_gpu_graph_h g, tess_gpu_stream_h s)
-{
-    exec_op_t    *op;
-    tess_status_t st;
-    if (!g || g->magic != TESS_GPU_HOST_GRAPH_MAGIC)
-        return tess_error(TESS_ERR_INVALID, "graph_launch: %p is not a live graph", (void *)g);
-    if ((st = exec_begin(&s, "graph_launch", 0, &op)) != TESS_OK)
-        return st;
-    op->kind    = OP_GRAPH;
-    op->u.graph = g;
-    tess_gpu_host_graph_ref(g); /* dropped by the executor after the run */
-    stream_push(s, op);
-    pthread_mutex_unlock(&exec.lock);
-    return TESS_OK;
 }
 
 void tess_gpu_host_set_notify(tess_gpu_notify_fn_t fn)

@@ -9,8 +9,10 @@
  *   fault.c   the device failure of tests (TESS_HOST_FAULT_KERNEL)
  *   events.c  own events: slots in event segments; query and timing
  *   graph.c   graphs: recorded stream operations, their references and comparison
- *   exec.c    streams, the executor threads that run them, the stream side of events,
- *             recording a stream's operations into a graph and launching graphs
+ *   exec.c    streams, the executor threads that run them, waiting for streams and events,
+ *             recording a stream's operations into a graph
+ *   enqueue.c the stream operations (copies, sets, host functions, event records and waits,
+ *             signals, graph launches) built and handed to exec.c's queues
  *   arena.c   device memory: the allocator over memory segments (mem_free waits for exec)
  *   ipc.c     exporting own allocations and events, opening other processes'
  *   ops.c     the ops table: init and fini in that order, and what needs several parts (a
@@ -195,7 +197,8 @@ tess_status_t tess_gpu_host_event_elapsed_ms(tess_gpu_event_h start, tess_gpu_ev
 /** Free every own event and destroy the event segments (fini). */
 void          tess_gpu_host_events_fini(void);
 
-/* ---- stream operations (exec.c queues them, graph.c records them) --------------------------- */
+/* ---- stream operations (enqueue.c builds them, exec.c queues and runs them, graph.c records
+ * them) */
 
 enum { OP_COPY, OP_SET, OP_FN, OP_RECORD, OP_WAIT, OP_SIGNAL, OP_GRAPH };
 
@@ -245,26 +248,40 @@ void          tess_gpu_host_exec_fini(void);
  *  implicit device synchronisation of cudaFree. */
 tess_status_t tess_gpu_host_exec_drain(void);
 
+tess_status_t tess_gpu_host_stream_create(tess_gpu_stream_h *s_p);
+tess_status_t tess_gpu_host_stream_destroy(tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_stream_sync(tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_stream_query(tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e);
+void          tess_gpu_host_set_notify(tess_gpu_notify_fn_t fn);
+tess_status_t tess_gpu_host_graph_begin(tess_gpu_stream_h s);
+tess_status_t tess_gpu_host_graph_end(tess_gpu_stream_h s, tess_gpu_graph_h *g_p);
+int           tess_gpu_host_busy(void);
+
+/** What enqueue.c builds its operations with (any thread). stream_check: TESS_OK if s (NULL:
+ *  the default stream) is a live stream, else TESS_ERR_INVALID naming `fn`. exec_begin: the
+ *  device's fault, the stream check and, unless `recordable` (a copy, set or host function),
+ *  the refusal of a stream that records a graph; then an operation into *op_p, with the
+ *  executors' lock held (only on TESS_OK; *s is the stream, the default one for NULL).
+ *  exec_submit: queue op on s, or append it to the graph s records; unlock. op is taken. */
+tess_status_t tess_gpu_host_stream_check(tess_gpu_stream_h s, const char *fn);
+tess_status_t tess_gpu_host_exec_begin(tess_gpu_stream_h *s, const char *fn, int recordable,
+                                       tess_gpu_host_op_t **op_p);
+tess_status_t tess_gpu_host_exec_submit(tess_gpu_stream_h s, tess_gpu_host_op_t *op);
+
+/* ---- stream operations enqueued (enqueue.c) ------------------------------------------------- */
+
 /** Enqueue a copy or a set of size > 0 bytes whose pointers the caller checked (ops.c). */
 tess_status_t tess_gpu_host_stream_copy(void *dst, const void *src, size_t size,
                                         tess_gpu_stream_h s);
 tess_status_t tess_gpu_host_stream_set(void *dst, int value, size_t size, tess_gpu_stream_h s);
 tess_status_t tess_gpu_host_launch_host(tess_gpu_stream_h s, tess_gpu_host_fn_t fn,
                                         const void *args, size_t args_size);
-tess_status_t tess_gpu_host_stream_create(tess_gpu_stream_h *s_p);
-tess_status_t tess_gpu_host_stream_destroy(tess_gpu_stream_h s);
-tess_status_t tess_gpu_host_stream_sync(tess_gpu_stream_h s);
-tess_status_t tess_gpu_host_stream_query(tess_gpu_stream_h s);
 tess_status_t tess_gpu_host_stream_wait_event(tess_gpu_stream_h s, tess_gpu_event_h e);
 tess_status_t tess_gpu_host_event_record(tess_gpu_event_h e, tess_gpu_stream_h s);
-tess_status_t tess_gpu_host_event_sync(tess_gpu_event_h e);
 tess_status_t tess_gpu_host_stream_signal(tess_gpu_stream_h s, _Atomic uint32_t *word,
                                           uint32_t value);
-void          tess_gpu_host_set_notify(tess_gpu_notify_fn_t fn);
-tess_status_t tess_gpu_host_graph_begin(tess_gpu_stream_h s);
-tess_status_t tess_gpu_host_graph_end(tess_gpu_stream_h s, tess_gpu_graph_h *g_p);
 tess_status_t tess_gpu_host_graph_launch(tess_gpu_graph_h g, tess_gpu_stream_h s);
-int           tess_gpu_host_busy(void);
 
 /* ---- device memory (arena.c) ---------------------------------------------------------------- */
 

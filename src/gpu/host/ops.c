@@ -218,7 +218,7 @@ static tess_status_t host_event_destroy(tess_gpu_event_h e)
     return tess_gpu_host_event_destroy(e);
 }
 
-/* Signal words: plain host memory, which the executors write (exec.c's stream_signal). */
+/* Signal words: plain host memory, which the executors write (enqueue.c's stream_signal). */
 static tess_status_t host_signal_alloc(size_t n, _Atomic uint32_t **words_p)
 {
     _Atomic uint32_t *w = tess_calloc(n ? n : 1, sizeof(*w), "stream signal words");
