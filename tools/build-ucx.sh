@@ -28,9 +28,10 @@
 # a link-only stub libnvidia-ml.so.1 is built beside it, and at run time the driver's real
 # libnvidia-ml.so.1 is loaded.
 #
-# Relocation: the libraries get RUNPATH $ORIGIN (modules: $ORIGIN/..), and UCX finds its transport
-# modules in <dir of libucs.so>/ucx, so the prefix works wherever it is copied. Binaries that should
-# use it (not the system's UCX) need LD_LIBRARY_PATH=PREFIX/lib (tools/gpu-run sets it).
+# Relocation: libraries, modules and programs get RUNPATH $ORIGIN, $ORIGIN/.. and $ORIGIN/../lib
+# (beside PREFIX/lib, which libtool adds), and UCX finds its transport modules in <dir of
+# libucs.so>/ucx, so the prefix works wherever it is copied. Binaries that should use it (not the
+# system's UCX) need LD_LIBRARY_PATH=PREFIX/lib (tools/gpu-run sets it).
 set -e
 usage="usage: tools/build-ucx.sh SOURCE [PREFIX]"
 src=${1:?$usage}
@@ -61,7 +62,7 @@ opts="--disable-static --disable-debug --disable-assertions --disable-params-che
  --with-cuda=$cuda --with-nvcc-gencode=$gencode --without-rocm --without-ze --without-gdrcopy
  --without-java --without-go --without-bfd --without-valgrind --without-fuse3
  --without-knem --without-xpmem --without-ugni --without-mad"
-stamp="$src_id $(echo $opts)"
+stamp="$src_id $(echo $opts) runpath=\$ORIGIN:\$ORIGIN/..:\$ORIGIN/../lib"
 if [ -f "$prefix/.build-ucx.stamp" ] && [ "$(cat "$prefix/.build-ucx.stamp")" = "$stamp" ]; then
     echo "build-ucx.sh: $prefix is up to date ($src_id)"
     exit 0
@@ -99,13 +100,19 @@ tree)    (cd "$src" && tar -cf - --exclude=.git .) | tar -C "$work" -xf - ;;
 git)     git -C "$src" archive --format=tar "$tag" | tar -C "$work" -xf - ;;
 esac
 cd "$work"
-[ -x configure ] || ./autogen.sh >autogen.log 2>&1
+# autogen.sh bakes the git branch and revision of its directory into UCX (ucx_info -v): keep git
+# from climbing out of the scratch tree into an enclosing repository (this one), whose branch and
+# revision it would report as UCX's. The scratch tree has no .git, so they stay empty.
+[ -x configure ] || GIT_CEILING_DIRECTORIES=$(dirname "$work") ./autogen.sh >autogen.log 2>&1
 # Options that an older/newer configure does not know are ignored by autoconf (with a warning).
 # shellcheck disable=SC2086
 ./configure --prefix="$prefix" $opts CPPFLAGS="$extra_cppflags" LDFLAGS="$extra_ldflags" \
     >configure.log 2>&1 || { tail -30 config.log >&2; exit 1; }
-# \$$ORIGIN: make turns $$ into $, the shell keeps \$ORIGIN literal for the linker.
-make -j"$jobs" LDFLAGS="$extra_ldflags -Wl,-rpath,\\\$\$ORIGIN -Wl,--enable-new-dtags" >make.log 2>&1 || { tail -40 make.log >&2; exit 1; }
+# \$$ORIGIN: make turns $$ into $, the shell keeps \$ORIGIN literal for the linker. One RUNPATH
+# for all: $ORIGIN (libraries), $ORIGIN/.. (modules in lib/ucx), $ORIGIN/../lib (programs in bin).
+o='\$$ORIGIN'
+make -j"$jobs" LDFLAGS="$extra_ldflags -Wl,-rpath,$o -Wl,-rpath,$o/.. -Wl,-rpath,$o/../lib -Wl,--enable-new-dtags" \
+    >make.log 2>&1 || { tail -40 make.log >&2; exit 1; }
 rm -rf "$prefix"
 make install >install.log 2>&1 || { tail -20 install.log >&2; exit 1; }
 
