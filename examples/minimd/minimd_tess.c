@@ -50,7 +50,16 @@ mmd_problem_t       pr;
 int                 cg[3] = {1, 1, 1}; /* chare grid */
 tess_array_h        grid;
 int                 nslots;
-static tess_entry_t E_RESUME, E_ATOMS, E_COUNTED, E_NEIGH, E_THERMO_READY, E_THERMO;
+static tess_entry_t E_RESUME, E_ATOMS, E_ATOMS_BATCHED, E_COUNTED, E_NEIGH, E_THERMO_READY,
+    E_THERMO;
+/* The entry the ghost and atom messages go to: "atoms", or with MINIMD_RECV=batch
+ * "atoms_batched" (TESS_ENTRY_BATCH: a PE receiving several of them from its own process at once
+ * enqueues all their copies as one copy operation a stream). Such a post may run before the
+ * entries of messages that came before it: atoms_post reads the chare's step, and one that has
+ * not advanced yet sends a ghost update of the next step to the receive buffer instead of
+ * straight into x, which the consuming entry reads through c->direct, kept per step parity; so
+ * its choice is never wrong, only sometimes the slower one. Set once in main, before the phase. */
+static tess_entry_t e_atoms;
 
 /* Process 0: the thermo table, filled by the reduction callback on chare (0,0,0). */
 static mmd_thermo_row_t *rows;
@@ -94,7 +103,7 @@ static void send_two(tess_ctx_h ctx, dom_t *c, int d, const int64_t n[2], int wi
     for (int k = 0; k < 2; k++) {
         h[k] = (hdr_t){c->step, c->stage, k, tess_process()};
         b[k] = (tess_dev_buf_t){c->sbuf[p][c->stage][k], (size_t)(n[k] * width) * sizeof(double)};
-        s[k] = (tess_dev_send_t){grid, c->nbr[d][k], E_ATOMS, &h[k], sizeof(h[k]), &b[k], 1,
+        s[k] = (tess_dev_send_t){grid, c->nbr[d][k], e_atoms, &h[k], sizeof(h[k]), &b[k], 1,
                                  NULL, NULL};
     }
     tess_send_device_many(s, 2, tess_ctx_stream(ctx));
@@ -693,11 +702,20 @@ int main(int argc, char **argv)
 
     if (tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
         tess_entry_register_device("atoms", atoms_post, on_atoms, 0, &E_ATOMS) != TESS_OK ||
+        tess_entry_register_device("atoms_batched", atoms_post, on_atoms, TESS_ENTRY_BATCH,
+                                   &E_ATOMS_BATCHED) != TESS_OK ||
         tess_entry_register("counted", on_counted, &E_COUNTED) != TESS_OK ||
         tess_entry_register("neighbors", on_neigh, &E_NEIGH) != TESS_OK ||
         tess_entry_register("thermo_ready", on_thermo_ready, &E_THERMO_READY) != TESS_OK ||
         tess_entry_register("thermo", on_thermo, &E_THERMO) != TESS_OK)
         app_tess_fail("entry registration");
+    const char *recv = getenv("MINIMD_RECV");
+    if (recv && *recv && strcmp(recv, "each") && strcmp(recv, "batch")) {
+        if (rank == 0)
+            fprintf(stderr, "minimd_tess: MINIMD_RECV=%s: expected each or batch\n", recv);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    e_atoms = recv && !strcmp(recv, "batch") ? E_ATOMS_BATCHED : E_ATOMS;
     tess_array_params_t ap = {
         .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP,
         .name       = "minimd",
