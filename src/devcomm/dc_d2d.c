@@ -5,6 +5,7 @@
 #include "dc_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- D2D ordering points ----------------------------------------------------------------- */
 
@@ -150,12 +151,22 @@ static void dc_nothing(void *arg) { (void)arg; }
 /* The d2d receives this PE holds back (targets the layer above calls batchable, taken one
  * after another): their posts ran; the waits for their senders' events, their copies and their
  * deliveries (in arrival order) wait for dc_rb_flush. */
+#define DC_RB_COPIES (DC_RB_MAX * TESS_DEV_MAX_BUFS)
+
+/* A held destination range [lo, hi), in rb.dst sorted by lo: the overlap test of a new receive
+ * is a binary search, not a scan of every held copy (a PE holds up to DC_RB_COPIES of them). */
+typedef struct dc_rb_range {
+    uintptr_t lo, hi;
+} dc_rb_range_t;
+
 static _Thread_local struct {
     int             n, ncopies;
     dc_recv_t      *r[DC_RB_MAX];
     dc_sev_t       *sev[DC_RB_MAX];  /* r[i]'s sender's ordering point */
-    tess_gpu_copy_t copy[DC_RB_MAX * TESS_DEV_MAX_BUFS];
-    tess_gpu_stream_h stream[DC_RB_MAX * TESS_DEV_MAX_BUFS];
+    tess_gpu_copy_t copy[DC_RB_COPIES];
+    uint8_t         owner[DC_RB_COPIES]; /* the receive (index in r) a copy belongs to */
+    dc_rb_range_t   dst[DC_RB_COPIES];   /* the copies' destinations, sorted by lo */
+    uintptr_t       maxlen;              /* the longest of them */
 } dc_rb;
 
 /* This PE's stream for the copies of a batch that serves several streams (made on first use,
@@ -195,25 +206,48 @@ static void dc_rb_fan_out(const tess_gpu_stream_h *streams, int n, tess_gpu_stre
     dc_event_put(e);
 }
 
-/* `waiter` waits once for each distinct sender event of the held-back receives that `match`
- * selects (all of them when match is NULL; else those delivered on that stream), and drops
- * each receive's reference once past the wait. */
-static void dc_rb_wait_senders(tess_gpu_stream_h waiter, tess_gpu_stream_h match)
+/* A set of at most DC_RB_MAX pointers (streams, sender events) for one flush: open addressing
+ * in twice the room, so that the flush is linear in the receives it holds. Returns the index
+ * of p in vals (added at the end if new; *added says which). */
+#define DC_RB_SET (2 * DC_RB_MAX)
+
+typedef struct dc_rb_set {
+    int         n;
+    int16_t     slot[DC_RB_SET]; /* index in vals + 1; 0: empty */
+    const void *vals[DC_RB_MAX];
+} dc_rb_set_t;
+
+static int dc_rb_set_add(dc_rb_set_t *set, const void *p, bool *added)
 {
-    const dc_sev_t *seen[DC_RB_MAX];
-    int             nseen = 0;
-    for (int i = 0; i < dc_rb.n; i++) {
-        if (match && dc_rb.r[i]->stream != match)
-            continue;
-        dc_sev_t *sv  = dc_rb.sev[i];
-        int       dup = 0;
-        for (int j = 0; j < nseen && !dup; j++)
-            dup = seen[j] == sv;
-        if (!dup) {
-            seen[nseen++] = sv;
-            if (tess_gpu->stream_wait_event(waiter, sv->ev) != TESS_OK)
-                tess_fatal("device message: stream wait failed: %s", tess_error_detail());
+    uintptr_t h = ((uintptr_t)p >> 4) * (uintptr_t)0x9E3779B97F4A7C15ull;
+    for (unsigned k = (unsigned)(h >> 32) % DC_RB_SET;; k = (k + 1) % DC_RB_SET) {
+        int v = set->slot[k];
+        if (!v) {
+            set->vals[set->n] = p;
+            set->slot[k]      = (int16_t)++set->n;
+            *added            = true;
+            return set->n - 1;
         }
+        if (set->vals[v - 1] == p) {
+            *added = false;
+            return v - 1;
+        }
+    }
+}
+
+/* `waiter` waits once for each distinct sender event of the held-back receives listed in idx
+ * (n of them), and drops each receive's reference once past the wait. */
+static void dc_rb_wait_senders(tess_gpu_stream_h waiter, const int *idx, int n)
+{
+    dc_rb_set_t seen;
+    seen.n = 0;
+    memset(seen.slot, 0, sizeof(seen.slot));
+    for (int k = 0; k < n; k++) {
+        dc_sev_t *sv = dc_rb.sev[idx[k]];
+        bool      added;
+        dc_rb_set_add(&seen, sv, &added);
+        if (added && tess_gpu->stream_wait_event(waiter, sv->ev) != TESS_OK)
+            tess_fatal("device message: stream wait failed: %s", tess_error_detail());
         dc_after_wait(waiter, dc_sev_release, sv);
     }
 }
@@ -322,14 +356,44 @@ static void dc_rb_flush(void)
 {
     if (!dc_rb.n)
         return;
+    /* The receiving streams (in order of first use) and each receive's among them; per stream,
+     * its receives and its copies (counting sort: arrival order kept within a stream), and
+     * whether any of its receives is not ordered by its sender. */
+    dc_rb_set_t       sset;
+    int               grp[DC_RB_MAX], rfirst[DC_RB_MAX + 1], ridx[DC_RB_MAX];
+    int               cfirst[DC_RB_MAX + 1], cidx[DC_RB_COPIES];
+    bool              unordered[DC_RB_MAX];
     tess_gpu_stream_h streams[DC_RB_MAX];
-    int               ns = 0;
+    sset.n = 0;
+    memset(sset.slot, 0, sizeof(sset.slot));
     for (int i = 0; i < dc_rb.n; i++) {
-        int dup = 0;
-        for (int j = 0; j < ns && !dup; j++)
-            dup = streams[j] == dc_rb.r[i]->stream;
-        if (!dup)
-            streams[ns++] = dc_rb.r[i]->stream;
+        bool added;
+        grp[i] = dc_rb_set_add(&sset, dc_rb.r[i]->stream, &added);
+        if (added) {
+            streams[grp[i]]   = dc_rb.r[i]->stream;
+            unordered[grp[i]] = false;
+        }
+        unordered[grp[i]] |= !(dc_rb.r[i]->flags & TESS_DC_SENDER_ORDERED);
+    }
+    int ns = sset.n;
+    memset(rfirst, 0, sizeof(int) * (size_t)(ns + 1));
+    memset(cfirst, 0, sizeof(int) * (size_t)(ns + 1));
+    for (int i = 0; i < dc_rb.n; i++)
+        rfirst[grp[i] + 1]++;
+    for (int j = 0; j < dc_rb.ncopies; j++)
+        cfirst[grp[dc_rb.owner[j]] + 1]++;
+    for (int k = 0; k < ns; k++) {
+        rfirst[k + 1] += rfirst[k];
+        cfirst[k + 1] += cfirst[k];
+    }
+    {
+        int rpos[DC_RB_MAX], cpos[DC_RB_MAX];
+        memcpy(rpos, rfirst, sizeof(int) * (size_t)ns);
+        memcpy(cpos, cfirst, sizeof(int) * (size_t)ns);
+        for (int i = 0; i < dc_rb.n; i++)
+            ridx[rpos[grp[i]]++] = i;
+        for (int j = 0; j < dc_rb.ncopies; j++)
+            cidx[cpos[grp[dc_rb.owner[j]]]++] = j;
     }
     tess_gpu_stream_h comm = ns > 1 && dc_rb.ncopies > 1 && dc.rb_comm != DC_RB_OFF &&
                                      dc_rb_use_shared(streams[0], dc_rb.n)
@@ -341,31 +405,26 @@ static void dc_rb_flush(void)
             /* The batch stream waits for a receiving stream unless every receive of the batch
              * on it is ordered by its sender already (TESS_DC_SENDER_ORDERED) and it waited for
              * that stream since the stream last took work no sender orders. */
-            bool need = !dc_rb_was_joined(streams[k], epoch);
-            for (int i = 0; i < dc_rb.n && !need; i++)
-                need = dc_rb.r[i]->stream == streams[k] &&
-                       !(dc_rb.r[i]->flags & TESS_DC_SENDER_ORDERED);
-            if (need) {
+            if (!dc_rb_was_joined(streams[k], epoch) || unordered[k]) {
                 dc_rb_chain(comm, streams[k]);
                 dc_rb_mark_joined(streams[k]);
             } else {
                 dc_count(DC_C_RB_UNJOINED, 1);
             }
         }
-        dc_rb_wait_senders(comm, NULL);
+        dc_rb_wait_senders(comm, ridx, dc_rb.n);
         dc_rb_copy(dc_rb.copy, dc_rb.ncopies, comm);
         dc_rb_fan_out(streams, ns, comm);
         dc_count(DC_C_RB_LAUNCHES, 1);
         dc_count(DC_C_RB_SHARED, 1);
     } else {
-        tess_gpu_copy_t batch[DC_RB_MAX * TESS_DEV_MAX_BUFS];
+        tess_gpu_copy_t batch[DC_RB_COPIES];
         for (int k = 0; k < ns; k++) {
             tess_gpu_stream_h s = streams[k];
-            dc_rb_wait_senders(s, s);
+            dc_rb_wait_senders(s, ridx + rfirst[k], rfirst[k + 1] - rfirst[k]);
             int n = 0;
-            for (int j = 0; j < dc_rb.ncopies; j++)
-                if (dc_rb.stream[j] == s)
-                    batch[n++] = dc_rb.copy[j];
+            for (int j = cfirst[k]; j < cfirst[k + 1]; j++)
+                batch[n++] = dc_rb.copy[cidx[j]];
             if (n)
                 dc_rb_copy(batch, n, s);
             dc_count(DC_C_RB_LAUNCHES, n > 0);
@@ -374,6 +433,7 @@ static void dc_rb_flush(void)
     int n         = dc_rb.n;
     dc_rb.n       = 0;
     dc_rb.ncopies = 0;
+    dc_rb.maxlen  = 0;
     if (n > 1)
         dc_count(DC_C_D2D_BATCHED, (uint64_t)n);
     for (int i = 0; i < n; i++) {
@@ -394,16 +454,48 @@ static inline bool dc_in_place(const dc_recv_t *r, const dc_rec_d2d_t *rec, int 
     return r->dst[i] == (void *)(uintptr_t)rec[i].src;
 }
 
-/* Whether a destination of r overlaps one of a held-back copy (which must then go first). */
+/* The first held destination range whose lo is at or above x. */
+static int dc_rb_range_at(uintptr_t x)
+{
+    int lo = 0, hi = dc_rb.ncopies;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (dc_rb.dst[mid].lo < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Whether a destination of r overlaps one of a held-back copy (which must then go first). A
+ * held range meeting [a, a + len) starts before a + len and, being at most maxlen long, after
+ * a - maxlen: the ranges between those bounds, found by binary search, are the candidates. */
 static int dc_rb_overlaps(const dc_recv_t *r, const size_t *bytes)
 {
-    for (int i = 0; i < r->m.nbufs; i++)
-        for (int j = 0; j < dc_rb.ncopies && bytes[i]; j++) {
-            const char *a = r->dst[i], *b = dc_rb.copy[j].dst;
-            if (a < b + dc_rb.copy[j].size && b < a + bytes[i])
+    for (int i = 0; i < r->m.nbufs; i++) {
+        if (!bytes[i])
+            continue;
+        uintptr_t a = (uintptr_t)r->dst[i], e = a + bytes[i];
+        for (int j = dc_rb_range_at(e) - 1; j >= 0 && dc_rb.dst[j].lo + dc_rb.maxlen > a; j--)
+            if (dc_rb.dst[j].hi > a)
                 return 1;
-        }
+    }
     return 0;
+}
+
+/* Hold copy `c` of receive `owner`: in the copy list and, by its destination, in the ranges. */
+static void dc_rb_hold_copy(tess_gpu_copy_t c, int owner)
+{
+    int                 j = dc_rb.ncopies, at = dc_rb_range_at((uintptr_t)c.dst);
+    const dc_rb_range_t rg = {(uintptr_t)c.dst, (uintptr_t)c.dst + c.size};
+    memmove(&dc_rb.dst[at + 1], &dc_rb.dst[at], sizeof(dc_rb.dst[0]) * (size_t)(j - at));
+    dc_rb.dst[at]   = rg;
+    dc_rb.copy[j]   = c;
+    dc_rb.owner[j]  = (uint8_t)owner;
+    dc_rb.ncopies   = j + 1;
+    if (c.size > dc_rb.maxlen)
+        dc_rb.maxlen = c.size;
 }
 
 /* ---- the d2d receive ---------------------------------------------------------------------- */
@@ -441,12 +533,10 @@ static bool dc_d2d_recv(tess_msg_t *m, unsigned kind)
     if (batch) {
         dc_rb.sev[dc_rb.n] = sv; /* waited for at the flush */
         for (int i = 0; i < r->m.nbufs; i++)
-            if (bytes[i]) {
-                dc_rb.copy[dc_rb.ncopies]   = (tess_gpu_copy_t){r->dst[i],
-                                                                (void *)(uintptr_t)rec[i].src,
-                                                                bytes[i]};
-                dc_rb.stream[dc_rb.ncopies++] = r->stream;
-            }
+            if (bytes[i])
+                dc_rb_hold_copy((tess_gpu_copy_t){r->dst[i], (void *)(uintptr_t)rec[i].src,
+                                                  bytes[i]},
+                                dc_rb.n);
         dc_rb.r[dc_rb.n++] = r;
         TESS_HOP_MARK(TESS_HOP_ISSUED);
         return false;

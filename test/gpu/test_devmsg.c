@@ -27,6 +27,10 @@
  * from another; it takes the even messages' offers in place (the check then reads the sender's
  * memory, which stays unchanged until the end) and names its own buffers for the odd ones, and
  * the runtime's in-place count must equal what the post functions kept.
+ * TEST_SAME_DST=1 (with TEST_RECV_BATCH=1, within one process): the post function names one
+ * destination per element and buffer index for every message, so the receives a PE holds back
+ * overlap; each must be delivered (and its check copied out, in stream order) before the next
+ * one's copy lands there: the bytes are right only if the runtime sees the overlaps.
  */
 #include "tess_test.h"
 #include "devcomm/devcomm.h"
@@ -79,6 +83,7 @@ typedef struct elem {
     void   *(*host_src)[MAX_BUFS];
     void   *(*dev_src)[MAX_BUFS];
     _Atomic int hold_open; /* TEST_SRC_STREAM=busy: the stream's hold may end */
+    void   *same[MAX_BUFS];    /* TEST_SAME_DST: the one destination of buffer b */
 } elem_t;
 
 typedef struct check {
@@ -91,6 +96,7 @@ typedef struct check {
 static tess_array_h arr;
 static int          wait_complete; /* TEST_WAIT_COMPLETE */
 static int          in_place;      /* TEST_IN_PLACE */
+static int          same_dst;      /* TEST_SAME_DST */
 static tess_entry_t E_GO, E_MSG, E_CHECK;
 static int64_t      n;
 
@@ -296,6 +302,13 @@ static void post(tess_ctx_h ctx, void *e, const void *header, size_t header_len,
             }
         }
         dst[b] = NULL;
+        if (same_dst && sizes[b]) {
+            size_t most = max_size < sizes_menu[5] ? max_size : sizes_menu[5];
+            if (!el->same[b])
+                CHECK_OK(tess_gpu_malloc(&el->same[b], most));
+            dst[b] = p->dev[b] = el->same[b];
+            continue;
+        }
         if (sizes[b])
             CHECK_OK(tess_gpu_malloc(&dst[b], sizes[b]));
         p->dev[b] = dst[b];
@@ -454,6 +467,9 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
         }
     free(el->host_src);
     free(el->dev_src);
+    for (int b = 0; b < MAX_BUFS; b++)
+        if (el->same[b])
+            CHECK_OK(tess_gpu_free(el->same[b]));
 }
 
 int main(int argc, char **argv)
@@ -480,6 +496,11 @@ int main(int argc, char **argv)
     wait_complete = getenv("TEST_WAIT_COMPLETE") && atoi(getenv("TEST_WAIT_COMPLETE"));
     int recv_batch = getenv("TEST_RECV_BATCH") && atoi(getenv("TEST_RECV_BATCH"));
     in_place       = getenv("TEST_IN_PLACE") && atoi(getenv("TEST_IN_PLACE"));
+    same_dst       = getenv("TEST_SAME_DST") && atoi(getenv("TEST_SAME_DST"));
+    CHECK_MSG(!same_dst || (recv_batch && !in_place && !wait_complete && src_stream_mode == 0 &&
+                            tess_num_processes() == 1),
+              "TEST_SAME_DST=1 goes with TEST_RECV_BATCH=1 in one process, without "
+              "TEST_IN_PLACE, TEST_WAIT_COMPLETE or TEST_SRC_STREAM");
     CHECK_OK(tess_entry_register_device("msg", post, on_msg,
                                         (wait_complete ? TESS_ENTRY_WAIT_COMPLETE : 0) |
                                             (recv_batch ? TESS_ENTRY_BATCH : 0) |
