@@ -11,6 +11,7 @@
 #include "gpu/vendor/vendor.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 tess_cuda_driver_t tess_cuda_driver;
@@ -226,22 +227,26 @@ tess_status_t tess_cuda_get_caps(int device, tess_gpu_props_t *props_p)
 
 /* Whether a pointer is memory of the process's device costs a driver call
  * (cuPointerGetAttributes: a lock and a lookup), and a chare step that receives M small messages
- * asks it 2M times. So each thread remembers the last allocations it classified, by their
- * whole range (asked in the same call). Every free the runtime does (device, pinned host, an IPC
- * mapping closed) forgets them all, in every thread (a generation count). An allocation the
- * application frees itself keeps its answer until then: device memory of this device lies in the
- * range CUDA reserves for it, so a later allocation at that address is device memory again (or
- * managed memory, which the copy kernel reaches as well). An address CUDA does not know answers
- * 0. */
-#define CUDA_PTR_CACHE 16
+ * asks it 2M times, for as many distinct buffers as a PE's chares have neighbours (LULESH at 64
+ * chares a PE: thousands, in a hundred or more allocations). So each thread remembers the
+ * allocations it classified, by their whole range (asked in the same call), in an array sorted
+ * by start: allocations do not overlap, so a lookup is a binary search however many there are.
+ * Every free the runtime does (device, pinned host, an IPC mapping closed) forgets them all, in
+ * every thread (a generation count). An allocation the application frees itself keeps its answer
+ * until then: device memory of this device lies in the range CUDA reserves for it, so a later
+ * allocation at that address is device memory again (or managed memory, which the copy kernel
+ * reaches as well). An address CUDA does not know answers 0. The arrays grow on the heap as a
+ * thread needs them (at most 68 KiB a thread) and are not freed when it ends. */
+#define CUDA_PTR_CACHE_MAX 4096 /* allocations a thread remembers at most (then starts over) */
 
 static _Atomic uint64_t ptr_cache_gen = 1;
 
 static _Thread_local struct {
-    uintptr_t lo[CUDA_PTR_CACHE], hi[CUDA_PTR_CACHE];
-    uint8_t   on_device[CUDA_PTR_CACHE];
-    uint64_t  gen;
-    unsigned  next;
+    uint64_t   gen;
+    int        n, cap;
+    uintptr_t *lo;     /* starts, ascending */
+    uintptr_t *hi;     /* ends (exclusive) */
+    uint8_t   *on_dev; /* the answers */
 } ptr_cache;
 
 void tess_cuda_mem_forget(void *ptr)
@@ -250,17 +255,64 @@ void tess_cuda_mem_forget(void *ptr)
     atomic_fetch_add_explicit(&ptr_cache_gen, 1, memory_order_release);
 }
 
+/* The first remembered allocation that starts above a. */
+static int ptr_cache_after(uintptr_t a)
+{
+    int lo = 0, hi = ptr_cache.n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (ptr_cache.lo[mid] <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Remember [lo, hi) with its answer, before position at (its place in the order). */
+static void ptr_cache_add(int at, uintptr_t lo, uintptr_t hi, uint8_t on)
+{
+    if (ptr_cache.n == ptr_cache.cap) {
+        if (ptr_cache.cap == CUDA_PTR_CACHE_MAX) {
+            ptr_cache.n = 0; /* start over */
+            at          = 0;
+        } else {
+            int        cap = ptr_cache.cap ? 2 * ptr_cache.cap : 64;
+            uintptr_t *l   = realloc(ptr_cache.lo, sizeof(*l) * (size_t)cap);
+            if (l)
+                ptr_cache.lo = l;
+            uintptr_t *h = realloc(ptr_cache.hi, sizeof(*h) * (size_t)cap);
+            if (h)
+                ptr_cache.hi = h;
+            uint8_t *o = realloc(ptr_cache.on_dev, (size_t)cap);
+            if (o)
+                ptr_cache.on_dev = o;
+            if (!l || !h || !o)
+                return; /* not remembered: asked again next time */
+            ptr_cache.cap = cap;
+        }
+    }
+    int tail = ptr_cache.n - at;
+    memmove(&ptr_cache.lo[at + 1], &ptr_cache.lo[at], sizeof(uintptr_t) * (size_t)tail);
+    memmove(&ptr_cache.hi[at + 1], &ptr_cache.hi[at], sizeof(uintptr_t) * (size_t)tail);
+    memmove(&ptr_cache.on_dev[at + 1], &ptr_cache.on_dev[at], (size_t)tail);
+    ptr_cache.lo[at]     = lo;
+    ptr_cache.hi[at]     = hi;
+    ptr_cache.on_dev[at] = on;
+    ptr_cache.n++;
+}
+
 int tess_cuda_on_device(const void *p)
 {
     uintptr_t a   = (uintptr_t)p;
     uint64_t  gen = atomic_load_explicit(&ptr_cache_gen, memory_order_acquire);
     if (ptr_cache.gen != gen) {
-        memset(&ptr_cache, 0, sizeof(ptr_cache));
+        ptr_cache.n   = 0;
         ptr_cache.gen = gen;
     }
-    for (unsigned i = 0; i < CUDA_PTR_CACHE; i++)
-        if (a - ptr_cache.lo[i] < ptr_cache.hi[i] - ptr_cache.lo[i])
-            return ptr_cache.on_device[i];
+    int at = ptr_cache_after(a);
+    if (at > 0 && a < ptr_cache.hi[at - 1])
+        return ptr_cache.on_dev[at - 1];
     CUpointer_attribute attr[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                                    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
@@ -272,12 +324,16 @@ int tess_cuda_on_device(const void *p)
     void               *data[4] = {&type, &ordinal, &start, &size};
     if (tess_cuda_driver.pointer_get_attributes(4, attr, data, (CUdeviceptr)a) != CUDA_SUCCESS)
         return 0;
-    int on = type == CU_MEMORYTYPE_DEVICE && ordinal == tess_vnd.device;
-    if (size && a - (uintptr_t)start < size) {
-        unsigned i             = ptr_cache.next++ % CUDA_PTR_CACHE;
-        ptr_cache.lo[i]        = (uintptr_t)start;
-        ptr_cache.hi[i]        = (uintptr_t)start + size;
-        ptr_cache.on_device[i] = (uint8_t)on;
+    int       on = type == CU_MEMORYTYPE_DEVICE && ordinal == tess_vnd.device;
+    uintptr_t lo = (uintptr_t)start, hi = lo + size;
+    /* Remembered only where it fits between its neighbours (a range CUDA reports is a whole
+     * allocation; one that overlaps a remembered range means that one is stale: start over). */
+    if (size && a - lo < size) {
+        if ((at > 0 && ptr_cache.hi[at - 1] > lo) || (at < ptr_cache.n && ptr_cache.lo[at] < hi)) {
+            ptr_cache.n = 0;
+            at          = 0;
+        }
+        ptr_cache_add(at, lo, hi, (uint8_t)on);
     }
     return on;
 }
