@@ -177,9 +177,18 @@ typedef struct tess_gpu_ops {
      *  any number of times, on any stream. graph_destroy may be called while launches of g are
      *  still queued or running: they complete, and g is freed after them. graph_compare:
      *  0 when a and b record the same operations, else nonzero with what differs in why.
+     *  graph_end_update (optional, NULL where the backend has no cheaper way): graph_end that
+     *  first tries to make `old` launch the new recording instead, keeping old's launchable
+     *  form (CUDA, HIP: an update of the instantiated graph, far cheaper than instantiating
+     *  and destroying one); *g_p = old then, and its launches already queued run the old
+     *  operations. Where the recording does not fit old (another shape), a new graph as
+     *  graph_end gives, and old stays as it was (the caller destroys it). old must not be
+     *  launched by another thread meanwhile.
      *  Threads: begin, the recording and end on one thread; the rest from any thread. */
     tess_status_t (*graph_begin)(tess_gpu_stream_h s);
     tess_status_t (*graph_end)(tess_gpu_stream_h s, tess_gpu_graph_h *g_p);
+    tess_status_t (*graph_end_update)(tess_gpu_stream_h s, tess_gpu_graph_h old,
+                                      tess_gpu_graph_h *g_p);
     tess_status_t (*graph_launch)(tess_gpu_graph_h g, tess_gpu_stream_h s);
     void (*graph_destroy)(tess_gpu_graph_h g);
     int (*graph_compare)(tess_gpu_graph_h a, tess_gpu_graph_h b, char *why, size_t len);

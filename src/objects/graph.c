@@ -11,7 +11,9 @@
  * its header (every element pays for the header). They are dropped when the element leaves the
  * PE (migration: its device pointers change), when it is destroyed, on tess_gpu_graph_reset and
  * on restart from a checkpoint; they are never packed. A graph whose replay may still run is
- * destroyed safely: the backends free it after its launches. */
+ * destroyed safely: the backends free it after its launches. When a slot's key changes, the
+ * new recording updates the slot's graph where the backend can (graph_end_update: the same
+ * operations with other arguments) instead of replacing it. */
 #include "objects.h"
 
 #include <stdio.h>
@@ -101,9 +103,11 @@ static void graph_call(tess_ctx_h e, tess_gpu_stream_h s, tess_gpu_record_fn_t r
     e->stream             = own;
 }
 
-/* Record what record enqueues into a new graph, on the PE's capture stream. */
+/* Record what record enqueues into a graph, on the PE's capture stream: `old` (if any) updated
+ * to it where the backend can and the shapes match (*g_p == old then), else a new graph. */
 static tess_status_t graph_record(obj_pe_t *op, tess_ctx_h e, tess_gpu_record_fn_t record,
-                                  void *arg, tess_gpu_graph_h *g_p, const char *file, int line)
+                                  void *arg, tess_gpu_graph_h old, tess_gpu_graph_h *g_p,
+                                  const char *file, int line)
 {
     tess_status_t st;
     if (!op->graph_stream && (st = tess_gpu->stream_create(&op->graph_stream)) != TESS_OK)
@@ -111,6 +115,8 @@ static tess_status_t graph_record(obj_pe_t *op, tess_ctx_h e, tess_gpu_record_fn
     if ((st = tess_gpu->graph_begin(op->graph_stream)) != TESS_OK)
         return st;
     graph_call(e, op->graph_stream, record, arg, file, line);
+    if (old && tess_gpu->graph_end_update)
+        return tess_gpu->graph_end_update(op->graph_stream, old, g_p);
     return tess_gpu->graph_end(op->graph_stream, g_p);
 }
 
@@ -140,7 +146,7 @@ static void graph_check(obj_pe_t *op, tess_ctx_h e, int slot, tess_gpu_graph_h g
 {
     char             why[400], idx[48];
     tess_gpu_graph_h scratch = NULL;
-    tess_status_t    st      = graph_record(op, e, record, arg, &scratch, file, line);
+    tess_status_t    st      = graph_record(op, e, record, arg, NULL, &scratch, file, line);
     if (st != TESS_OK)
         tess_fatal("TESS_CHECK: step graph in slot %d of element %s of array '%s': recording "
                    "it again for the check failed: %s", slot,
@@ -192,12 +198,14 @@ tess_status_t tess_gpu_graph_run_loc(tess_ctx_h ctx, int slot, uint64_t key,
             graph_check(op, ctx, slot, ge->g[slot], record, arg, file, line);
         return tess_gpu->graph_launch(ge->g[slot], ctx->stream);
     }
-    if (ge->used & bit) {
-        ge->used &= ~bit;
-        tess_gpu->graph_destroy(ge->g[slot]);
-    }
-    tess_gpu_graph_h g;
-    tess_status_t    st = graph_record(op, ctx, record, arg, &g, file, line);
+    /* A new key: record again, into the slot's graph where the backend can update it in place
+     * (the same operations with other arguments: far cheaper than a new graph). */
+    tess_gpu_graph_h old = ge->used & bit ? ge->g[slot] : NULL;
+    tess_gpu_graph_h g   = NULL;
+    ge->used &= ~bit;
+    tess_status_t st = graph_record(op, ctx, record, arg, old, &g, file, line);
+    if (old && (st != TESS_OK || g != old))
+        tess_gpu->graph_destroy(old);
     if (st != TESS_OK)
         return st;
     ge->g[slot]   = g;

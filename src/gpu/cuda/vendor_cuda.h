@@ -46,6 +46,12 @@ typedef struct cudaMemsetParams  vndMemsetParams_t;
 typedef struct cudaHostNodeParams vndHostNodeParams_t;
 #define vnd_graph_instantiate(exec_p, graph) cudaGraphInstantiate((exec_p), (graph), 0)
 #define VND_GRAPH_INSTANTIATE_STR            "cudaGraphInstantiate"
+/* Make exec launch what graph records, where the two have the same shape. */
+static inline cudaError_t vnd_graph_exec_update(cudaGraphExec_t exec, cudaGraph_t graph)
+{
+    cudaGraphExecUpdateResultInfo info;
+    return cudaGraphExecUpdate(exec, graph, &info);
+}
 /** 0 when kernel nodes a and b launch the same kernel with the same dimensions and arguments,
  *  1 with what differs in why. */
 int tess_cuda_kernel_node_compare(cudaGraphNode_t a, cudaGraphNode_t b, char *why, size_t len);

@@ -56,6 +56,13 @@ typedef hipMemsetParams   vndMemsetParams_t;
 typedef hipHostNodeParams vndHostNodeParams_t;
 #define vnd_graph_instantiate(exec_p, graph) hipGraphInstantiate((exec_p), (graph), NULL, NULL, 0)
 #define VND_GRAPH_INSTANTIATE_STR            "hipGraphInstantiate"
+/* Make exec launch what graph records, where the two have the same shape. */
+static inline hipError_t vnd_graph_exec_update(hipGraphExec_t exec, hipGraph_t graph)
+{
+    hipGraphNode_t           node;
+    hipGraphExecUpdateResult result;
+    return hipGraphExecUpdate(exec, graph, &node, &result);
+}
 
 static inline int tess_hip_kernel_node_compare(hipGraphNode_t a, hipGraphNode_t b, char *why,
                                                size_t len)

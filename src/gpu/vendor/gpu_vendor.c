@@ -390,7 +390,25 @@ static tess_status_t vnd_graph_begin(tess_gpu_stream_h s)
     return TESS_OK;
 }
 
-static tess_status_t vnd_graph_end(tess_gpu_stream_h s, tess_gpu_graph_h *g_p)
+/* The host calls' arguments of g's recording go after g's last launch, in its stream's order
+ * (they are freed now if it never ran). */
+static void vnd_graph_calls_retire(tess_gpu_graph_h g)
+{
+    if (g->calls && g->launched &&
+        vnd_launch_host_func(g->last, vnd_calls_free_trampoline, g->calls) != VND(Success)) {
+        (void)VND(GetLastError)();
+        tess_warn(VND_TITLE " graph re-recorded or destroyed: the arguments of its %s cannot be "
+                  "freed after its last launch; kept", "host functions");
+    } else if (g->calls && !g->launched) {
+        vnd_calls_free(g->calls);
+    }
+    g->calls    = NULL;
+    g->launched = 0;
+    g->last     = NULL;
+}
+
+static tess_status_t vnd_graph_end_update(tess_gpu_stream_h s, tess_gpu_graph_h old,
+                                          tess_gpu_graph_h *g_p)
 {
     tess_status_t    st;
     VND(Graph_t)     graph = NULL;
@@ -403,6 +421,19 @@ static tess_status_t vnd_graph_end(tess_gpu_stream_h s, tess_gpu_graph_h *g_p)
         /* An operation the capture could not hold invalidated it: no graph. */
         st = vnd_error(e, VND_STR(StreamEndCapture));
         goto err_free_calls;
+    }
+    if (old) {
+        if (vnd_graph_exec_update(old->exec, graph) == VND(Success)) {
+            /* old's launches already queued keep running the old operations and reading their
+             * host calls' arguments: those go after them. */
+            vnd_graph_calls_retire(old);
+            VND(GraphDestroy)(old->graph);
+            old->graph = graph;
+            old->calls = calls;
+            *g_p       = old;
+            return TESS_OK;
+        }
+        (void)VND(GetLastError)(); /* another shape: instantiated anew below */
     }
     if ((e = vnd_graph_instantiate(&exec, graph)) != VND(Success)) {
         st = vnd_error(e, VND_GRAPH_INSTANTIATE_STR);
@@ -428,6 +459,11 @@ err_free_calls:
     return st;
 }
 
+static tess_status_t vnd_graph_end(tess_gpu_stream_h s, tess_gpu_graph_h *g_p)
+{
+    return vnd_graph_end_update(s, NULL, g_p);
+}
+
 static tess_status_t vnd_graph_launch(tess_gpu_graph_h g, tess_gpu_stream_h s)
 {
     tess_status_t st = vnd_bind();
@@ -449,14 +485,7 @@ static void vnd_graph_destroy(tess_gpu_graph_h g)
         return;
     VND(GraphExecDestroy)(g->exec);
     VND(GraphDestroy)(g->graph);
-    if (g->calls && g->launched &&
-        vnd_launch_host_func(g->last, vnd_calls_free_trampoline, g->calls) != VND(Success)) {
-        (void)VND(GetLastError)();
-        tess_warn(VND_TITLE " graph destroyed: the arguments of its %s cannot be freed after "
-                  "its last launch; kept", "host functions");
-    } else if (g->calls && !g->launched) {
-        vnd_calls_free(g->calls);
-    }
+    vnd_graph_calls_retire(g);
     free(g);
 }
 
@@ -658,6 +687,7 @@ const tess_gpu_ops_t VND_OPS = {
     .busy              = NULL, /* the device has cores of its own */
     .graph_begin       = vnd_graph_begin,
     .graph_end         = vnd_graph_end,
+    .graph_end_update  = vnd_graph_end_update,
     .graph_launch      = vnd_graph_launch,
     .graph_destroy     = vnd_graph_destroy,
     .graph_compare     = vnd_graph_compare,
