@@ -265,7 +265,12 @@ TESS_API tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, i
  *     tess_send_device(...);                                    // after the replay, in order
  *
  * The key. `key` summarises everything the recorded work depends on that may change: buffer
- * pointers chosen by parity, sizes, a number of kernels... A different key records again. What
+ * pointers chosen by parity, sizes, a number of kernels... A key's first call in a row runs
+ * record directly on the element's stream, its second records it and later calls replay: a key
+ * used once (a step that differs from its neighbours) is never recorded, and the slot keeps its
+ * graph meanwhile, so the key before it replays again at once. Recording into a slot that holds
+ * a graph updates that graph where the operations are the same with other arguments (CUDA/HIP:
+ * an update of the instantiated graph, cheaper than a new one). What
  * changes every step (the step number, a time) must NOT be a kernel argument: the graph holds
  * the arguments of its recording, and every replay would pass the first step's value. Kernels
  * read such values from device memory instead (a counter the graph itself advances, or one the
@@ -279,8 +284,9 @@ TESS_API tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, i
  *
  * The record function may enqueue kernels, tess_gpu_memcpy_async, tess_gpu_memset_async and
  * tess_gpu_launch_host on tess_ctx_stream(ctx) (which, while it runs, is a per-PE stream that
- * records; elements share streams, so the element's own stream is never recorded). It should do
- * nothing else: it runs once per key, but at every step with TESS_CHECK=1 or +tess-graphs 0.
+ * records; elements share streams, so the element's own stream is never recorded; at a key's
+ * first call it is the element's own stream). It should do nothing else: it runs twice per key
+ * (once directly, once recorded), but at every step with TESS_CHECK=1 or +tess-graphs 0.
  * Sends (tess_send, tess_send_device, ...), tess_contribute, tess_gpu_then, tess_gpu_stream_sync
  * and a nested tess_gpu_graph_run inside it are misuse: the job ends with a message naming the
  * call "... inside a step graph's record function". Events on the recording stream are refused

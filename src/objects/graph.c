@@ -11,17 +11,23 @@
  * its header (every element pays for the header). They are dropped when the element leaves the
  * PE (migration: its device pointers change), when it is destroyed, on tess_gpu_graph_reset and
  * on restart from a checkpoint; they are never packed. A graph whose replay may still run is
- * destroyed safely: the backends free it after its launches. When a slot's key changes, the
- * new recording updates the slot's graph where the backend can (graph_end_update: the same
- * operations with other arguments) instead of replacing it. */
+ * destroyed safely: the backends free it after its launches.
+ *
+ * A key is recorded at its second call in a row, its first runs the record function directly
+ * (the slot keeps its graph): a key used once (MiniMD: the step before a rebuild, which does not
+ * start the next step) costs no recording, and one that then comes back (the slot's own) replays
+ * at once. The recording updates the slot's graph where the backend can (graph_end_update: the
+ * same operations with other arguments) instead of replacing it. */
 #include "objects.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 typedef struct obj_graph_elem {
-    uint32_t         used; /* bit s: slot s holds a graph */
+    uint32_t         used;    /* bit s: slot s holds a graph */
+    uint32_t         pending; /* bit s: slot s ran pend[s] directly, last call */
     uint64_t         key[TESS_GPU_GRAPH_SLOTS];
+    uint64_t         pend[TESS_GPU_GRAPH_SLOTS];
     tess_gpu_graph_h g[TESS_GPU_GRAPH_SLOTS];
 } obj_graph_elem_t;
 
@@ -72,6 +78,13 @@ void tess_obj_graph_drop_any(tess_ctx_h e)
 
 void tess_obj_graph_pe_fini(obj_pe_t *op)
 {
+    if (tess_cfg.verbose && (op->graph_new || op->graph_direct))
+        fprintf(stderr, "[tessera] process %d PE %d step graphs: %llu replays; %llu first calls "
+                "of a key run directly; %llu recorded as new graphs, %llu into the slot's graph "
+                "(updated in place)\n",
+                tess_rt.rank, op->local, (unsigned long long)op->graph_replayed,
+                (unsigned long long)op->graph_direct, (unsigned long long)op->graph_new,
+                (unsigned long long)op->graph_updated);
     if (op->have_graphs) {
         uint64_t k;
         void    *v;
@@ -194,10 +207,20 @@ tess_status_t tess_gpu_graph_run_loc(tess_ctx_h ctx, int slot, uint64_t key,
         return TESS_ERR_NO_MEMORY;
     uint32_t bit = 1u << slot;
     if ((ge->used & bit) && ge->key[slot] == key) {
+        ge->pending &= ~bit;
         if (tess_unlikely(tess_cfg.check))
             graph_check(op, ctx, slot, ge->g[slot], record, arg, file, line);
+        op->graph_replayed++;
         return tess_gpu->graph_launch(ge->g[slot], ctx->stream);
     }
+    if (!(ge->pending & bit) || ge->pend[slot] != key) { /* its first call: run it directly */
+        ge->pending |= bit;
+        ge->pend[slot] = key;
+        op->graph_direct++;
+        graph_call(ctx, NULL, record, arg, file, line);
+        return TESS_OK;
+    }
+    ge->pending &= ~bit;
     /* A new key: record again, into the slot's graph where the backend can update it in place
      * (the same operations with other arguments: far cheaper than a new graph). */
     tess_gpu_graph_h old = ge->used & bit ? ge->g[slot] : NULL;
@@ -208,6 +231,10 @@ tess_status_t tess_gpu_graph_run_loc(tess_ctx_h ctx, int slot, uint64_t key,
         tess_gpu->graph_destroy(old);
     if (st != TESS_OK)
         return st;
+    if (g == old)
+        op->graph_updated++;
+    else
+        op->graph_new++;
     ge->g[slot]   = g;
     ge->key[slot] = key;
     ge->used |= bit;

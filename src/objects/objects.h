@@ -141,6 +141,7 @@ typedef struct obj_pe {
     tess_hmap_t       graphs; /* tess_obj_key -> the element's graphs */
     int               have_graphs;
     tess_gpu_stream_h graph_stream;
+    uint64_t          graph_new, graph_updated, graph_replayed, graph_direct; /* TESS_VERBOSE */
     /* Batched launches (batch.c): the PE's pending items, made on first use; how many of its
      * elements are in a batch now; whether a batch filled in the entry that runs (launched
      * when it returns). */
