@@ -13,22 +13,31 @@
  * on restart from a checkpoint; they are never packed. A graph whose replay may still run is
  * destroyed safely: the backends free it after its launches.
  *
- * A key is recorded at its second call in a row, its first runs the record function directly
- * (the slot keeps its graph): a key used once (MiniMD: the step before a rebuild, which does not
- * start the next step) costs no recording, and one that then comes back (the slot's own) replays
- * at once. The recording updates the slot's graph where the backend can (graph_end_update: the
- * same operations with other arguments) instead of replacing it. */
+ * A slot keeps the graphs of its GRAPH_WAYS most recently used keys: a slot whose key alternates
+ * between a few values (MiniMD: which ghosts landed in place depends on the neighbours' pace)
+ * replays them all. A key is recorded at its second call, its first (while the slot remembers
+ * no earlier call of it) runs the record function directly: a key used once (MiniMD: the step
+ * before a rebuild) costs no recording. Recording into a full slot replaces its least recently
+ * used graph, updated in place where the backend can (graph_end_update: the same operations
+ * with other arguments). */
 #include "objects.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
+#define GRAPH_WAYS 4 /* keys a slot keeps graphs of at once, and remembers first calls of */
+
+typedef struct obj_graph_slot {
+    uint64_t         key[GRAPH_WAYS];
+    tess_gpu_graph_h g[GRAPH_WAYS];    /* NULL: an empty way */
+    uint32_t         last[GRAPH_WAYS]; /* when way w was last used (the element's clock) */
+    uint64_t         seen[GRAPH_WAYS]; /* keys whose first call ran directly, not recorded yet */
+    uint8_t          nseen, next_seen; /* how many; which goes next when all are taken */
+} obj_graph_slot_t;
+
 typedef struct obj_graph_elem {
-    uint32_t         used;    /* bit s: slot s holds a graph */
-    uint32_t         pending; /* bit s: slot s ran pend[s] directly, last call */
-    uint64_t         key[TESS_GPU_GRAPH_SLOTS];
-    uint64_t         pend[TESS_GPU_GRAPH_SLOTS];
-    tess_gpu_graph_h g[TESS_GPU_GRAPH_SLOTS];
+    uint32_t         clock; /* counts the element's calls */
+    obj_graph_slot_t slot[TESS_GPU_GRAPH_SLOTS];
 } obj_graph_elem_t;
 
 /* The element whose record function runs on this thread, or NULL; and where its
@@ -52,9 +61,28 @@ void tess_obj_graph_misuse(const char *what, const char *file, int line)
 static void graph_elem_free(obj_graph_elem_t *ge)
 {
     for (int s = 0; s < TESS_GPU_GRAPH_SLOTS; s++)
-        if (ge->used & (1u << s))
-            tess_gpu->graph_destroy(ge->g[s]);
+        for (int w = 0; w < GRAPH_WAYS; w++)
+            if (ge->slot[s].g[w])
+                tess_gpu->graph_destroy(ge->slot[s].g[w]);
     free(ge);
+}
+
+/* Whether the slot remembers a first call of key, forgetting it if so (it is recorded now);
+ * else remembers it (the oldest such key goes when all ways are taken). */
+static bool graph_seen_before(obj_graph_slot_t *sl, uint64_t key)
+{
+    for (int i = 0; i < sl->nseen; i++)
+        if (sl->seen[i] == key) {
+            sl->seen[i] = sl->seen[--sl->nseen];
+            return true;
+        }
+    if (sl->nseen < GRAPH_WAYS) {
+        sl->seen[sl->nseen++] = key;
+    } else {
+        sl->seen[sl->next_seen] = key;
+        sl->next_seen           = (uint8_t)((sl->next_seen + 1) % GRAPH_WAYS);
+    }
+    return false;
 }
 
 void tess_obj_graph_drop(obj_pe_t *op, tess_ctx_h e)
@@ -205,27 +233,30 @@ tess_status_t tess_gpu_graph_run_loc(tess_ctx_h ctx, int slot, uint64_t key,
     obj_graph_elem_t *ge = graph_elem_of(op, ctx);
     if (!ge)
         return TESS_ERR_NO_MEMORY;
-    uint32_t bit = 1u << slot;
-    if ((ge->used & bit) && ge->key[slot] == key) {
-        ge->pending &= ~bit;
-        if (tess_unlikely(tess_cfg.check))
-            graph_check(op, ctx, slot, ge->g[slot], record, arg, file, line);
-        op->graph_replayed++;
-        return tess_gpu->graph_launch(ge->g[slot], ctx->stream);
+    obj_graph_slot_t *sl  = &ge->slot[slot];
+    uint32_t          now = ++ge->clock;
+    int               w   = 0;
+    for (int i = 0; i < GRAPH_WAYS; i++) {
+        if (sl->g[i] && sl->key[i] == key) {
+            sl->last[i] = now;
+            if (tess_unlikely(tess_cfg.check))
+                graph_check(op, ctx, slot, sl->g[i], record, arg, file, line);
+            op->graph_replayed++;
+            return tess_gpu->graph_launch(sl->g[i], ctx->stream);
+        }
+        if (sl->g[w] && (!sl->g[i] || sl->last[i] < sl->last[w]))
+            w = i; /* an empty way, else the least recently used */
     }
-    if (!(ge->pending & bit) || ge->pend[slot] != key) { /* its first call: run it directly */
-        ge->pending |= bit;
-        ge->pend[slot] = key;
+    if (!graph_seen_before(sl, key)) { /* its first call: run it directly */
         op->graph_direct++;
         graph_call(ctx, NULL, record, arg, file, line);
         return TESS_OK;
     }
-    ge->pending &= ~bit;
-    /* A new key: record again, into the slot's graph where the backend can update it in place
-     * (the same operations with other arguments: far cheaper than a new graph). */
-    tess_gpu_graph_h old = ge->used & bit ? ge->g[slot] : NULL;
+    /* Its second: recorded into way w, whose graph (if any) the backend updates in place where
+     * it can (the same operations with other arguments: far cheaper than a new graph). */
+    tess_gpu_graph_h old = sl->g[w];
     tess_gpu_graph_h g   = NULL;
-    ge->used &= ~bit;
+    sl->g[w]             = NULL;
     tess_status_t st = graph_record(op, ctx, record, arg, old, &g, file, line);
     if (old && (st != TESS_OK || g != old))
         tess_gpu->graph_destroy(old);
@@ -235,9 +266,9 @@ tess_status_t tess_gpu_graph_run_loc(tess_ctx_h ctx, int slot, uint64_t key,
         op->graph_updated++;
     else
         op->graph_new++;
-    ge->g[slot]   = g;
-    ge->key[slot] = key;
-    ge->used |= bit;
+    sl->g[w]    = g;
+    sl->key[w]  = key;
+    sl->last[w] = now;
     return tess_gpu->graph_launch(g, ctx->stream);
 }
 
