@@ -357,6 +357,7 @@ static void rdma_direct_idle(tess_pe_t *pe)
         (dc_quiet.all_idle || tess_time_ns() < dc_quiet.retry_ns))
         return;
     int all = 1;
+    dc_count(DC_C_RDMA_RECV_QUERIES, (uint64_t)dc_quiet.n);
     for (int i = 0; i < dc_quiet.n; i++) {
         dc_quiet.idle[i] = tess_gpu->stream_query(dc_quiet.s[i]) == TESS_OK;
         all &= dc_quiet.idle[i];
@@ -399,6 +400,7 @@ static bool rdma_direct_recv(tess_msg_t *m, unsigned kind)
             dc_count(DC_C_RDMA_QUIET_RECVS, 1);
             q = TESS_OK;
         } else {
+            dc_count(DC_C_RDMA_RECV_QUERIES, 1);
             q = tess_gpu->stream_query(rr->r->stream);
             dc_quiet_note(rr->r->stream);
         }

@@ -51,6 +51,7 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     stats_p->rdma_idle_recvs  = n[DC_C_RDMA_IDLE_RECVS];
     stats_p->rdma_quiet_recvs = n[DC_C_RDMA_QUIET_RECVS];
     stats_p->rdma_fast_recvs  = n[DC_C_RDMA_FAST_RECVS];
+    stats_p->rdma_recv_queries = n[DC_C_RDMA_RECV_QUERIES];
     tess_net_rkey_stats(&stats_p->rkey_unpacks, &stats_p->rkey_hits);
 }
 
