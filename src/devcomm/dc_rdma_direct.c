@@ -318,13 +318,13 @@ static void direct_start_gets_cont(void *arg)
  *
  * Two ways to know without asking at the receive:
  *  - in passes that found no work, the PE asks about the streams of its recent direct receives
- *    (speculation: a receive for one found idle then starts its gets at once). Busy ones are
- *    asked again at most every DC_QUIET_RETRY_NS. A stream is asked once after each receive
- *    for it, not after every pass with work: a PE that only sends is not kept asking about the
- *    stream of a receive long past. Where the asking did not pay (the next receive came after
- *    more work, so it asked again), it is skipped for the next 1, 3, 7, then 15 receives of the
- *    stream, until one finds the stream known idle again: a stream of messages whose entries
- *    run between arrivals pays one question a message, not two;
+ *    (speculation: a receive for one found idle then starts its gets at once), again after
+ *    each pass with work, up to DC_QUIET_ASKS answers "idle" per receive for it: a PE that only
+ *    sends is not kept asking about the stream of a receive long past. Busy ones are asked
+ *    again at most every DC_QUIET_RETRY_NS. Where an answer "idle" did not pay (the next
+ *    receive came after more work in the same pass, so it asked again), the stream is skipped
+ *    for the next 1, 3, 7, then 15 receives, until one finds it known idle again: a stream of
+ *    messages whose entries run between arrivals pays one question a message, not two;
  *  - a receive that found its stream idle and started its gets without running anything (no
  *    entry ran: the gets did not complete at once) leaves what is known valid past its own
  *    handler: the dispatch moves work_gen on by exactly one after each message, so a receive
@@ -334,6 +334,7 @@ static void direct_start_gets_cont(void *arg)
 #define DC_QUIET_MAX      4
 #define DC_QUIET_RETRY_NS 5000
 #define DC_QUIET_SKIP_MAX 15
+#define DC_QUIET_ASKS     2 /* answers "idle" in idle passes per receive */
 
 static _Thread_local struct {
     int               n, next;             /* streams listed; the slot to replace next */
@@ -341,9 +342,10 @@ static _Thread_local struct {
     uint64_t          gen, retry_ns;
     tess_gpu_stream_h s[DC_QUIET_MAX];
     bool              idle[DC_QUIET_MAX];
-    bool              want[DC_QUIET_MAX];  /* a receive came since the last idle-pass question */
+    uint8_t           want[DC_QUIET_MAX];  /* idle-pass answers "idle" left before the next
+                                            * receive for it */
     bool              asked[DC_QUIET_MAX]; /* idle[] true from an idle-pass question */
-    bool              spec[DC_QUIET_MAX];  /* asked in an idle pass since the last receive */
+    bool              spec[DC_QUIET_MAX];  /* found idle in an idle pass since the last receive */
     uint8_t           skip[DC_QUIET_MAX];  /* receives to come without speculation */
     uint8_t           backoff[DC_QUIET_MAX];
 } dc_quiet;
@@ -382,14 +384,15 @@ static bool dc_quiet_recv(tess_gpu_stream_h s)
         dc_quiet.s[i]    = s;
         dc_quiet.idle[i] = dc_quiet.asked[i] = dc_quiet.spec[i] = false;
         dc_quiet.skip[i] = dc_quiet.backoff[i] = 0;
-        dc_quiet.want[i] = true;
+        dc_quiet.want[i] = DC_QUIET_ASKS;
         return false;
     }
     bool known = dc_quiet.idle[i];
     if (known && dc_quiet.asked[i]) { /* the speculation paid */
         dc_quiet.backoff[i] = 0;
         dc_quiet.skip[i]    = 0;
-    } else if (!known && dc_quiet.spec[i]) { /* asked since the last receive, spent on work */
+    } else if (!known && dc_quiet.spec[i]) { /* found idle since the last receive, and the
+                                               * answer was spent on work in between */
         unsigned b = dc_quiet.backoff[i] * 2u + 1;
         dc_quiet.backoff[i] = (uint8_t)(b > DC_QUIET_SKIP_MAX ? DC_QUIET_SKIP_MAX : b);
         dc_quiet.skip[i]    = dc_quiet.backoff[i];
@@ -397,9 +400,9 @@ static bool dc_quiet_recv(tess_gpu_stream_h s)
     dc_quiet.spec[i] = false;
     if (dc_quiet.skip[i]) {
         dc_quiet.skip[i]--;
-        dc_quiet.want[i] = false;
+        dc_quiet.want[i] = 0;
     } else {
-        dc_quiet.want[i] = true;
+        dc_quiet.want[i] = DC_QUIET_ASKS;
     }
     return known;
 }
@@ -434,10 +437,9 @@ static void rdma_direct_idle(tess_pe_t *pe)
         if (dc_quiet.idle[i] || !dc_quiet.want[i])
             continue;
         dc_count(DC_C_RDMA_RECV_QUERIES, 1);
-        dc_quiet.spec[i] = true;
         if (tess_gpu->stream_query(dc_quiet.s[i]) == TESS_OK) {
-            dc_quiet.idle[i]  = dc_quiet.asked[i] = true;
-            dc_quiet.want[i]  = false;
+            dc_quiet.idle[i] = dc_quiet.asked[i] = dc_quiet.spec[i] = true;
+            dc_quiet.want[i]--;
         } else {
             busy = 1;
         }
