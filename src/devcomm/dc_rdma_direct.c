@@ -272,8 +272,7 @@ static unsigned rdma_direct_progress(void)
 
 /* The receiver's stream reached the delivery point: get every buffer (on the receiving PE).
  * Gets that complete as they start (a transport that copies at once) finish the receive here,
- * entry and all. */
-/* True when the receive finished here (its entry ran). */
+ * entry and all: then true. */
 static bool direct_start_gets(dc_rrecv_t *rr)
 {
     if (rr->waited)
@@ -321,7 +320,8 @@ static void direct_start_gets_cont(void *arg)
  *    (speculation: a receive for one found idle then starts its gets at once), again after
  *    each pass with work, up to DC_QUIET_ASKS answers "idle" per receive for it: a PE that only
  *    sends is not kept asking about the stream of a receive long past. Busy ones are asked
- *    again at most every DC_QUIET_RETRY_NS. Where an answer "idle" did not pay (the next
+ *    again at most every DC_QUIET_RETRY_NS, DC_QUIET_BUSY times (a long kernel is not asked
+ *    about all along). Where an answer "idle" did not pay (the next
  *    receive came after more work in the same pass, so it asked again), the stream is skipped
  *    for the next 1, 3, 7, then 15 receives, until one finds it known idle again: a stream of
  *    messages whose entries run between arrivals pays one question a message, not two;
@@ -335,6 +335,7 @@ static void direct_start_gets_cont(void *arg)
 #define DC_QUIET_RETRY_NS 5000
 #define DC_QUIET_SKIP_MAX 15
 #define DC_QUIET_ASKS     2 /* answers "idle" in idle passes per receive */
+#define DC_QUIET_BUSY     8 /* answers "busy" in idle passes per receive */
 
 static _Thread_local struct {
     int               n, next;             /* streams listed; the slot to replace next */
@@ -344,6 +345,7 @@ static _Thread_local struct {
     bool              idle[DC_QUIET_MAX];
     uint8_t           want[DC_QUIET_MAX];  /* idle-pass answers "idle" left before the next
                                             * receive for it */
+    uint8_t           busy[DC_QUIET_MAX];  /* and answers "busy" */
     bool              asked[DC_QUIET_MAX]; /* idle[] true from an idle-pass question */
     bool              spec[DC_QUIET_MAX];  /* found idle in an idle pass since the last receive */
     uint8_t           skip[DC_QUIET_MAX];  /* receives to come without speculation */
@@ -385,6 +387,7 @@ static bool dc_quiet_recv(tess_gpu_stream_h s)
         dc_quiet.idle[i] = dc_quiet.asked[i] = dc_quiet.spec[i] = false;
         dc_quiet.skip[i] = dc_quiet.backoff[i] = 0;
         dc_quiet.want[i] = DC_QUIET_ASKS;
+        dc_quiet.busy[i] = DC_QUIET_BUSY;
         return false;
     }
     bool known = dc_quiet.idle[i];
@@ -398,6 +401,7 @@ static bool dc_quiet_recv(tess_gpu_stream_h s)
         dc_quiet.skip[i]    = dc_quiet.backoff[i];
     }
     dc_quiet.spec[i] = false;
+    dc_quiet.busy[i] = DC_QUIET_BUSY;
     if (dc_quiet.skip[i]) {
         dc_quiet.skip[i]--;
         dc_quiet.want[i] = 0;
@@ -434,14 +438,14 @@ static void rdma_direct_idle(tess_pe_t *pe)
         return;
     int busy = 0;
     for (int i = 0; i < dc_quiet.n; i++) {
-        if (dc_quiet.idle[i] || !dc_quiet.want[i])
+        if (dc_quiet.idle[i] || !dc_quiet.want[i] || !dc_quiet.busy[i])
             continue;
         dc_count(DC_C_RDMA_RECV_QUERIES, 1);
         if (tess_gpu->stream_query(dc_quiet.s[i]) == TESS_OK) {
             dc_quiet.idle[i] = dc_quiet.asked[i] = dc_quiet.spec[i] = true;
             dc_quiet.want[i]--;
         } else {
-            busy = 1;
+            busy |= --dc_quiet.busy[i] > 0;
         }
     }
     dc_quiet.retry_ns = busy ? tess_time_ns() + DC_QUIET_RETRY_NS : 0;
