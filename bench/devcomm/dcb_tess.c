@@ -463,12 +463,10 @@ int dcb_tess_path_taken(void)
     return sum[5] && !sum[6] ? DCB_RDMA_STAGED : sum[6] && !sum[5] ? DCB_RDMA_DIRECT : -1;
 }
 
-void dcb_tess_rdma_counts(uint64_t *msgs_p, uint64_t *queries_p)
+void dcb_tess_rdma_counts(uint64_t counts[3])
 {
     tess_dc_stats_t st;
     tess_dc_get_stats(&st);
-    uint64_t v[2] = {st.rdma_direct, st.rdma_recv_queries}, sum[2];
-    MPI_Allreduce(v, sum, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    *msgs_p    = sum[0];
-    *queries_p = sum[1];
+    uint64_t v[3] = {st.rdma_direct, st.rdma_recv_queries, st.rdma_quiet_recvs};
+    MPI_Allreduce(v, counts, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
 }
