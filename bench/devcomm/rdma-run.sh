@@ -136,7 +136,10 @@ for mode in direct staged; do
         --what latbw --expect rdma-$mode --reps 3 --target-ms 40 --budget-s $budget \
         --csv-dir "$work/bench-$mode" >"$work/bench-$mode.log" 2>&1
     note "bench_devcomm rdma-$mode exit $?"
-    grep -iE 'latency|bandwidth|goal|PASS|MISS' "$work/bench-$mode.log" | tail -40
+    # The rows, the receivers' questions about their streams in the bandwidth stream (the
+    # latency points' are in the log), the goals.
+    grep -iE 'latency|lat-ready|bandwidth|goal|PASS|MISS' "$work/bench-$mode.log" |
+        grep -vE '^# [a-z-]+ +(latency|latency-so|lat-ready) ' | tail -64
 done
 mps_off
 
