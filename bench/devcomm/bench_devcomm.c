@@ -9,7 +9,8 @@
  * Options: --csv-dir DIR (appends DIR/latbw.csv, DIR/odf.csv, DIR/goals.csv), --quick,
  * --reps N, --target-ms MS (time of one repetition of one point), --min-size BYTES,
  * --max-size BYTES (latbw: the message sizes measured),
- * --max-volume BYTES, --what latbw,exchange,overlap, --expect PATH (fail unless the runtime
+ * --max-volume BYTES, --what latbw,exchange,overlap (lat or bw: that half of latbw alone, no
+ * goals), --expect PATH (fail unless the runtime
  * takes that path: d2d, ipc-staged, ipc-direct, rdma-staged, rdma-direct; rdma: either),
  * --budget-s S (skip the points that would start after S seconds of measuring).
  *
@@ -196,6 +197,22 @@ static void report_latbw(const char *metric, size_t size, size_t window, int ite
         fflush(csv_latbw); /* a run stopped by its timeout keeps what it measured */
 }
 
+/* Direct RDMA: how often the receivers asked the device whether their stream had reached the
+ * delivery point (1.5-2 us each with CUDA), per message since the counts c0, and the share of
+ * receives that knew without asking then (the others asked on the message's path). */
+static void report_questions(const char *metric, size_t size, const uint64_t c0[3])
+{
+    uint64_t c1[3];
+    dcb_tess_rdma_counts(c1);
+    char   sz[32];
+    double n = (double)(c1[0] - c0[0]);
+    if (dcb.rank == 0 && n > 0)
+        printf("# %-9s %-10s %6s: %.2f questions about the receiving stream a message, "
+               "%.0f%% of receives knew it idle without one\n", dcb.label, metric,
+               size_text(size, sz, sizeof(sz)), (double)(c1[1] - c0[1]) / n,
+               100.0 * (double)(c1[2] - c0[2]) / n);
+}
+
 static void latency_point(size_t size, int wait_complete, point_t *out)
 {
     double base[64], tess[64];
@@ -205,6 +222,9 @@ static void latency_point(size_t size, int wait_complete, point_t *out)
     int    iters = dcb_iters(2 * est, dcb.target_s, 2, 200000);
     double rest  = dcb_raw_latency(size, 3);
     int    riters = dcb_iters(rest, dcb.target_s, 3, 400000);
+    uint64_t c0[3] = {0};
+    if (dcb.path == DCB_RDMA_DIRECT)
+        dcb_tess_rdma_counts(c0);
     for (int r = 0; r < dcb.reps; r++) {
         base[r] = dcb_raw_latency(size, riters) * 1e6;
         tess[r] = dcb_tess_latency(size, iters, wait_complete) * 1e6;
@@ -212,8 +232,10 @@ static void latency_point(size_t size, int wait_complete, point_t *out)
     out->size = size;
     out->raw  = dcb_median(base, dcb.reps);
     out->tess = dcb_median(tess, dcb.reps);
-    report_latbw(wait_complete == 2 ? "lat-ready" : wait_complete ? "latency" : "latency-so",
-                 size, 1, iters, out->raw, out->tess, "us");
+    const char *metric = wait_complete == 2 ? "lat-ready" : wait_complete ? "latency" : "latency-so";
+    report_latbw(metric, size, 1, iters, out->raw, out->tess, "us");
+    if (dcb.path == DCB_RDMA_DIRECT)
+        report_questions(metric, size, c0);
 }
 
 static void stream_point(size_t size, point_t *out)
@@ -225,6 +247,9 @@ static void stream_point(size_t size, point_t *out)
     int    msgs = dcb_iters(est, dcb.target_s, 2 * w, 200000);
     double rest = dcb_raw_stream(size, w, 2 * w);
     int    rmsg = dcb_iters(rest, dcb.target_s, 2 * w, 400000);
+    uint64_t c0[3] = {0};
+    if (dcb.path == DCB_RDMA_DIRECT)
+        dcb_tess_rdma_counts(c0);
     for (int r = 0; r < dcb.reps; r++) {
         base[r] = size / dcb_raw_stream(size, w, rmsg) * 1e-9;
         tess[r] = size / dcb_tess_stream(size, w, msgs, r == 0) * 1e-9;
@@ -233,6 +258,8 @@ static void stream_point(size_t size, point_t *out)
     out->raw  = dcb_median(base, dcb.reps);
     out->tess = dcb_median(tess, dcb.reps);
     report_latbw("bandwidth", size, (size_t)w, msgs, out->raw, out->tess, "GB/s");
+    if (dcb.path == DCB_RDMA_DIRECT)
+        report_questions("bandwidth", size, c0);
 }
 
 /* ---- goals ------------------------------------------------------------------------------------ */
@@ -399,7 +426,7 @@ int main(int argc, char **argv)
     if (expect && strcmp(expect, dcb.label) && !(!strcmp(expect, "rdma") && dcb.path >= 3))
         dcb_die("expected the %s path, but the runtime took %s", expect, dcb.label);
     dcb_raw_init(cap > odf_cap ? cap : odf_cap);
-    if (csv_dir && dcb.rank == 0 && strstr(what, "latbw")) {
+    if (csv_dir && dcb.rank == 0 && (strstr(what, "lat") || strstr(what, "bw"))) {
         csv_latbw = open_csv(csv_dir, "latbw.csv",
                              "path,metric,size,window,iters,baseline,raw,tessera,unit,ratio");
         csv_goals = open_csv(csv_dir, "goals.csv",
@@ -423,17 +450,22 @@ int main(int argc, char **argv)
     }
 
     t_start = dcb_now();
-    if (strstr(what, "latbw")) {
+    /* "latbw": both; "lat" or "bw" alone: that half (no goals). */
+    int do_lat = strstr(what, "lat") != NULL, do_bw = strstr(what, "bw") != NULL;
+    if (do_lat || do_bw) {
         int n = 0;
         for (; n < nsizes && !over_budget(); n++) {
-            latency_point(sizes[n], 1, &lat_pts[n]);
-            latency_point(sizes[n], 0, &so_pts[n]);
-            if (dcb.path == DCB_RDMA_DIRECT) /* where a send asks the device about its stream */
-                latency_point(sizes[n], 2, &rdy_pts[n]);
-            stream_point(sizes[n], &bw_pts[n]);
+            if (do_lat) {
+                latency_point(sizes[n], 1, &lat_pts[n]);
+                latency_point(sizes[n], 0, &so_pts[n]);
+                if (dcb.path == DCB_RDMA_DIRECT) /* where a send asks the device about its stream */
+                    latency_point(sizes[n], 2, &rdy_pts[n]);
+            }
+            if (do_bw)
+                stream_point(sizes[n], &bw_pts[n]);
         }
         nsizes = n;
-        if (n)
+        if (n && do_lat && do_bw)
             goals();
     }
     for (int kernel = 0; kernel < 2; kernel++) {

@@ -111,5 +111,9 @@ double dcb_tess_stream(size_t size, int window, int msgs, int check);
 double dcb_tess_exchange(size_t volume, int odf, int iters, int kernel);
 /** The path the runtime took for the messages so far (enum dcb_path; -1 mixed or none). */
 int    dcb_tess_path_taken(void);
+/** Over all processes, so far: direct RDMA messages sent, the receivers' questions to the
+ *  device about their streams (tess_dc_stats_t rdma_recv_queries) and the receives that
+ *  started their gets without one (rdma_quiet_recvs). Collective. */
+void   dcb_tess_rdma_counts(uint64_t counts[3]);
 
 #endif /* DCB_H */

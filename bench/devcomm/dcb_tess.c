@@ -462,3 +462,11 @@ int dcb_tess_path_taken(void)
         return sum[3] && !sum[4] ? DCB_IPC_STAGED : sum[4] && !sum[3] ? DCB_IPC_DIRECT : -1;
     return sum[5] && !sum[6] ? DCB_RDMA_STAGED : sum[6] && !sum[5] ? DCB_RDMA_DIRECT : -1;
 }
+
+void dcb_tess_rdma_counts(uint64_t counts[3])
+{
+    tess_dc_stats_t st;
+    tess_dc_get_stats(&st);
+    uint64_t v[3] = {st.rdma_direct, st.rdma_recv_queries, st.rdma_quiet_recvs};
+    MPI_Allreduce(v, counts, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+}

@@ -54,10 +54,12 @@ for mode in direct staged; do
     done
 done
 # Direct receives that skip the stream query (one PE per process) must still wait for a busy
-# stream; sends marked TESS_STREAM_READY are announced at once.
-for t in "test_rdma_quiet TEST_EXPECT_QUIET=1" "test_devmsg TEST_SRC_STREAM=ready"; do
+# stream, also right after a receive that found it idle (TEST_BURST); sends marked
+# TESS_STREAM_READY are announced at once.
+for t in "test_rdma_quiet TEST_EXPECT_QUIET=1" "test_rdma_quiet TEST_BURST=1" \
+         "test_devmsg TEST_SRC_STREAM=ready"; do
     set -- $t
-    log=$work/$1-ready-quiet.log
+    log=$work/$1-${2%%=*}.log
     t0=$SECONDS
     TESS_VNODE_SIZE=1 TESS_RDMA=direct TEST_EXPECT_PATH=rdma \
         run 90 env "$2" "${mpi[@]}" -np 2 "$b/test/gpu/$1" >"$log" 2>&1
@@ -134,7 +136,10 @@ for mode in direct staged; do
         --what latbw --expect rdma-$mode --reps 3 --target-ms 40 --budget-s $budget \
         --csv-dir "$work/bench-$mode" >"$work/bench-$mode.log" 2>&1
     note "bench_devcomm rdma-$mode exit $?"
-    grep -iE 'latency|bandwidth|goal|PASS|MISS' "$work/bench-$mode.log" | tail -40
+    # The rows, the receivers' questions about their streams in the bandwidth stream (the
+    # latency points' are in the log), the goals.
+    grep -iE 'latency|lat-ready|bandwidth|goal|PASS|MISS' "$work/bench-$mode.log" |
+        grep -vE '^# [a-z-]+ +(latency|latency-so|lat-ready) ' | tail -64
 done
 mps_off
 

@@ -194,6 +194,7 @@ enum dc_count {
     DC_C_RDMA_IDLE_RECVS,
     DC_C_RDMA_QUIET_RECVS,
     DC_C_RDMA_FAST_RECVS,
+    DC_C_RDMA_RECV_QUERIES,
     DC_C_N
 };
 

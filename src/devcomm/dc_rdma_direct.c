@@ -272,10 +272,9 @@ static unsigned rdma_direct_progress(void)
 
 /* The receiver's stream reached the delivery point: get every buffer (on the receiving PE).
  * Gets that complete as they start (a transport that copies at once) finish the receive here,
- * entry and all. */
-static void direct_start_gets(void *arg)
+ * entry and all: then true. */
+static bool direct_start_gets(dc_rrecv_t *rr)
 {
-    dc_rrecv_t *rr = arg;
     if (rr->waited)
         atomic_fetch_sub(&rdma_waiting_recvs, 1);
     dc_recv_t  *r  = rr->r;
@@ -298,53 +297,135 @@ static void direct_start_gets(void *arg)
     if (atomic_fetch_sub(&rr->gets, 1) == 1) {
         dc_count(DC_C_RDMA_FAST_RECVS, 1);
         recv_direct_done(rr);
+        return true;
     }
+    return false;
+}
+
+static void direct_start_gets_cont(void *arg)
+{
+    direct_start_gets(arg);
 }
 
 /* Receiving streams known idle, for direct receives with one PE per process. A get may start
  * once the receiver's stream has reached the delivery point; asking the device whether it has
- * costs 1.5-2 us with CUDA, on the latency path of every message. With one PE per process, no
- * thread but this PE's enqueues work on the process's element streams during a phase (the
- * user's entries and callbacks and the runtime's own work all run on it), so a stream that this
- * PE found idle while it had no work is still idle as long as the PE has run nothing since
- * (tess_core_work_gen unchanged). The PE asks, in passes that found no work, about the streams
- * of its last few direct receives; a receive for one found idle then starts its gets at once.
- * Busy ones are asked again at most every DC_QUIET_RETRY_NS. PE thread only. */
+ * costs 1.5-2 us with CUDA, on the latency path of every message, and on the receiver's thread,
+ * the busier end of a stream of messages. With one PE per process, no thread but this PE's
+ * enqueues work on the process's element streams during a phase (the user's entries and
+ * callbacks and the runtime's own work all run on it), so a stream that this PE found idle is
+ * still idle as long as the PE has run nothing since (tess_core_work_gen unchanged).
+ *
+ * Two ways to know without asking at the receive:
+ *  - in passes that found no work, the PE asks about the streams of its recent direct receives
+ *    (speculation: a receive for one found idle then starts its gets at once), again after
+ *    each pass with work, up to DC_QUIET_ASKS answers "idle" per receive for it: a PE that only
+ *    sends is not kept asking about the stream of a receive long past. Busy ones are asked
+ *    again at most every DC_QUIET_RETRY_NS, DC_QUIET_BUSY times (a long kernel is not asked
+ *    about all along). Where an answer "idle" did not pay (the next
+ *    receive came after more work in the same pass, so it asked again), the stream is skipped
+ *    for the next 1, 3, 7, then 15 receives, until one finds it known idle again: a stream of
+ *    messages whose entries run between arrivals pays one question a message, not two;
+ *  - a receive that found its stream idle and started its gets without running anything (no
+ *    entry ran: the gets did not complete at once) leaves what is known valid past its own
+ *    handler: the dispatch moves work_gen on by exactly one after each message, so a receive
+ *    handled next, with nothing in between, still knows (several announcements that arrive
+ *    together ask once).
+ * PE thread only. */
 #define DC_QUIET_MAX      4
 #define DC_QUIET_RETRY_NS 5000
+#define DC_QUIET_SKIP_MAX 15
+#define DC_QUIET_ASKS     2 /* answers "idle" in idle passes per receive */
+#define DC_QUIET_BUSY     8 /* answers "busy" in idle passes per receive */
 
 static _Thread_local struct {
     int               n, next;             /* streams listed; the slot to replace next */
-    int               all_idle;            /* every listed stream was idle at gen */
     int               checked;             /* idle[] holds for gen */
     uint64_t          gen, retry_ns;
     tess_gpu_stream_h s[DC_QUIET_MAX];
     bool              idle[DC_QUIET_MAX];
+    uint8_t           want[DC_QUIET_MAX];  /* idle-pass answers "idle" left before the next
+                                            * receive for it */
+    uint8_t           busy[DC_QUIET_MAX];  /* and answers "busy" */
+    bool              asked[DC_QUIET_MAX]; /* idle[] true from an idle-pass question */
+    bool              spec[DC_QUIET_MAX];  /* found idle in an idle pass since the last receive */
+    uint8_t           skip[DC_QUIET_MAX];  /* receives to come without speculation */
+    uint8_t           backoff[DC_QUIET_MAX];
 } dc_quiet;
 
-static bool dc_quiet_known_idle(tess_gpu_stream_h s)
+static int dc_quiet_slot(tess_gpu_stream_h s)
 {
-    if (tess_rt.ppn != 1 || !dc_quiet.checked || dc_quiet.gen != tess_core_work_gen())
-        return false;
     for (int i = 0; i < dc_quiet.n; i++)
         if (dc_quiet.s[i] == s)
-            return dc_quiet.idle[i];
-    return false;
+            return i;
+    return -1;
 }
 
-/* A direct receive asked the device about stream s: list it for the next idle passes. */
-static void dc_quiet_note(tess_gpu_stream_h s)
+/* What is known holds for the current work_gen; else it is forgotten (nothing known idle). */
+static void dc_quiet_sync(uint64_t gen)
+{
+    if (dc_quiet.checked && dc_quiet.gen == gen)
+        return;
+    for (int i = 0; i < dc_quiet.n; i++)
+        dc_quiet.idle[i] = dc_quiet.asked[i] = false;
+    dc_quiet.checked  = 1;
+    dc_quiet.gen      = gen;
+    dc_quiet.retry_ns = 0;
+}
+
+/* A direct receive for stream s (one PE per process): whether s is known idle. Also notes s
+ * for the idle passes' questions, and whether the last one paid. */
+static bool dc_quiet_recv(tess_gpu_stream_h s)
+{
+    if (tess_rt.ppn != 1)
+        return false;
+    dc_quiet_sync(tess_core_work_gen());
+    int i = dc_quiet_slot(s);
+    if (i < 0) {
+        i = dc_quiet.n < DC_QUIET_MAX ? dc_quiet.n++ : dc_quiet.next;
+        dc_quiet.next = (i + 1) % DC_QUIET_MAX;
+        dc_quiet.s[i]    = s;
+        dc_quiet.idle[i] = dc_quiet.asked[i] = dc_quiet.spec[i] = false;
+        dc_quiet.skip[i] = dc_quiet.backoff[i] = 0;
+        dc_quiet.want[i] = DC_QUIET_ASKS;
+        dc_quiet.busy[i] = DC_QUIET_BUSY;
+        return false;
+    }
+    bool known = dc_quiet.idle[i];
+    if (known && dc_quiet.asked[i]) { /* the speculation paid */
+        dc_quiet.backoff[i] = 0;
+        dc_quiet.skip[i]    = 0;
+    } else if (!known && dc_quiet.spec[i]) { /* found idle since the last receive, and the
+                                               * answer was spent on work in between */
+        unsigned b = dc_quiet.backoff[i] * 2u + 1;
+        dc_quiet.backoff[i] = (uint8_t)(b > DC_QUIET_SKIP_MAX ? DC_QUIET_SKIP_MAX : b);
+        dc_quiet.skip[i]    = dc_quiet.backoff[i];
+    }
+    dc_quiet.spec[i] = false;
+    dc_quiet.busy[i] = DC_QUIET_BUSY;
+    if (dc_quiet.skip[i]) {
+        dc_quiet.skip[i]--;
+        dc_quiet.want[i] = 0;
+    } else {
+        dc_quiet.want[i] = DC_QUIET_ASKS;
+    }
+    return known;
+}
+
+/* The receive for stream s found it idle and started its gets, and ran nothing (its handler
+ * returns next, and the dispatch moves work_gen on by one): s, and what else was known, stays
+ * known past the handler. */
+static void dc_quiet_carry(tess_gpu_stream_h s)
 {
     if (tess_rt.ppn != 1)
         return;
-    for (int i = 0; i < dc_quiet.n; i++)
-        if (dc_quiet.s[i] == s)
-            return;
-    int i = dc_quiet.n < DC_QUIET_MAX ? dc_quiet.n++ : dc_quiet.next;
-    dc_quiet.next = (i + 1) % DC_QUIET_MAX;
-    dc_quiet.s[i]    = s;
-    dc_quiet.idle[i] = false;
-    dc_quiet.all_idle = 0;
+    uint64_t gen = tess_core_work_gen();
+    dc_quiet_sync(gen);
+    int i = dc_quiet_slot(s);
+    if (i >= 0 && !dc_quiet.idle[i]) {
+        dc_quiet.idle[i]  = true;
+        dc_quiet.asked[i] = false;
+    }
+    dc_quiet.gen = gen + 1;
 }
 
 static void rdma_direct_idle(tess_pe_t *pe)
@@ -352,19 +433,22 @@ static void rdma_direct_idle(tess_pe_t *pe)
     (void)pe;
     if (!dc_quiet.n)
         return;
-    uint64_t gen = tess_core_work_gen();
-    if (dc_quiet.checked && dc_quiet.gen == gen &&
-        (dc_quiet.all_idle || tess_time_ns() < dc_quiet.retry_ns))
+    dc_quiet_sync(tess_core_work_gen());
+    if (dc_quiet.retry_ns && tess_time_ns() < dc_quiet.retry_ns)
         return;
-    int all = 1;
+    int busy = 0;
     for (int i = 0; i < dc_quiet.n; i++) {
-        dc_quiet.idle[i] = tess_gpu->stream_query(dc_quiet.s[i]) == TESS_OK;
-        all &= dc_quiet.idle[i];
+        if (dc_quiet.idle[i] || !dc_quiet.want[i] || !dc_quiet.busy[i])
+            continue;
+        dc_count(DC_C_RDMA_RECV_QUERIES, 1);
+        if (tess_gpu->stream_query(dc_quiet.s[i]) == TESS_OK) {
+            dc_quiet.idle[i] = dc_quiet.asked[i] = dc_quiet.spec[i] = true;
+            dc_quiet.want[i]--;
+        } else {
+            busy |= --dc_quiet.busy[i] > 0;
+        }
     }
-    dc_quiet.gen      = gen;
-    dc_quiet.checked  = 1;
-    dc_quiet.all_idle = all;
-    dc_quiet.retry_ns = all ? 0 : tess_time_ns() + DC_QUIET_RETRY_NS;
+    dc_quiet.retry_ns = busy ? tess_time_ns() + DC_QUIET_RETRY_NS : 0;
 }
 
 static bool rdma_direct_recv(tess_msg_t *m, unsigned kind)
@@ -393,25 +477,27 @@ static bool rdma_direct_recv(tess_msg_t *m, unsigned kind)
     rr->r = dc_recv_begin(m, DC_K_RDMA);
     /* The gets land in memory the receiver's stream may still use: they start when it has
      * reached this point — now, if nothing is left to run on it. */
-    tess_status_t q = TESS_INPROGRESS;
+    tess_gpu_stream_h stream = rr->r->stream;
+    tess_status_t     q      = TESS_INPROGRESS;
     if (!atomic_load(&rdma_waiting_recvs)) {
-        if (dc_quiet_known_idle(rr->r->stream)) {
+        if (dc_quiet_recv(stream)) {
             dc_count(DC_C_RDMA_QUIET_RECVS, 1);
             q = TESS_OK;
         } else {
-            q = tess_gpu->stream_query(rr->r->stream);
-            dc_quiet_note(rr->r->stream);
+            dc_count(DC_C_RDMA_RECV_QUERIES, 1);
+            q = tess_gpu->stream_query(stream);
         }
     }
     if (q == TESS_OK) {
         dc_count(DC_C_RDMA_IDLE_RECVS, 1);
-        direct_start_gets(rr);
+        if (!direct_start_gets(rr))
+            dc_quiet_carry(stream);
         return true;
     }
     rr->waited = 1;
     atomic_fetch_add(&rdma_waiting_recvs, 1);
     if (q != TESS_INPROGRESS ||
-        tess_core_gpu_then_event(rr->r->stream, direct_start_gets, rr) != TESS_OK)
+        tess_core_gpu_then_event(stream, direct_start_gets_cont, rr) != TESS_OK)
         tess_fatal("cannot wait for the receiver's stream: %s", tess_error_detail());
     return true;
 }

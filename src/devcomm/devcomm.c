@@ -51,6 +51,7 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     stats_p->rdma_idle_recvs  = n[DC_C_RDMA_IDLE_RECVS];
     stats_p->rdma_quiet_recvs = n[DC_C_RDMA_QUIET_RECVS];
     stats_p->rdma_fast_recvs  = n[DC_C_RDMA_FAST_RECVS];
+    stats_p->rdma_recv_queries = n[DC_C_RDMA_RECV_QUERIES];
     tess_net_rkey_stats(&stats_p->rkey_unpacks, &stats_p->rkey_hits);
 }
 
@@ -232,17 +233,20 @@ static bool dc_ctl_handler(tess_msg_t *m)
         break;
     case DC_K_ACK: {
         dc_ack_msg_t ack;
+        int          src_pe = m->hdr.src_pe;
         memcpy(&ack, tess_msg_payload(m), sizeof(ack));
         tess_core_msg_free(m);
         const dc_path_ops_t *ops = dc_path_of(ack.kind);
         if (ack.kind >= DC_K_MAX || !(DC_ACK_KINDS & DC_KIND(ack.kind)) || !ops ||
             !ops->release)
             tess_fatal("devcomm: an acknowledgement of unknown kind %u from PE %d", ack.kind,
-                       m->hdr.src_pe);
+                       src_pe);
         ops->release(&ack);
         if (ack.msg_id)
             dc_complete(ack.msg_id, "an acknowledgement");
-        dc_pump();
+        /* A direct RDMA send holds no staging resource that a waiting send could take. */
+        if (ack.kind != DC_K_RDMA)
+            dc_pump();
         break;
     }
     case DC_K_DONE: {

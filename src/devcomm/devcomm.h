@@ -148,6 +148,8 @@ typedef struct tess_dc_stats {
     uint64_t rkey_hits;       /* RDMA gets that used a key kept unpacked (net) */
     uint64_t rdma_fast_recvs; /* direct RDMA receives whose entry ran on the PE that saw the gets
                                * complete, without a notice through its queue */
+    uint64_t rdma_recv_queries; /* questions to the device about receiving streams by the
+                                 * direct RDMA path (at a receive, or in an idle pass) */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);
 

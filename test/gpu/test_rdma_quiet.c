@@ -18,6 +18,15 @@
  * without a stream query (the PE had found the stream idle while it had nothing to do). A PE
  * that slept in between forgets what it found, so this mode spins for up to 0.2 s
  * (TESS_SPIN_US, unless set) on machines where a round trip outlasts the default spin.
+ *
+ * TEST_BURST=1: what a receive that found its stream idle leaves known must not outlive the
+ * next message. Each round, element 0 sends, at once and together (sources ready, marked
+ * TESS_STREAM_READY, so that the three usually arrive in one batch): device message A into
+ * element 1's buffer X, a host message U, and device message B into its buffer Y. A finds the
+ * stream idle; U's entry enqueues a copy of Y (still round r - 1's B) to a host slot and checks
+ * it later; B's gets must wait for that copy, although nothing but U's entry ran since A. B's
+ * entry asks for the next round. A get that did not wait shows up as a slot holding round r's
+ * bytes.
  */
 #include "tess_test.h"
 #include "devcomm/devcomm.h"
@@ -36,7 +45,17 @@ typedef struct elem {
 } elem_t;
 
 static tess_array_h arr;
-static tess_entry_t E_NEXT, E_MSG, E_CHECK;
+static tess_entry_t E_NEXT, E_MSG, E_CHECK, E_USE;
+
+static int burst; /* TEST_BURST */
+
+/* Burst mode: element 0's sources, one a message (never reused), filled before the phase. */
+static void *burst_src[2][ROUNDS];
+static void *burst_y;      /* element 1's buffer Y (X is el->dev) */
+
+typedef struct burst_hdr {
+    int round, which;      /* which: 0 A (into X), 1 B (into Y) */
+} burst_hdr_t;
 
 static uint8_t byte_of(int round, size_t i)
 {
@@ -56,12 +75,28 @@ static void send_round(tess_ctx_h ctx, elem_t *el, int r)
 
 /* Element 0: element 1 has taken round r; the staging buffer is free once the stream has
  * copied it, which the next send's copy follows in stream order. */
+/* Burst mode, element 0: A, U and B of round r, at once. */
+static void send_burst(elem_t *el, int r)
+{
+    for (int which = 0; which < 2; which++) {
+        burst_hdr_t    h = {r, which};
+        tess_dev_buf_t b = {burst_src[which][r], SIZE};
+        el->sent += which;
+        CHECK_OK(tess_send_device(arr, tess_idx1(1), E_MSG, &h, sizeof(h), &b, 1,
+                                  TESS_STREAM_READY, NULL, NULL));
+        if (which == 0)
+            CHECK_OK(tess_send(arr, tess_idx1(1), E_USE, &r, sizeof(r)));
+    }
+}
+
 static void on_next(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     CHECK(size == sizeof(int));
     int r;
     memcpy(&r, msg, sizeof(r));
-    if (r < ROUNDS)
+    if (r < ROUNDS && burst)
+        send_burst(e, r);
+    else if (r < ROUNDS)
         send_round(ctx, e, r);
 }
 
@@ -72,8 +107,12 @@ static void post(tess_ctx_h ctx, void *e, const void *header, size_t header_len,
     (void)header;
     (void)stream_p;
     elem_t *el = e;
-    CHECK(header_len == sizeof(int) && nbufs == 1 && sizes[0] == SIZE);
-    dst[0] = el->dev;
+    CHECK(header_len == (burst ? sizeof(burst_hdr_t) : sizeof(int)) && nbufs == 1 &&
+          sizes[0] == SIZE);
+    burst_hdr_t h = {0, 0};
+    if (burst)
+        memcpy(&h, header, sizeof(h));
+    dst[0] = h.which ? burst_y : el->dev;
 }
 
 /* Element 1: after round r, the next one is asked for from its check (once the copy is done),
@@ -94,6 +133,14 @@ static void ask_next(int r)
  * next one now, while the copy may still be queued. */
 static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
+    if (burst) { /* B (in Y) asks for the next round; A only made the stream known idle */
+        burst_hdr_t h;
+        CHECK(size == sizeof(h));
+        memcpy(&h, msg, sizeof(h));
+        if (h.which)
+            ask_next(h.round);
+        return;
+    }
     CHECK(size == sizeof(int));
     elem_t *el = e;
     int     r;
@@ -105,6 +152,29 @@ static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         ask_next(r);
 }
 
+/* Burst mode, element 1: U of round r copies Y, which holds round r - 1's B, out on the
+ * stream (B of round r arrives right behind U). */
+static void on_use(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    CHECK(size == sizeof(int));
+    elem_t *el = e;
+    int     r;
+    memcpy(&r, msg, sizeof(r));
+    if (r == 0) {
+        el->checked++;
+        return;
+    }
+    uint8_t *slot = el->host + (size_t)(r % SLOTS) * SIZE;
+    CHECK_OK(tess_gpu_memcpy_async(slot, burst_y, SIZE, tess_ctx_stream(ctx)));
+    CHECK_OK(tess_gpu_then(ctx, E_CHECK, &r, sizeof(r)));
+}
+
+/* The bytes of the data that round r's copy must have seen. */
+static uint8_t expected_byte(int r, size_t i)
+{
+    return burst ? byte_of(2 * (r - 1) + 1, i) : byte_of(r, i);
+}
+
 static void on_check(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     (void)ctx;
@@ -114,14 +184,14 @@ static void on_check(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     memcpy(&r, msg, sizeof(r));
     const uint8_t *slot = el->host + (size_t)(r % SLOTS) * SIZE;
     for (size_t i = 0; i < SIZE; i++)
-        if (slot[i] != byte_of(r, i)) {
+        if (slot[i] != expected_byte(r, i)) {
             if (el->errors++ < 5)
                 fprintf(stderr, "round %d byte %zu: %02x (expected %02x): the get did not wait "
-                        "for the receiver's stream\n", r, i, slot[i], byte_of(r, i));
+                        "for the receiver's stream\n", r, i, slot[i], expected_byte(r, i));
             break;
         }
     el->checked++;
-    if (asks_late(r))
+    if (!burst && asks_late(r))
         ask_next(r);
 }
 
@@ -132,6 +202,22 @@ static void ctor(tess_ctx_h ctx, void *e, void *arg)
     size_t  n  = tess_ctx_linear(ctx) == 0 ? SIZE : SLOTS * SIZE;
     CHECK_OK(tess_gpu_malloc_host((void **)&el->host, n));
     CHECK_OK(tess_gpu_malloc(&el->dev, SIZE));
+    if (!burst)
+        return;
+    tess_stream_t s = tess_ctx_stream(ctx);
+    if (tess_ctx_linear(ctx) == 1) {
+        CHECK_OK(tess_gpu_malloc(&burst_y, SIZE));
+        return;
+    }
+    /* Sources of A (even data numbers) and B (odd) of every round, complete before the phase. */
+    for (int r = 0; r < ROUNDS; r++)
+        for (int which = 0; which < 2; which++) {
+            for (size_t i = 0; i < SIZE; i++)
+                el->host[i] = byte_of(2 * r + which, i);
+            CHECK_OK(tess_gpu_malloc(&burst_src[which][r], SIZE));
+            CHECK_OK(tess_gpu_memcpy_async(burst_src[which][r], el->host, SIZE, s));
+            CHECK_OK(tess_gpu_stream_sync(s));
+        }
 }
 
 static void start(void *arg)
@@ -152,6 +238,11 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
     totals[2] += el->errors;
     CHECK_OK(tess_gpu_free(el->dev));
     CHECK_OK(tess_gpu_free_host(el->host));
+    if (burst && tess_ctx_linear(ctx) == 1)
+        CHECK_OK(tess_gpu_free(burst_y));
+    for (int r = 0; burst && tess_ctx_linear(ctx) == 0 && r < ROUNDS; r++)
+        for (int which = 0; which < 2; which++)
+            CHECK_OK(tess_gpu_free(burst_src[which][r]));
 }
 
 static bool expect_quiet(void)
@@ -164,12 +255,15 @@ int main(int argc, char **argv)
 {
     if (expect_quiet())
         setenv("TESS_SPIN_US", "200000", 0);
+    const char *b = getenv("TEST_BURST");
+    burst = b && atoi(b);
     test_init(&argc, &argv);
     test_skip_if_other_backend();
     CHECK_MSG(tess_num_processes() == 2, "run on 2 processes (TESS_VNODE_SIZE=1)");
     CHECK_OK(tess_entry_register("next", on_next, &E_NEXT));
     CHECK_OK(tess_entry_register_device("msg", post, on_msg, 0, &E_MSG));
     CHECK_OK(tess_entry_register("check", on_check, &E_CHECK));
+    CHECK_OK(tess_entry_register("use", on_use, &E_USE));
     tess_array_params_t p = {.field_mask = TESS_ARRAY_FIELD_NAME, .name = "rdmaquiet",
                              .ndims = 1, .extents = {2}, .elem_size = sizeof(elem_t),
                              .ctor = ctor};
@@ -190,8 +284,8 @@ int main(int argc, char **argv)
     CHECK_MSG(all[0] == ROUNDS && all[1] == ROUNDS, "sent %d, checked %d of %d rounds", all[0],
               all[1], ROUNDS);
     CHECK_MSG(all[2] == 0, "%d rounds held a later round's bytes", all[2]);
-    CHECK_MSG(sum[0] == ROUNDS, "%llu of %d sends took the direct RDMA path (TESS_VNODE_SIZE=1 "
-              "TESS_RDMA=direct?)", (unsigned long long)sum[0], ROUNDS);
+    CHECK_MSG(sum[0] == (uint64_t)(burst ? 2 : 1) * ROUNDS, "%llu of %d sends took the direct RDMA path (TESS_VNODE_SIZE=1 "
+              "TESS_RDMA=direct?)", (unsigned long long)sum[0], (burst ? 2 : 1) * ROUNDS);
     if (expect_quiet())
         CHECK_MSG(sum[2] > 0, "no direct receive started without a stream query (%llu of %d "
                   "started at once)", (unsigned long long)sum[1], ROUNDS);
