@@ -265,12 +265,13 @@ TESS_API tess_status_t tess_send_device_many_loc(const tess_dev_send_t *sends, i
  *     tess_send_device(...);                                    // after the replay, in order
  *
  * The key. `key` summarises everything the recorded work depends on that may change: buffer
- * pointers chosen by parity, sizes, a number of kernels... A key's first call in a row runs
- * record directly on the element's stream, its second records it and later calls replay: a key
- * used once (a step that differs from its neighbours) is never recorded, and the slot keeps its
- * graph meanwhile, so the key before it replays again at once. Recording into a slot that holds
- * a graph updates that graph where the operations are the same with other arguments (CUDA/HIP:
- * an update of the instantiated graph, cheaper than a new one). What
+ * pointers chosen by parity, sizes, a number of kernels... A slot keeps the graphs of its four
+ * most recently used keys (a parity as the key: both replay). A key's first call runs record
+ * directly on the element's stream, its second records it and later calls replay: a key used
+ * once (a step that differs from its neighbours) is never recorded. Recording into a full slot
+ * replaces its least recently used graph, updated in place where the operations are the same
+ * with other arguments (CUDA/HIP: an update of the instantiated graph, cheaper than a new one).
+ * What
  * changes every step (the step number, a time) must NOT be a kernel argument: the graph holds
  * the arguments of its recording, and every replay would pass the first step's value. Kernels
  * read such values from device memory instead (a counter the graph itself advances, or one the
