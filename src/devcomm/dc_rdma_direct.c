@@ -323,8 +323,11 @@ static void direct_start_gets_cont(void *arg)
  *    again at most every DC_QUIET_RETRY_NS, DC_QUIET_BUSY times (a long kernel is not asked
  *    about all along). Where an answer "idle" did not pay (the next
  *    receive came after more work in the same pass, so it asked again), the stream is skipped
- *    for the next 1, 3, 7, then 15 receives, until one finds it known idle again: a stream of
- *    messages whose entries run between arrivals pays one question a message, not two;
+ *    for the next 1, 3, 7, then 15 receives (one more every other time: speculation resumes
+ *    2 or 3, 4 or 5, ... 16 or 17 receives later, so that a periodic pattern of receives, say
+ *    one idle round of four, is not always met at the same phase), until one finds it known
+ *    idle again: a stream of messages whose entries run between arrivals pays one question a
+ *    message, not two;
  *  - a receive that found its stream idle and started its gets without running anything (no
  *    entry ran: the gets did not complete at once) leaves what is known valid past its own
  *    handler: the dispatch moves work_gen on by exactly one after each message, so a receive
@@ -350,6 +353,7 @@ static _Thread_local struct {
     bool              spec[DC_QUIET_MAX];  /* found idle in an idle pass since the last receive */
     uint8_t           skip[DC_QUIET_MAX];  /* receives to come without speculation */
     uint8_t           backoff[DC_QUIET_MAX];
+    uint8_t           odd[DC_QUIET_MAX];   /* alternates: one more receive skipped */
 } dc_quiet;
 
 static int dc_quiet_slot(tess_gpu_stream_h s)
@@ -385,7 +389,7 @@ static bool dc_quiet_recv(tess_gpu_stream_h s)
         dc_quiet.next = (i + 1) % DC_QUIET_MAX;
         dc_quiet.s[i]    = s;
         dc_quiet.idle[i] = dc_quiet.asked[i] = dc_quiet.spec[i] = false;
-        dc_quiet.skip[i] = dc_quiet.backoff[i] = 0;
+        dc_quiet.skip[i] = dc_quiet.backoff[i] = dc_quiet.odd[i] = 0;
         dc_quiet.want[i] = DC_QUIET_ASKS;
         dc_quiet.busy[i] = DC_QUIET_BUSY;
         return false;
@@ -398,7 +402,8 @@ static bool dc_quiet_recv(tess_gpu_stream_h s)
                                                * answer was spent on work in between */
         unsigned b = dc_quiet.backoff[i] * 2u + 1;
         dc_quiet.backoff[i] = (uint8_t)(b > DC_QUIET_SKIP_MAX ? DC_QUIET_SKIP_MAX : b);
-        dc_quiet.skip[i]    = dc_quiet.backoff[i];
+        dc_quiet.odd[i] ^= 1;
+        dc_quiet.skip[i] = (uint8_t)(dc_quiet.backoff[i] + dc_quiet.odd[i]);
     }
     dc_quiet.spec[i] = false;
     dc_quiet.busy[i] = DC_QUIET_BUSY;
