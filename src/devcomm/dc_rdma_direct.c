@@ -526,10 +526,12 @@ static void recv_direct_done_notice(void *arg)
 
 /* ---- acknowledgements -------------------------------------------------------------------- */
 
-static void rdma_direct_release(const dc_ack_msg_t *ack)
+/* A direct RDMA send holds no staging resource (its registrations go with the send record). */
+static bool rdma_direct_release(const dc_ack_msg_t *ack)
 {
     if (!ack->msg_id)
         tess_fatal("devcomm: an RDMA acknowledgement without its send");
+    return false;
 }
 
 /* The send record completed: its registrations are released (cached ones stay cached). */

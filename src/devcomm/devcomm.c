@@ -241,11 +241,10 @@ static bool dc_ctl_handler(tess_msg_t *m)
             !ops->release)
             tess_fatal("devcomm: an acknowledgement of unknown kind %u from PE %d", ack.kind,
                        src_pe);
-        ops->release(&ack);
+        bool freed = ops->release(&ack);
         if (ack.msg_id)
             dc_complete(ack.msg_id, "an acknowledgement");
-        /* A direct RDMA send holds no staging resource that a waiting send could take. */
-        if (ack.kind != DC_K_RDMA)
+        if (freed)
             dc_pump();
         break;
     }
