@@ -244,10 +244,14 @@ static _Atomic uint64_t ptr_cache_gen = 1;
 static _Thread_local struct {
     uint64_t   gen;
     int        n, cap;
+    int        mru[2];  /* the positions of the two latest hits (a copy's destination and
+                           source alternate), tried before the search; shifted by an insert,
+                           a position still holds some remembered allocation, so a hit there
+                           is right whatever it was */
     uintptr_t *lo;     /* starts, ascending */
     uintptr_t *hi;     /* ends (exclusive) */
     uint8_t   *on_dev; /* the answers */
-} ptr_cache;
+} ptr_cache TESS_TLS_FAST;
 
 void tess_cuda_mem_forget(void *ptr)
 {
@@ -310,9 +314,17 @@ int tess_cuda_on_device(const void *p)
         ptr_cache.n   = 0;
         ptr_cache.gen = gen;
     }
+    for (int k = 0; k < 2; k++) {
+        int i = ptr_cache.mru[k];
+        if (i >= 0 && i < ptr_cache.n && a - ptr_cache.lo[i] < ptr_cache.hi[i] - ptr_cache.lo[i])
+            return ptr_cache.on_dev[i];
+    }
     int at = ptr_cache_after(a);
-    if (at > 0 && a < ptr_cache.hi[at - 1])
+    if (at > 0 && a < ptr_cache.hi[at - 1]) {
+        ptr_cache.mru[1] = ptr_cache.mru[0];
+        ptr_cache.mru[0] = at - 1;
         return ptr_cache.on_dev[at - 1];
+    }
     CUpointer_attribute attr[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                                    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
