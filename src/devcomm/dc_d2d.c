@@ -70,7 +70,7 @@ static _Thread_local struct {
     tess_gpu_stream_h stream; /* NULL: no batch */
     int               decided;
     dc_sev_t         *sev;    /* once decided: the batch's event */
-} dc_batch;
+} dc_batch TESS_TLS_FAST;
 
 void tess_dc_batch_begin(tess_gpu_stream_h stream)
 {
@@ -159,7 +159,7 @@ typedef struct dc_rb_range {
     uintptr_t lo, hi;
 } dc_rb_range_t;
 
-static _Thread_local struct {
+typedef struct dc_rb_state {
     int             n, ncopies;
     dc_recv_t      *r[DC_RB_MAX];
     dc_sev_t       *sev[DC_RB_MAX];  /* r[i]'s sender's ordering point */
@@ -167,7 +167,31 @@ static _Thread_local struct {
     uint8_t         owner[DC_RB_COPIES]; /* the receive (index in r) a copy belongs to */
     dc_rb_range_t   dst[DC_RB_COPIES];   /* the copies' destinations, sorted by lo */
     uintptr_t       maxlen;              /* the longest of them */
-} dc_rb;
+} dc_rb_state_t;
+
+/* Each thread's dc_rb_state_t (21 KiB) lies on the heap, reached through a pointer of the
+ * initial-exec model (a thread-local access of this size in the general model calls
+ * __tls_get_addr on every use, several times a receive), and is freed when the thread ends. */
+static _Thread_local dc_rb_state_t *dc_rb_self TESS_TLS_FAST;
+static pthread_key_t                dc_rb_key;
+static pthread_once_t               dc_rb_once = PTHREAD_ONCE_INIT;
+
+static void dc_rb_key_make(void)
+{
+    if (pthread_key_create(&dc_rb_key, free) != 0)
+        tess_fatal("device messages: pthread_key_create failed");
+}
+
+static dc_rb_state_t *dc_rb_make(void)
+{
+    pthread_once(&dc_rb_once, dc_rb_key_make);
+    dc_rb_self = tess_calloc(1, sizeof(*dc_rb_self), "a PE's held device receives");
+    if (!dc_rb_self || pthread_setspecific(dc_rb_key, dc_rb_self) != 0)
+        tess_fatal("out of memory for a PE's held device receives");
+    return dc_rb_self;
+}
+
+#define dc_rb (*(tess_likely(dc_rb_self != NULL) ? dc_rb_self : dc_rb_make()))
 
 /* This PE's stream for the copies of a batch that serves several streams (made on first use,
  * destroyed with the layer). */
@@ -317,7 +341,7 @@ static _Thread_local struct {
     unsigned recvs;  /* receives in batches since the last sample */
     int      score;  /* > 0: streams found busy (GPU-bound) more often than idle */
     bool     direct; /* the choice: true = one launch per stream */
-} dc_rb_adapt;
+} dc_rb_adapt TESS_TLS_FAST;
 
 static bool dc_rb_use_shared(tess_gpu_stream_h probe, int nrecv)
 {
