@@ -320,8 +320,10 @@ static void direct_start_gets_cont(void *arg)
  *    (speculation: a receive for one found idle then starts its gets at once), again after
  *    each pass with work, up to DC_QUIET_ASKS answers "idle" per receive for it: a PE that only
  *    sends is not kept asking about the stream of a receive long past. Busy ones are asked
- *    again at most every DC_QUIET_RETRY_NS, DC_QUIET_BUSY times (a long kernel is not asked
- *    about all along). Where an answer "idle" did not pay (the next
+ *    again at most every DC_QUIET_RETRY_NS, DC_QUIET_BUSY times after the PE's last work (a
+ *    long kernel is not asked about all along; work the PE ran, such as the continuation of
+ *    the copy the stream was busy with, may be what it waited for: a copy can outlast those
+ *    questions, as where processes share a GPU by time slices, without MPS). Where an answer "idle" did not pay (the next
  *    receive came after more work in the same pass, so it asked again), the stream is skipped
  *    for the next 1, 3, 7, then 15 receives (one more every other time: speculation resumes
  *    2 or 3, 4 or 5, ... 16 or 17 receives later, so that a periodic pattern of receives, say
@@ -369,8 +371,10 @@ static void dc_quiet_sync(uint64_t gen)
 {
     if (dc_quiet.checked && dc_quiet.gen == gen)
         return;
-    for (int i = 0; i < dc_quiet.n; i++)
+    for (int i = 0; i < dc_quiet.n; i++) {
         dc_quiet.idle[i] = dc_quiet.asked[i] = false;
+        dc_quiet.busy[i] = DC_QUIET_BUSY; /* the work may have been what it waited for */
+    }
     dc_quiet.checked  = 1;
     dc_quiet.gen      = gen;
     dc_quiet.retry_ns = 0;
@@ -400,6 +404,7 @@ static bool dc_quiet_recv(tess_gpu_stream_h s)
         dc_quiet.skip[i]    = 0;
     } else if (!known && dc_quiet.spec[i]) { /* found idle since the last receive, and the
                                                * answer was spent on work in between */
+        dc_count(DC_C_RDMA_SPEC_SPENT, 1);
         unsigned b = dc_quiet.backoff[i] * 2u + 1;
         dc_quiet.backoff[i] = (uint8_t)(b > DC_QUIET_SKIP_MAX ? DC_QUIET_SKIP_MAX : b);
         dc_quiet.odd[i] ^= 1;
@@ -449,8 +454,10 @@ static void rdma_direct_idle(tess_pe_t *pe)
         if (tess_gpu->stream_query(dc_quiet.s[i]) == TESS_OK) {
             dc_quiet.idle[i] = dc_quiet.asked[i] = dc_quiet.spec[i] = true;
             dc_quiet.want[i]--;
+            dc_count(DC_C_RDMA_SPEC_IDLE, 1);
         } else {
             busy |= --dc_quiet.busy[i] > 0;
+            dc_count(DC_C_RDMA_SPEC_BUSY, 1);
         }
     }
     dc_quiet.retry_ns = busy ? tess_time_ns() + DC_QUIET_RETRY_NS : 0;

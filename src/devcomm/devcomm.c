@@ -52,6 +52,9 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     stats_p->rdma_quiet_recvs = n[DC_C_RDMA_QUIET_RECVS];
     stats_p->rdma_fast_recvs  = n[DC_C_RDMA_FAST_RECVS];
     stats_p->rdma_recv_queries = n[DC_C_RDMA_RECV_QUERIES];
+    stats_p->rdma_spec_idle    = n[DC_C_RDMA_SPEC_IDLE];
+    stats_p->rdma_spec_busy    = n[DC_C_RDMA_SPEC_BUSY];
+    stats_p->rdma_spec_spent   = n[DC_C_RDMA_SPEC_SPENT];
     tess_net_rkey_stats(&stats_p->rkey_unpacks, &stats_p->rkey_hits);
 }
 

@@ -150,6 +150,10 @@ typedef struct tess_dc_stats {
                                * complete, without a notice through its queue */
     uint64_t rdma_recv_queries; /* questions to the device about receiving streams by the
                                  * direct RDMA path (at a receive, or in an idle pass) */
+    uint64_t rdma_spec_idle;    /* of those, in idle passes: answers "idle" */
+    uint64_t rdma_spec_busy;    /* and answers "busy" */
+    uint64_t rdma_spec_spent;   /* receives whose stream an idle pass had found idle, but the
+                                 * PE ran work before they came (so they asked again) */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);
 
