@@ -50,7 +50,7 @@ mmd_problem_t       pr;
 int                 cg[3] = {1, 1, 1}; /* chare grid */
 tess_array_h        grid;
 int                 nslots;
-static tess_entry_t E_RESUME, E_ATOMS, E_ATOMS_BATCHED, E_COUNTED, E_NEIGH, E_THERMO_READY,
+static tess_entry_t E_RESUME, E_ATOMS, E_ATOMS_BATCHED, E_ATOMS_IN_PLACE, E_COUNTED, E_NEIGH, E_THERMO_READY,
     E_THERMO;
 /* The entry the ghost and atom messages go to: "atoms", or with MINIMD_RECV=batch
  * "atoms_batched" (TESS_ENTRY_BATCH: a PE receiving several of them from its own process at once
@@ -58,8 +58,18 @@ static tess_entry_t E_RESUME, E_ATOMS, E_ATOMS_BATCHED, E_COUNTED, E_NEIGH, E_TH
  * entries of messages that came before it: atoms_post reads the chare's step, and one that has
  * not advanced yet sends a ghost update of the next step to the receive buffer instead of
  * straight into x, which the consuming entry reads through c->direct, kept per step parity; so
- * its choice is never wrong, only sometimes the slower one. Set once in main, before the phase. */
+ * its choice is never wrong, only sometimes the slower one. With MINIMD_RECV=inplace
+ * "atoms_inplace" (TESS_ENTRY_IN_PLACE): a ghost update from a chare of this process stays in the
+ * sender's send buffer, and the segment that consumes it copies it into x from there, a copy
+ * inside its step graph instead of a copy the runtime enqueues for each message. The sender
+ * packs that buffer again two steps later, after it received this chare's ghosts of the next
+ * step, which this chare sends after that segment: the symmetric exchange, double-buffered by
+ * step parity, orders the read before the overwrite. Set once in main, before the phase. */
 static tess_entry_t e_atoms;
+static int          recv_in_place;
+
+/* Where a ghost update of an ordinary step lies when its segment runs (c->direct). */
+enum { GHOST_RBUF = 0, GHOST_DIRECT = 1, GHOST_IN_PLACE = 2 };
 
 /* Process 0: the thermo table, filled by the reduction callback on chare (0,0,0). */
 static mmd_thermo_row_t *rows;
@@ -125,14 +135,23 @@ static void atoms_post(tess_ctx_h ctx, void *e, const void *header, size_t heade
      * another node is not, and could overwrite positions that force still reads). */
     if (!is_rebuild(h->step) && h->step == c->step && h->proc == tess_process() &&
         sizes[0] == (size_t)c->m.rcnt[st][from] * MMD_XW * sizeof(double)) {
-        dst[0]              = c->m.x + MMD_XW * c->m.roff[st][from];
-        c->direct[p][st][from] = 1;
+        if (recv_in_place && dst[0]) { /* offered in place: left where it is */
+            c->src[p][st][from]    = dst[0];
+            c->direct[p][st][from] = GHOST_IN_PLACE;
+            if (c->last_src[p][st][from] != dst[0]) { /* the segment copies from elsewhere */
+                c->last_src[p][st][from] = dst[0];
+                c->gen++;
+            }
+        } else {
+            dst[0]                 = c->m.x + MMD_XW * c->m.roff[st][from];
+            c->direct[p][st][from] = GHOST_DIRECT;
+        }
     } else {
         int64_t n = (int64_t)(sizes[0] / sizeof(double));
         dom_grow(c, tess_ctx_stream(ctx), (void **)&c->rbuf[p][st][from],
                  &c->rbuf_cap[p][st][from], n, 0, sizeof(double));
         dst[0]              = sizes[0] ? c->rbuf[p][st][from] : NULL;
-        c->direct[p][st][from] = 0;
+        c->direct[p][st][from] = GHOST_RBUF;
     }
     c->rcount[p][st][from] = (int64_t)(sizes[0] / sizeof(double));
 }
@@ -386,8 +405,10 @@ static void seg_ghosts(tess_stream_t s, dom_t *c, int from, int to, int p)
         mmd_initial_integrate(s, c->m.x, c->m.v, c->m.f, c->m.nlocal, pr.dt, pr.dtforce);
     } else {
         for (int k = 0; k < 2; k++)
-            if (!c->direct[p][from][k] && c->m.rcnt[from][k])
-                app_tess_copy(c->m.x + MMD_XW * c->m.roff[from][k], c->rbuf[p][from][k],
+            if (c->direct[p][from][k] != GHOST_DIRECT && c->m.rcnt[from][k])
+                app_tess_copy(c->m.x + MMD_XW * c->m.roff[from][k],
+                              c->direct[p][from][k] == GHOST_IN_PLACE ? c->src[p][from][k]
+                                                                      : c->rbuf[p][from][k],
                               (size_t)c->m.rcnt[from][k] * MMD_XW * sizeof(double), s);
     }
     for (int d = from + 1; d < to; d++) { /* its own neighbor: in place */
@@ -431,7 +452,7 @@ static void grow_sends(dom_t *c, tess_stream_t s, int p, int to)
 static void run_step_segment(tess_ctx_h ctx, dom_t *c, const seg_step_t *a, int slot)
 {
     int from = a->from, p = a->par;
-    int direct = from >= 0 && from < 3 ? c->direct[p][from][0] | c->direct[p][from][1] << 1 : 0;
+    int direct = from >= 0 && from < 3 ? c->direct[p][from][0] | c->direct[p][from][1] << 2 : 0;
     uint64_t key = (uint64_t)c->gen << 24 | (uint64_t)direct << 20 | (uint64_t)a->next << 19 |
                    (uint64_t)a->next_to << 16 | (uint64_t)a->final << 15 |
                    (uint64_t)a->thermo << 14 | (uint64_t)a->force << 11 |
@@ -704,18 +725,24 @@ int main(int argc, char **argv)
         tess_entry_register_device("atoms", atoms_post, on_atoms, 0, &E_ATOMS) != TESS_OK ||
         tess_entry_register_device("atoms_batched", atoms_post, on_atoms, TESS_ENTRY_BATCH,
                                    &E_ATOMS_BATCHED) != TESS_OK ||
+        tess_entry_register_device("atoms_inplace", atoms_post, on_atoms, TESS_ENTRY_IN_PLACE,
+                                   &E_ATOMS_IN_PLACE) != TESS_OK ||
         tess_entry_register("counted", on_counted, &E_COUNTED) != TESS_OK ||
         tess_entry_register("neighbors", on_neigh, &E_NEIGH) != TESS_OK ||
         tess_entry_register("thermo_ready", on_thermo_ready, &E_THERMO_READY) != TESS_OK ||
         tess_entry_register("thermo", on_thermo, &E_THERMO) != TESS_OK)
         app_tess_fail("entry registration");
     const char *recv = getenv("MINIMD_RECV");
-    if (recv && *recv && strcmp(recv, "each") && strcmp(recv, "batch")) {
+    if (recv && *recv && strcmp(recv, "each") && strcmp(recv, "batch") && strcmp(recv, "inplace")) {
         if (rank == 0)
-            fprintf(stderr, "minimd_tess: MINIMD_RECV=%s: expected each or batch\n", recv);
+            fprintf(stderr, "minimd_tess: MINIMD_RECV=%s: expected each, batch or inplace\n",
+                    recv);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    e_atoms = recv && !strcmp(recv, "batch") ? E_ATOMS_BATCHED : E_ATOMS;
+    recv_in_place = recv && !strcmp(recv, "inplace");
+    e_atoms       = recv && !strcmp(recv, "batch") ? E_ATOMS_BATCHED
+                    : recv_in_place               ? E_ATOMS_IN_PLACE
+                                                  : E_ATOMS;
     tess_array_params_t ap = {
         .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP,
         .name       = "minimd",
