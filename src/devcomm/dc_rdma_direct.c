@@ -320,10 +320,8 @@ static void direct_start_gets_cont(void *arg)
  *    (speculation: a receive for one found idle then starts its gets at once), again after
  *    each pass with work, up to DC_QUIET_ASKS answers "idle" per receive for it: a PE that only
  *    sends is not kept asking about the stream of a receive long past. Busy ones are asked
- *    again at most every DC_QUIET_RETRY_NS, DC_QUIET_BUSY times after the PE's last work (a
- *    long kernel is not asked about all along; work the PE ran, such as the continuation of
- *    the copy the stream was busy with, may be what it waited for: a copy can outlast those
- *    questions, as where processes share a GPU by time slices, without MPS). Where an answer "idle" did not pay (the next
+ *    again at most every DC_QUIET_RETRY_NS, DC_QUIET_BUSY times (a long kernel is not asked
+ *    about all along). Where an answer "idle" did not pay (the next
  *    receive came after more work in the same pass, so it asked again), the stream is skipped
  *    for the next 1, 3, 7, then 15 receives (one more every other time: speculation resumes
  *    2 or 3, 4 or 5, ... 16 or 17 receives later, so that a periodic pattern of receives, say
@@ -371,10 +369,8 @@ static void dc_quiet_sync(uint64_t gen)
 {
     if (dc_quiet.checked && dc_quiet.gen == gen)
         return;
-    for (int i = 0; i < dc_quiet.n; i++) {
+    for (int i = 0; i < dc_quiet.n; i++)
         dc_quiet.idle[i] = dc_quiet.asked[i] = false;
-        dc_quiet.busy[i] = DC_QUIET_BUSY; /* the work may have been what it waited for */
-    }
     dc_quiet.checked  = 1;
     dc_quiet.gen      = gen;
     dc_quiet.retry_ns = 0;

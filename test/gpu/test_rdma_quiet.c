@@ -19,13 +19,6 @@
  * that slept in between forgets what it found, so this mode spins for up to 0.2 s
  * (TESS_SPIN_US, unless set) on machines where a round trip outlasts the default spin.
  *
- * TEST_SLOW_US=N: each of element 1's copies is preceded on its stream by a host function
- * that takes N us, so the stream stays busy for a while after each receive (as where
- * processes share a GPU by time slices, without MPS, and a copy waits for its slice). With
- * TEST_EXPECT_QUIET=1: a PE that found the stream busy for longer than it keeps asking must
- * ask again once the copy's continuation ran, and find it idle before the fourth round's next
- * message.
- *
  * TEST_BURST=1: what a receive that found its stream idle leaves known must not outlive the
  * next message. Each round, element 0 sends, at once and together (sources ready, marked
  * TESS_STREAM_READY, so that the three usually arrive in one batch): device message A into
@@ -40,7 +33,6 @@
 
 #include <string.h>
 #include <tessera/gpu.h>
-#include <time.h>
 
 #define ROUNDS 300
 #define SIZE   ((size_t)16384)
@@ -55,16 +47,7 @@ typedef struct elem {
 static tess_array_h arr;
 static tess_entry_t E_NEXT, E_MSG, E_CHECK, E_USE;
 
-static int burst;   /* TEST_BURST */
-static int slow_us; /* TEST_SLOW_US */
-
-/* TEST_SLOW_US: a host function in stream order that takes that long. */
-static void slow_fn(void *args)
-{
-    (void)args;
-    struct timespec ts = {0, (long)slow_us * 1000};
-    nanosleep(&ts, NULL);
-}
+static int burst; /* TEST_BURST */
 
 /* Burst mode: element 0's sources, one a message (never reused), filled before the phase. */
 static void *burst_src[2][ROUNDS];
@@ -163,8 +146,6 @@ static void on_msg(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     int     r;
     memcpy(&r, msg, sizeof(r));
     uint8_t *slot = el->host + (size_t)(r % SLOTS) * SIZE;
-    if (slow_us)
-        CHECK_OK(tess_gpu_launch_host(tess_ctx_stream(ctx), slow_fn, NULL, 0));
     CHECK_OK(tess_gpu_memcpy_async(slot, el->dev, SIZE, tess_ctx_stream(ctx)));
     CHECK_OK(tess_gpu_then(ctx, E_CHECK, &r, sizeof(r)));
     if (!asks_late(r))
@@ -276,8 +257,6 @@ int main(int argc, char **argv)
         setenv("TESS_SPIN_US", "200000", 0);
     const char *b = getenv("TEST_BURST");
     burst = b && atoi(b);
-    const char *sl = getenv("TEST_SLOW_US");
-    slow_us        = sl ? atoi(sl) : 0;
     test_init(&argc, &argv);
     test_skip_if_other_backend();
     CHECK_MSG(tess_num_processes() == 2, "run on 2 processes (TESS_VNODE_SIZE=1)");
