@@ -16,12 +16,17 @@ mkdir -p "$out"
 csv=$out/lib-ab.csv
 echo "config,lib,round,ms" >"$csv"
 launch=${MPIEXEC:-mpirun}
-run() { # run LIBDIR|"" PROGRAM ARGS...: the time field of its RESULT line
+run() { # run LIBDIR|"" PROGRAM ARGS...: the time field of its RESULT lines (LULESH's MPI
+    # program reports elapsed seconds and iterations: their quotient in ms)
     local ll=$1
     shift
     LD_LIBRARY_PATH=${ll:+$ll:}$b/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
         timeout 120 "$launch" -np 1 --bind-to none -x LD_LIBRARY_PATH "$@" </dev/null 2>&1 |
-        grep '^RESULT' | tr ' ' '\n' | sed -n 's/^\(ms_per_cycle\|ms_per_step\|ms_per_iter\)=//p' | head -1
+        grep '^RESULT' | tr ' ' '\n' | awk -F= '
+            $1 ~ /^ms_per_(cycle|step|iter)$/ && ms == "" { ms = $2 }
+            $1 == "elapsed" { el = $2 } $1 == "iterations" { it = $2 }
+            END { if (ms == "" && el != "" && it > 0) ms = sprintf("%.6f", 1000 * el / it)
+                  if (ms != "") print ms }'
 }
 tl=$b/examples/lulesh/lulesh_tess tm=$b/examples/minimd/minimd_tess tj=$b/examples/jacobi2d/jacobi2d_tess
 args() {
