@@ -188,6 +188,8 @@ static void xbuf_alloc(chare_t *c)
                     int ok = c->nbr[d] && n > 0 && !(s == PH_MONOQ && r) &&
                              (s != PH_POSVEL || (r ? lul_xch_sync_recvs(d) : lul_xch_sync_sends(d)));
                     c->off[s][p][r][d] = ok ? total : -1;
+                    if (r)
+                        c->rat[s][p][d] = NULL;
                     if (ok)
                         total += n * phase_fields[s];
                 }
@@ -205,7 +207,44 @@ double *chare_plan(chare_t *c, int set, int parity, int recv, lul_xch_plan_t *pl
     plan->pad  = 0;
     for (int d = 0; d < 27; d++)
         any |= (plan->off[d] = c->off[set][parity][recv][d]) >= 0;
-    return any ? c->xbuf : NULL;
+    if (!any || !recv)
+        return any ? c->xbuf : NULL;
+    /* Received messages taken in place lie in their senders' buffers: the plan's base is then
+     * the lowest address of all, and each offset counts from there (the kernels add it to the
+     * base: one flat address space of the device, whichever allocation it lands in). */
+    uintptr_t base = (uintptr_t)c->xbuf;
+    for (int d = 0; d < 27; d++)
+        if (plan->off[d] >= 0 && c->rat[set][parity][d] &&
+            (uintptr_t)c->rat[set][parity][d] < base)
+            base = (uintptr_t)c->rat[set][parity][d];
+    for (int d = 0; d < 27; d++) {
+        if (plan->off[d] < 0)
+            continue;
+        uintptr_t at = c->rat[set][parity][d]
+                           ? (uintptr_t)c->rat[set][parity][d]
+                           : (uintptr_t)(c->xbuf + c->off[set][parity][1][d]);
+        plan->off[d] = (int64_t)((at - base) / sizeof(double));
+    }
+    return (double *)base;
+}
+
+void chare_recv_at(chare_t *c, int set, int parity, int d, const double *src)
+{
+    if (c->rat[set][parity][d] == src)
+        return;
+    c->rat[set][parity][d] = src;
+    /* The node stage's fused node-sum reads this parity's receive plan (through a pointer, on
+     * the host backend when the kernel runs): only that plan changes, whole, and nothing
+     * enqueued reads it (a parity's messages are all posted before the stage that sums them,
+     * and its previous one ran before they were sent). The other plans are still read by work
+     * in flight. */
+    if (set == PH_FORCE && (lul_fuse() & LUL_FUSE_SUMS)) {
+        lul_xch_plan_t plan;
+        double        *recv            = chare_plan(c, PH_FORCE, parity, 1, &plan);
+        c->fz_nodes[parity].rplan = plan;
+        c->fz_nodes[parity].recv  = recv;
+    }
+    c->gen++;
 }
 
 double *chare_xbuf(chare_t *c, int set, int parity, int recv, int d)

@@ -64,6 +64,13 @@ int                 grid3[3];
 static tess_array_h chares;
 static tess_entry_t E_START, E_XCH, E_DTREADY, E_DT, E_BALANCED, E_RESUME;
 static int          stop_cycle = 1 << 30; /* a phase ends once the chares are at this cycle */
+/* LULESH_RECV=inplace (copy: the default): the node-sum and node-copy messages from chares of
+ * this process are taken in place (TESS_ENTRY_IN_PLACE): the unpack reads them in the sender's
+ * buffer, and the runtime copies nothing. The sender packs that buffer again two cycles later,
+ * after it received this chare's forces of the next cycle, which this chare sends after the
+ * unpack (every neighbour sharing a node exchanges forces both ways): the read comes first.
+ * Set once in main, before the phase. */
+static int recv_in_place;
 
 /* The program's state saved with a checkpoint. */
 typedef struct lul_saved {
@@ -177,9 +184,9 @@ static void unpack(tess_stream_t s, chare_t *c, int phase, int par)
     if (!c->expect[phase] || phase == PH_MONOQ) /* the element ghosts are in place already */
         return;
     fields_of(c, phase, &fl);
-    chare_plan(c, set_of(phase), par, 1, &plan);
-    kernel_part = part_of(phase);
-    lul_xch_unpack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf, phase != PH_POSVEL);
+    const double *base = chare_plan(c, set_of(phase), par, 1, &plan);
+    kernel_part        = part_of(phase);
+    lul_xch_unpack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, base, phase != PH_POSVEL);
 }
 
 /*
@@ -315,7 +322,13 @@ static void xch_post(tess_ctx_h ctx, void *e, const void *header, size_t header_
     chare_t      *c = e;
     const xhdr_t *h = header;
     if (h->phase != PH_MONOQ) {
-        dst[0] = chare_xbuf(c, set_of(h->phase), h->cycle % 2, 1, h->dir);
+        /* LULESH_RECV=inplace: a message from this process stays in the sender's buffer (dst[0]
+         * as offered), where the unpack reads it. */
+        int           set = set_of(h->phase), par = h->cycle % 2;
+        const double *at  = recv_in_place ? dst[0] : NULL;
+        chare_recv_at(c, set, par, h->dir, at);
+        if (!at)
+            dst[0] = chare_xbuf(c, set, par, 1, h->dir);
         return;
     }
     /* The neighbour across face f sent its layer next to the opposite face, one field a
@@ -644,6 +657,13 @@ int main(int argc, char **argv)
         opt.tol       = cl.tol;
         topt.stats    = stats;
     }
+    const char *recv = getenv("LULESH_RECV");
+    if (recv && *recv && strcmp(recv, "copy") && strcmp(recv, "inplace")) {
+        if (rank == 0)
+            fprintf(stderr, "lulesh_tess: LULESH_RECV=%s: expected copy or inplace\n", recv);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    recv_in_place = recv && !strcmp(recv, "inplace");
     lul_fuse(); /* LULESH_FUSE, LULESH_NODECOPY and LULESH_EOS_SPLIT checked before the run */
     lul_node_copy_ring();
     (void)lul_eos_split(0);
@@ -680,7 +700,9 @@ int main(int argc, char **argv)
 
     if (tess_entry_register("start", on_start, &E_START) != TESS_OK ||
         tess_entry_register_device("exchange", xch_post, on_xch,
-                                   TESS_ENTRY_BATCH | TESS_ENTRY_SENDER_ORDERED, &E_XCH) != TESS_OK ||
+                                   TESS_ENTRY_BATCH | TESS_ENTRY_SENDER_ORDERED |
+                                       (recv_in_place ? TESS_ENTRY_IN_PLACE : 0),
+                                   &E_XCH) != TESS_OK ||
         tess_entry_register("dtready", on_dtready, &E_DTREADY) != TESS_OK ||
         tess_entry_register("dt", on_dt, &E_DT) != TESS_OK ||
         tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK ||

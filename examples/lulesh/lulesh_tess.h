@@ -41,6 +41,9 @@ typedef struct chare {
     double      *xbuf;             /* device: every exchange buffer, one allocation */
     size_t       xbytes;
     int64_t      off[NBUFSETS][2][2][27]; /* [set][parity][send/recv][dir] in doubles, -1: none */
+    const double *rat[NBUFSETS][2][27];   /* where a received message lies when taken in
+                                           * place (the sender's buffer; chare_recv_at), NULL:
+                                           * in xbuf at off[..][1][..] */
     double       dtmin[2];         /* this chare's contribution to the next reduction */
     _Atomic int64_t kernel_ns;     /* host backend: nanoseconds its kernels ran (executor threads) */
     int64_t      kernel_ns_step;   /* … at the last load-balancing step */
@@ -85,6 +88,10 @@ int64_t chare_set_count(const chare_t *c, int set, int d);
 double *chare_plan(chare_t *c, int set, int parity, int recv, lul_xch_plan_t *plan);
 /* The buffer of one set, parity, side and direction. */
 double *chare_xbuf(chare_t *c, int set, int parity, int recv, int d);
+/* The message of one set, parity and direction lies at `src` (the sender's buffer, taken in
+ * place), or, src NULL, in this chare's receive buffer: the receive plans read it there. A
+ * change is a new layout (gen: the step segments that unpack are recorded again). */
+void chare_recv_at(chare_t *c, int set, int parity, int d, const double *src);
 
 /* The array index of the chare at c[] = (x, y, z) of the grid. */
 tess_index_t chare_index(const int c[3]);
