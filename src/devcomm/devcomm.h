@@ -150,6 +150,9 @@ typedef struct tess_dc_stats {
                                * complete, without a notice through its queue */
     uint64_t rdma_recv_queries; /* questions to the device about receiving streams by the
                                  * direct RDMA path (at a receive, or in an idle pass) */
+    uint64_t rdma_acks;       /* acknowledgements of direct RDMA sends (messages) sent */
+    uint64_t rdma_acked;      /* direct RDMA sends they acknowledged */
+    uint64_t am_sends;        /* active messages this process posted to UCX (net, every kind) */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);
 
