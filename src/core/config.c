@@ -109,7 +109,7 @@ static const opt_t opts[] = {
       "direct RDMA: sends one coalesced acknowledgement names at most (1: one "
       "acknowledgement a message)"},
      OPT_INT, CFG(rdma_ack_max), 1, 64, NULL, 0},
-    {{"rdma_ack_hold_us", "TESS_RDMA_ACK_HOLD_US", NULL, "0",
+    {{"rdma_ack_hold_us", "TESS_RDMA_ACK_HOLD_US", NULL, "10",
       "direct RDMA: longest an idle receiver holds an acknowledgement back for the sender's "
       "other gets in flight (0: until the next idle pass)"},
      OPT_INT, CFG(rdma_ack_hold_us), 0, 1000000, NULL, 0},

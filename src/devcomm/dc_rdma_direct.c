@@ -48,20 +48,20 @@ typedef struct dc_rrecv {
 /* ---- coalesced acknowledgements (receiver) ------------------------------------------------ */
 
 /* A receiving PE acknowledges the direct sends it finished per sender PE, several in one
- * message (DC_K_RACK). An id is noted when its entry has run (rack_add); at the end of every
- * scheduler pass's device-message progress (rdma_direct_progress, right after the network
- * progress that completed the gets) a sender's pending acknowledgements leave once they are at
- * least as many as its receives whose gets are still in flight here (half of what this PE sees
- * of the sender's window: with none in flight, at once), in every idle pass, and as soon as
- * TESS_RDMA_ACK_MAX are pending. So a sender keeping a window of messages in flight gets them
- * back in halves, one message each, and its refills of the window come as one burst (which the
- * core coalesces into one message as well), while the other half keeps the receiver's gets
- * busy; a ping-pong, or a sender with one message in flight, is acknowledged at the end of the
- * pass as before. An acknowledgement waits only for gets in flight at this PE (a copy, never a
- * kernel or another message), and an idle PE holds one back TESS_RDMA_ACK_HOLD_US at most
- * (copies slower than that, as on the host backend, are acknowledged one by one). While any
- * is pending the layer counts busy (a phase does not end past them). Each PE's own, touched by
- * its thread only. */
+ * message (DC_K_RACK). An id is noted when its entry has run (rack_add). A sender's pending
+ * acknowledgements leave once they are at least as many as its receives whose gets are still
+ * in flight here (half of what this PE sees of the sender's window): at once when they are two
+ * or more; a single one at the end of the scheduler pass's device-message progress
+ * (rdma_direct_progress, right after the network progress that completed the gets), where a
+ * second one of the same pass may join it; and at once when TESS_RDMA_ACK_MAX are pending. So
+ * a sender keeping a window in flight gets it back in halves (in pairs where gets complete as
+ * they start), one message each, and refills it in bursts (which the core coalesces into one
+ * message as well), while the rest keeps the receiver's gets busy; a ping-pong, or a sender
+ * with one message in flight, is acknowledged at the end of the pass, as before. An
+ * acknowledgement waits only for gets in flight at this PE (a copy, never a kernel or another
+ * message), and an idle PE holds one back TESS_RDMA_ACK_HOLD_US at most (copies slower than
+ * that, as on the host backend, are acknowledged one by one). While any is pending the layer
+ * counts busy (a phase does not end past them). Each PE's own, touched by its thread only. */
 #define RACK_PEERS 16 /* senders a PE tracks at once (others are acknowledged one by one) */
 
 typedef struct rack_peer {
@@ -178,7 +178,11 @@ static void rack_add(dc_rrecv_t *rr)
     if (!s->count && rp->pending++ == 0)
         atomic_fetch_add(&dc.busy, 1);
     s->ids[s->count++] = rr->msg_id;
-    if (s->count >= (uint32_t)tess_cfg.rdma_ack_max || s->count >= DC_RACK_MAX)
+    /* Two or more that reach the gets in flight leave at once: where gets complete as they
+     * start (a whole window's announcements taken in one pass), the sender refills in pairs
+     * while the receiver goes on, instead of the whole window at the end of the pass. */
+    if (s->count >= (uint32_t)tess_cfg.rdma_ack_max || s->count >= DC_RACK_MAX ||
+        (s->count >= 2 && s->count >= s->gets))
         rack_flush_slot(rp, s);
 }
 
