@@ -199,18 +199,22 @@ static void report_latbw(const char *metric, size_t size, size_t window, int ite
 
 /* Direct RDMA: how often the receivers asked the device whether their stream had reached the
  * delivery point (1.5-2 us each with CUDA), per message since the counts c0, and the share of
- * receives that knew without asking then (the others asked on the message's path). */
-static void report_questions(const char *metric, size_t size, const uint64_t c0[3])
+ * receives that knew without asking then (the others asked on the message's path); the active
+ * messages both processes posted to UCX per message (announcements, acknowledgements and the
+ * few host messages of the measurement) and the acknowledgements per message. */
+static void report_questions(const char *metric, size_t size, const uint64_t c0[DCB_RDMA_COUNTS])
 {
-    uint64_t c1[3];
+    uint64_t c1[DCB_RDMA_COUNTS];
     dcb_tess_rdma_counts(c1);
     char   sz[32];
     double n = (double)(c1[0] - c0[0]);
     if (dcb.rank == 0 && n > 0)
         printf("# %-9s %-10s %6s: %.2f questions about the receiving stream a message, "
-               "%.0f%% of receives knew it idle without one\n", dcb.label, metric,
+               "%.0f%% of receives knew it idle without one; %.2f active messages a message, "
+               "%.2f acknowledgements a message\n", dcb.label, metric,
                size_text(size, sz, sizeof(sz)), (double)(c1[1] - c0[1]) / n,
-               100.0 * (double)(c1[2] - c0[2]) / n);
+               100.0 * (double)(c1[2] - c0[2]) / n, (double)(c1[3] - c0[3]) / n,
+               (double)(c1[4] - c0[4]) / n);
 }
 
 static void latency_point(size_t size, int wait_complete, point_t *out)
@@ -222,7 +226,7 @@ static void latency_point(size_t size, int wait_complete, point_t *out)
     int    iters = dcb_iters(2 * est, dcb.target_s, 2, 200000);
     double rest  = dcb_raw_latency(size, 3);
     int    riters = dcb_iters(rest, dcb.target_s, 3, 400000);
-    uint64_t c0[3] = {0};
+    uint64_t c0[DCB_RDMA_COUNTS] = {0};
     if (dcb.path == DCB_RDMA_DIRECT)
         dcb_tess_rdma_counts(c0);
     for (int r = 0; r < dcb.reps; r++) {
@@ -247,7 +251,7 @@ static void stream_point(size_t size, point_t *out)
     int    msgs = dcb_iters(est, dcb.target_s, 2 * w, 200000);
     double rest = dcb_raw_stream(size, w, 2 * w);
     int    rmsg = dcb_iters(rest, dcb.target_s, 2 * w, 400000);
-    uint64_t c0[3] = {0};
+    uint64_t c0[DCB_RDMA_COUNTS] = {0};
     if (dcb.path == DCB_RDMA_DIRECT)
         dcb_tess_rdma_counts(c0);
     for (int r = 0; r < dcb.reps; r++) {

@@ -112,8 +112,11 @@ double dcb_tess_exchange(size_t volume, int odf, int iters, int kernel);
 /** The path the runtime took for the messages so far (enum dcb_path; -1 mixed or none). */
 int    dcb_tess_path_taken(void);
 /** Over all processes, so far: direct RDMA messages sent, the receivers' questions to the
- *  device about their streams (tess_dc_stats_t rdma_recv_queries) and the receives that
- *  started their gets without one (rdma_quiet_recvs). Collective. */
-void   dcb_tess_rdma_counts(uint64_t counts[3]);
+ *  device about their streams (tess_dc_stats_t rdma_recv_queries), the receives that
+ *  started their gets without one (rdma_quiet_recvs), the active messages posted to UCX
+ *  (am_sends, every kind) and the acknowledgements of direct RDMA sends (rdma_acks).
+ *  Collective. */
+#define DCB_RDMA_COUNTS 5
+void   dcb_tess_rdma_counts(uint64_t counts[DCB_RDMA_COUNTS]);
 
 #endif /* DCB_H */

@@ -463,10 +463,11 @@ int dcb_tess_path_taken(void)
     return sum[5] && !sum[6] ? DCB_RDMA_STAGED : sum[6] && !sum[5] ? DCB_RDMA_DIRECT : -1;
 }
 
-void dcb_tess_rdma_counts(uint64_t counts[3])
+void dcb_tess_rdma_counts(uint64_t counts[DCB_RDMA_COUNTS])
 {
     tess_dc_stats_t st;
     tess_dc_get_stats(&st);
-    uint64_t v[3] = {st.rdma_direct, st.rdma_recv_queries, st.rdma_quiet_recvs};
-    MPI_Allreduce(v, counts, 3, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    uint64_t v[DCB_RDMA_COUNTS] = {st.rdma_direct, st.rdma_recv_queries, st.rdma_quiet_recvs,
+                                   st.am_sends, st.rdma_acks};
+    MPI_Allreduce(v, counts, DCB_RDMA_COUNTS, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
 }

@@ -105,6 +105,14 @@ static const opt_t opts[] = {
     {{"rdma", "TESS_RDMA", NULL, "auto",
       "inter-node device messages: auto, direct (UCX get into device memory), staged"},
      OPT_STR, CFG(rdma), 0, 0, "auto|direct|staged", 0},
+    {{"rdma_ack_max", "TESS_RDMA_ACK_MAX", NULL, "32",
+      "direct RDMA: sends one coalesced acknowledgement names at most (1: one "
+      "acknowledgement a message)"},
+     OPT_INT, CFG(rdma_ack_max), 1, 64, NULL, 0},
+    {{"rdma_ack_hold_us", "TESS_RDMA_ACK_HOLD_US", NULL, "10",
+      "direct RDMA: longest an idle receiver holds an acknowledgement back for the sender's "
+      "other gets in flight (0: until the next idle pass)"},
+     OPT_INT, CFG(rdma_ack_hold_us), 0, 1000000, NULL, 0},
     {{"bounce_chunk", "TESS_BOUNCE_CHUNK", NULL, "1m",
       "staged RDMA: pipeline chunk size (at least 4k)"},
      OPT_SIZE, CFG(bounce_chunk), 4 << 10, 0, NULL, 0},

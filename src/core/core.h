@@ -49,6 +49,8 @@ typedef struct tess_config {
     char   rdma[8];          /* auto|direct|staged */
     size_t bounce_chunk;     /* RDMA host-staged pipeline chunk */
     int    bounce_count;     /* RDMA host-staged bounce buffers per process */
+    int    rdma_ack_max;     /* direct RDMA: sends one acknowledgement names at most */
+    int    rdma_ack_hold_us; /* direct RDMA: longest an idle receiver holds one back */
     int    ipc_events;       /* staged IPC event pool per process */
     char   lb[32];           /* strategy */
     char   lb_target[8];     /* pe|process|gpu */
@@ -210,6 +212,12 @@ int        tess_core_pe_queue_empty(tess_pe_t *pe);
  *  progress does not move it: its callbacks only queue messages and note completed gets, and
  *  must stay so. PE thread only. */
 uint64_t tess_core_work_gen(void);
+/** Between these (PE thread; they nest), the small messages the PE sends to other processes
+ *  are coalesced from the first one on (as the rest of a burst is), one batch per process,
+ *  sent at the outermost end: a handler that knows it is about to send several (to one
+ *  process) pays one active message for them. Nothing without TESS_COALESCE. */
+void     tess_core_coalesce_begin(void);
+void     tess_core_coalesce_end(void);
 
 /** Coalescing on this process since init: batches sent and the messages they carried (main,
  *  between phases). */

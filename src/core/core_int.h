@@ -95,6 +95,7 @@ struct tess_pe {
     int          burst_proc;
     uint64_t     burst_gen;
     int          burst_flush;
+    int          burst_hold;   /* tess_core_coalesce_begin: everything small is coalesced */
     uint64_t     batches_sent, records_batched; /* tess_core_coalesce_stats */
 
     /* GPU continuations (gpuq.c): fifos[0] holds those of unknown streams, fifos[1..nfifos)

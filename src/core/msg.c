@@ -320,6 +320,20 @@ static void msg_coalesce(tess_pe_t *pe, int proc, tess_msg_t *m)
     tess_core_msg_free(m);
 }
 
+void tess_core_coalesce_begin(void)
+{
+    tess_pe_t *pe = tess_pe_self_;
+    if (pe && tess_cfg.coalesce)
+        pe->burst_hold++;
+}
+
+void tess_core_coalesce_end(void)
+{
+    tess_pe_t *pe = tess_pe_self_;
+    if (pe && pe->burst_hold && --pe->burst_hold == 0)
+        tess_msg_flush(pe);
+}
+
 tess_status_t tess_core_send(tess_msg_t *m)
 {
     tess_pe_t *self = tess_pe_self_;
@@ -345,7 +359,8 @@ tess_status_t tess_core_send(tess_msg_t *m)
     /* Coalesced: payloads up to TESS_COALESCE_MAX whose record fits a batch (none when off). */
     if (m->hdr.size <= TESS_COALESCE_MAX &&
         sizeof(m->hdr) + TESS_ALIGN_UP(m->hdr.size, 8) <= tess_cfg.coalesce) {
-        if (self->batch[proc] || tess_net_backlog(proc) > 0 || tess_cfg.coalesce_force) {
+        if (self->batch[proc] || self->burst_hold || tess_net_backlog(proc) > 0 ||
+            tess_cfg.coalesce_force) {
             msg_coalesce(self, proc, m);
             return TESS_OK;
         }

@@ -44,6 +44,7 @@ enum dc_kind {
     DC_K_DONE,        /* to the sender's PE: run the done callback */
     DC_K_PHEAD,       /* IPC staged in parts: the message's header */
     DC_K_PPART,       /* IPC staged in parts: one part, in a slot of the sender's buffer */
+    DC_K_RACK,        /* to the sender: direct RDMA sends completed at the receiver (several) */
     DC_K_MAX
 };
 
@@ -100,6 +101,14 @@ typedef struct dc_ack_msg {
     uint64_t offset, size;  /* staged slot, or bounce slot in offset */
     uint64_t msg_id;        /* the sender's record to complete (0: none) */
 } dc_ack_msg_t;
+
+/* Acknowledgement of direct RDMA sends (DC_K_RACK): `n` send ids follow, sends of the PE the
+ * message goes to that one receiving PE completed (dc_rdma_direct.c says when it leaves). */
+typedef struct dc_rack_msg {
+    uint32_t n, pad;
+    /* uint64_t ids[n] */
+} dc_rack_msg_t;
+#define DC_RACK_MAX 64 /* ids one acknowledgement carries at most (TESS_RDMA_ACK_MAX's bound) */
 
 /* What the sender keeps of a send until its acknowledgement or copy completion: control
  * messages name it by id, so nothing that arrives is followed as a pointer. `pe` is the PE that
@@ -198,6 +207,8 @@ enum dc_count {
     DC_C_RDMA_SPEC_IDLE,
     DC_C_RDMA_SPEC_BUSY,
     DC_C_RDMA_SPEC_SPENT,
+    DC_C_RDMA_ACKS,
+    DC_C_RDMA_ACKED,
     DC_C_N
 };
 

@@ -6,7 +6,14 @@
  * address and key. The receiver waits until its own stream has reached the delivery point (so
  * that the get cannot overwrite data still in use), gets every buffer with UCX, runs the entry
  * once the gets completed (the data is then in place, WAIT_COMPLETE or not), and acknowledges,
- * which releases the registrations and runs the sender's done callback. */
+ * which releases the registrations and runs the sender's done callback.
+ *
+ * Acknowledgements (DC_K_RACK) are coalesced per receiving PE and sender PE: one names up to
+ * TESS_RDMA_ACK_MAX sends, and a sender's leave at the end of a pass's progress once they are
+ * at least as many as its receives with gets still in flight here (half its window; at once
+ * when none is), or after TESS_RDMA_ACK_HOLD_US of idle passes ("coalesced acknowledgements"
+ * below). The sender completes each named send in order, and what their done callbacks send
+ * (a window refilled) goes coalesced into one active message per process. */
 #include "dc_int.h"
 
 #include <stdlib.h>
@@ -29,13 +36,155 @@ typedef struct dc_rrecv {
     int        src;      /* sending process */
     dc_recv_t *r;
     _Atomic int gets;    /* gets in flight */
-    dc_ack_msg_t ack;
+    uint64_t   msg_id;   /* the sender's record, named in the acknowledgement */
     int        ack_pe;
+    int        counted;  /* its gets counted in its sender's acknowledgement slot */
     uint64_t   raddr[TESS_DEV_MAX_BUFS];
     uint64_t   key_id[TESS_DEV_MAX_BUFS];
     const void *rkey[TESS_DEV_MAX_BUFS]; /* in the control message (r->keep) */
     size_t     rkey_len[TESS_DEV_MAX_BUFS];
 } dc_rrecv_t;
+
+/* ---- coalesced acknowledgements (receiver) ------------------------------------------------ */
+
+/* A receiving PE acknowledges the direct sends it finished per sender PE, several in one
+ * message (DC_K_RACK). An id is noted when its entry has run (rack_add). A sender's pending
+ * acknowledgements leave once they are at least as many as its receives whose gets are still
+ * in flight here (half of what this PE sees of the sender's window): at once when they are two
+ * or more; a single one at the end of the scheduler pass's device-message progress
+ * (rdma_direct_progress, right after the network progress that completed the gets), where a
+ * second one of the same pass may join it; and at once when TESS_RDMA_ACK_MAX are pending. So
+ * a sender keeping a window in flight gets it back in halves (in pairs where gets complete as
+ * they start), one message each, and refills it in bursts (which the core coalesces into one
+ * message as well), while the rest keeps the receiver's gets busy; a ping-pong, or a sender
+ * with one message in flight, is acknowledged at the end of the pass, as before. An
+ * acknowledgement waits only for gets in flight at this PE (a copy, never a kernel or another
+ * message), and an idle PE holds one back TESS_RDMA_ACK_HOLD_US at most (copies slower than
+ * that, as on the host backend, are acknowledged one by one). While any is pending the layer
+ * counts busy (a phase does not end past them). Each PE's own, touched by its thread only. */
+#define RACK_PEERS 16 /* senders a PE tracks at once (others are acknowledged one by one) */
+
+typedef struct rack_peer {
+    int      pe;         /* the sender PE (a slot is free with gets and count both 0) */
+    uint32_t gets;       /* its receives whose gets are in flight on this PE */
+    uint32_t count;      /* acknowledgements pending */
+    uint64_t held_ns;    /* when an idle pass first found them held back (0: none has) */
+    uint64_t ids[DC_RACK_MAX];
+} rack_peer_t;
+
+typedef struct rack_pe {
+    int         pending; /* slots with acknowledgements pending */
+    rack_peer_t peer[RACK_PEERS];
+} rack_pe_t;
+
+static rack_pe_t *racks; /* [ppn] */
+
+static rack_pe_t *rack_mine(void)
+{
+    tess_pe_t *pe = tess_core_pe_self();
+    return pe && racks ? &racks[tess_core_pe_local(pe)] : NULL;
+}
+
+/* The slot of sender PE `pe` (a free one taken for it), NULL when all are in use. */
+static rack_peer_t *rack_slot(rack_pe_t *rp, int pe)
+{
+    rack_peer_t *free_slot = NULL;
+    for (int i = 0; i < RACK_PEERS; i++) {
+        rack_peer_t *s = &rp->peer[i];
+        if (s->pe == pe && (s->gets || s->count))
+            return s;
+        if (!free_slot && !s->gets && !s->count)
+            free_slot = s;
+    }
+    if (free_slot)
+        free_slot->pe = pe;
+    return free_slot;
+}
+
+static void rack_send(int dst_pe, const uint64_t *ids, uint32_t n)
+{
+    tess_msg_t *m = tess_core_msg_alloc(sizeof(dc_rack_msg_t) + n * sizeof(uint64_t));
+    if (!m)
+        tess_fatal("out of memory acknowledging device messages");
+    dc_rack_msg_t *a = tess_msg_payload(m);
+    a->n   = n;
+    a->pad = 0;
+    memcpy(a + 1, ids, n * sizeof(uint64_t));
+    dc_count(DC_C_RDMA_ACKS, 1);
+    dc_count(DC_C_RDMA_ACKED, n);
+    dc_send_ctl(m, DC_K_RACK, dst_pe);
+}
+
+static void rack_flush_slot(rack_pe_t *rp, rack_peer_t *s)
+{
+    rack_send(s->pe, s->ids, s->count);
+    s->count   = 0;
+    s->held_ns = 0;
+    if (--rp->pending == 0)
+        atomic_fetch_sub(&dc.busy, 1);
+}
+
+/* Send the calling PE's pending acknowledgements of the senders with no more gets in flight
+ * here than acknowledgements pending; in an idle pass (`idle`) also those held back for
+ * TESS_RDMA_ACK_HOLD_US of idle passes (the clock is read only then). How many messages. */
+static unsigned rack_flush(bool idle)
+{
+    rack_pe_t *rp  = rack_mine();
+    unsigned   n   = 0;
+    uint64_t   now = 0;
+    for (int i = 0; rp && rp->pending && i < RACK_PEERS; i++) {
+        rack_peer_t *s = &rp->peer[i];
+        if (!s->count)
+            continue;
+        if (s->count < s->gets) {
+            if (!idle)
+                continue;
+            if (!now)
+                now = tess_time_ns();
+            if (!s->held_ns || now - s->held_ns < (uint64_t)tess_cfg.rdma_ack_hold_us * 1000) {
+                if (!s->held_ns)
+                    s->held_ns = now;
+                continue;
+            }
+        }
+        rack_flush_slot(rp, s);
+        n++;
+    }
+    return n;
+}
+
+/* Receive rr starts its gets (on its PE). */
+static void rack_gets_begin(dc_rrecv_t *rr)
+{
+    rack_pe_t   *rp = rack_mine();
+    rack_peer_t *s  = rp && tess_core_pe_id() == rr->pe ? rack_slot(rp, rr->ack_pe) : NULL;
+    if (s) {
+        s->gets++;
+        rr->counted = 1;
+    }
+}
+
+/* Receive rr has finished (its entry ran, on its PE): note its acknowledgement. */
+static void rack_add(dc_rrecv_t *rr)
+{
+    rack_pe_t   *rp = rack_mine();
+    rack_peer_t *s  = rp ? rack_slot(rp, rr->ack_pe) : NULL;
+    if (s && rr->counted)
+        s->gets--;
+    if (!s || tess_cfg.rdma_ack_max <= 1) {
+        rack_send(rr->ack_pe, &rr->msg_id, 1);
+        return;
+    }
+    if (!s->count && rp->pending++ == 0)
+        atomic_fetch_add(&dc.busy, 1);
+    s->ids[s->count++] = rr->msg_id;
+    /* Two or more that reach the gets in flight leave at once: where gets complete as they
+     * start (a whole window's announcements taken in one pass), the sender refills in pairs
+     * while the receiver goes on, instead of the whole window at the end of the pass. */
+    if (s->count >= (uint32_t)tess_cfg.rdma_ack_max || s->count >= DC_RACK_MAX ||
+        (s->count >= 2 && s->count >= s->gets))
+        rack_flush_slot(rp, s);
+}
 
 /* ---- init / fini ------------------------------------------------------------------------- */
 
@@ -60,14 +209,28 @@ static void rdma_forget(uint64_t alloc_id)
 
 static tess_status_t rdma_direct_init(void)
 {
+    racks = tess_calloc((size_t)tess_rt.ppn, sizeof(*racks), "the PEs' RDMA acknowledgements");
+    if (!racks)
+        return TESS_ERR_NO_MEMORY;
     tess_status_t st = tess_hmap_init(&dc.regs, 64);
-    if (st == TESS_OK && !dc.rdma_staged)
+    if (st != TESS_OK) {
+        free(racks);
+        racks = NULL;
+        return st;
+    }
+    if (!dc.rdma_staged)
         tess_gpu_set_free_hook(rdma_forget);
-    return st;
+    return TESS_OK;
 }
 
 static void rdma_direct_fini(void)
 {
+    for (int i = 0; racks && i < tess_rt.ppn; i++)
+        if (racks[i].pending)
+            tess_warn("devcomm: PE %d kept acknowledgements of %d senders' RDMA sends unsent",
+                      i, racks[i].pending);
+    free(racks);
+    racks = NULL;
     tess_gpu_set_free_hook(NULL);
     size_t   it = 0;
     uint64_t key;
@@ -267,7 +430,7 @@ static unsigned rdma_direct_progress(void)
         atomic_fetch_sub(&dc.busy, 1);
         n++;
     }
-    return n;
+    return n + rack_flush(false);
 }
 
 /* The receiver's stream reached the delivery point: get every buffer (on the receiving PE).
@@ -282,6 +445,7 @@ static bool direct_start_gets(dc_rrecv_t *rr)
     for (int i = 0; i < r->m.nbufs; i++)
         n += r->sizes[i] > 0;
     atomic_store(&rr->gets, n + 1);
+    rack_gets_begin(rr);
     for (int i = 0; i < r->m.nbufs; i++) {
         if (!r->sizes[i])
             continue;
@@ -437,6 +601,7 @@ static void dc_quiet_carry(tess_gpu_stream_h s)
 static void rdma_direct_idle(tess_pe_t *pe)
 {
     (void)pe;
+    rack_flush(true);
     if (!dc_quiet.n)
         return;
     dc_quiet_sync(tess_core_work_gen());
@@ -459,9 +624,14 @@ static void rdma_direct_idle(tess_pe_t *pe)
     dc_quiet.retry_ns = busy ? tess_time_ns() + DC_QUIET_RETRY_NS : 0;
 }
 
+static void rack_recv(tess_msg_t *m);
+
 static bool rdma_direct_recv(tess_msg_t *m, unsigned kind)
 {
-    (void)kind;
+    if (kind == DC_K_RACK) {
+        rack_recv(m);
+        return true;
+    }
     const dc_ctl_t *c  = tess_msg_payload(m);
     dc_rrecv_t     *rr = tess_calloc(1, sizeof(*rr), "an RDMA receive");
     if (!rr)
@@ -469,9 +639,7 @@ static bool rdma_direct_recv(tess_msg_t *m, unsigned kind)
     rr->pe          = tess_core_pe_id();
     rr->src         = tess_core_pe_process(m->hdr.src_pe);
     rr->ack_pe      = m->hdr.src_pe;
-    rr->ack.kind    = DC_K_RDMA;
-    rr->ack.event   = -1;
-    rr->ack.msg_id  = c->msg_id;
+    rr->msg_id      = c->msg_id;
     const dc_rec_rdma_t *rec  = dc_recs((dc_ctl_t *)c);
     const char          *keys = dc_extra(c, DC_K_RDMA);
     for (uint32_t i = 0; i < c->nbufs; i++) {
@@ -512,13 +680,14 @@ static bool rdma_direct_recv(tess_msg_t *m, unsigned kind)
 
 /* Every get of a direct receive completed (on its PE): the data is in place. Nothing of the
  * message was enqueued on the receiver's stream, so WAIT_COMPLETE is met as it is: the entry
- * runs now, without an event recorded and polled on that stream. The acknowledgement goes
- * after it, so that a reply the entry sends is not queued behind it at either end. */
+ * runs now, without an event recorded and polled on that stream. The acknowledgement is
+ * noted after it, so that a reply the entry sends is not queued behind it at either end, and
+ * leaves with the others of the pass (rack_add). */
 static void recv_direct_done(dc_rrecv_t *rr)
 {
     rr->r->flags &= ~TESS_DC_WAIT_COMPLETE;
     dc_recv_finish(rr->r);
-    dc_send_ack(rr->ack_pe, &rr->ack);
+    rack_add(rr);
     free(rr);
 }
 
@@ -529,12 +698,26 @@ static void recv_direct_done_notice(void *arg)
 
 /* ---- acknowledgements -------------------------------------------------------------------- */
 
-/* A direct RDMA send holds no staging resource (its registrations go with the send record). */
-static bool rdma_direct_release(const dc_ack_msg_t *ack)
+/* An acknowledgement of direct RDMA sends (validated): each send record completes, in the
+ * order the receiver finished them. A direct send holds no staging resource (its
+ * registrations go with the record), so no waiting send is pumped. The done callbacks of
+ * several often send again (a window refilled): the announcements they make go coalesced,
+ * one message to each process. */
+static void rack_recv(tess_msg_t *m)
 {
-    if (!ack->msg_id)
-        tess_fatal("devcomm: an RDMA acknowledgement without its send");
-    return false;
+    const dc_rack_msg_t *a   = tess_msg_payload(m);
+    const uint64_t      *ids = (const uint64_t *)(a + 1);
+    if (a->n > 1)
+        tess_core_coalesce_begin();
+    for (uint32_t i = 0; i < a->n; i++) {
+        if (!ids[i])
+            tess_fatal("devcomm: an RDMA acknowledgement from PE %d names no send",
+                       m->hdr.src_pe);
+        dc_complete(ids[i], "an RDMA acknowledgement");
+    }
+    if (a->n > 1)
+        tess_core_coalesce_end();
+    tess_core_msg_free(m);
 }
 
 /* The send record completed: its registrations are released (cached ones stay cached). */
@@ -552,12 +735,11 @@ static void rdma_direct_release_sent(dc_sent_t *rec)
 
 const dc_path_ops_t dc_rdma_direct_path = {
     .name         = "rdma direct",
-    .kinds        = DC_KIND(DC_K_RDMA),
+    .kinds        = DC_KIND(DC_K_RDMA) | DC_KIND(DC_K_RACK),
     .init         = rdma_direct_init,
     .fini         = rdma_direct_fini,
     .send         = rdma_direct_send,
     .recv         = rdma_direct_recv,
-    .release      = rdma_direct_release,
     .release_sent = rdma_direct_release_sent,
     .progress     = rdma_direct_progress,
     .idle         = rdma_direct_idle,

@@ -55,6 +55,9 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     stats_p->rdma_spec_idle    = n[DC_C_RDMA_SPEC_IDLE];
     stats_p->rdma_spec_busy    = n[DC_C_RDMA_SPEC_BUSY];
     stats_p->rdma_spec_spent   = n[DC_C_RDMA_SPEC_SPENT];
+    stats_p->rdma_acks        = n[DC_C_RDMA_ACKS];
+    stats_p->rdma_acked       = n[DC_C_RDMA_ACKED];
+    stats_p->am_sends         = tess_net_am_sends();
     tess_net_rkey_stats(&stats_p->rkey_unpacks, &stats_p->rkey_hits);
 }
 
@@ -93,6 +96,15 @@ tess_status_t tess_dc_validate(const tess_msg_t *m)
         return size == sizeof(dc_ack_msg_t) ? TESS_OK : dc_corrupt(m, "acknowledgement size");
     case DC_K_DONE:
         return size == sizeof(uint64_t) ? TESS_OK : dc_corrupt(m, "done-notice size");
+    case DC_K_RACK: {
+        if (size < sizeof(dc_rack_msg_t))
+            return dc_corrupt(m, "acknowledgement of RDMA sends shorter than its count");
+        const dc_rack_msg_t *a = tess_msg_payload((tess_msg_t *)m);
+        if (a->n == 0 || a->n > DC_RACK_MAX ||
+            size != sizeof(*a) + (size_t)a->n * sizeof(uint64_t))
+            return dc_corrupt(m, "acknowledgement of RDMA sends: count and size disagree");
+        return TESS_OK;
+    }
     case DC_K_GOT:
         return src == tess_rt.rank && size == sizeof(uint64_t) ? TESS_OK
                                                                 : dc_corrupt(m, "local notice");
@@ -219,9 +231,9 @@ static void dc_flush(void)
     dc_flush_except(DC_K_MAX);
 }
 
-/* The acknowledgements a path takes back: of the kinds that hold staging resources. */
-#define DC_ACK_KINDS                                                                           \
-    (DC_KIND(DC_K_STAGED) | DC_KIND(DC_K_DIRECT) | DC_KIND(DC_K_RDMA) | DC_KIND(DC_K_CHUNK))
+/* The acknowledgements a path takes back: of the kinds that hold staging resources (direct
+ * RDMA sends have their own, DC_K_RACK). */
+#define DC_ACK_KINDS (DC_KIND(DC_K_STAGED) | DC_KIND(DC_K_DIRECT) | DC_KIND(DC_K_CHUNK))
 
 static bool dc_ctl_handler(tess_msg_t *m)
 {

@@ -154,6 +154,9 @@ typedef struct tess_dc_stats {
     uint64_t rdma_spec_busy;    /* and answers "busy" */
     uint64_t rdma_spec_spent;   /* receives whose stream an idle pass had found idle, but the
                                  * PE ran work before they came (so they asked again) */
+    uint64_t rdma_acks;       /* acknowledgements of direct RDMA sends (messages) sent */
+    uint64_t rdma_acked;      /* direct RDMA sends they acknowledged */
+    uint64_t am_sends;        /* active messages this process posted to UCX (net, every kind) */
 } tess_dc_stats_t;
 void tess_dc_get_stats(tess_dc_stats_t *stats_p);
 

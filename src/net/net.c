@@ -61,6 +61,14 @@ static inline void net_count(_Atomic uint64_t *c, uint64_t v)
                           memory_order_relaxed);
 }
 
+uint64_t tess_net_am_sends(void)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < net.nlanes; i++)
+        n += atomic_load_explicit(&net.lanes[i].am_sends, memory_order_relaxed);
+    return n;
+}
+
 int tess_net_rank(void) { return net.rank; }
 int tess_net_size(void) { return net.size; }
 
@@ -464,6 +472,7 @@ static tess_status_t net_post(net_lane_t *l, int dest, unsigned id, tess_net_hdr
         return net_ucx_error("ucp_am_send_nbx", UCS_PTR_STATUS(req));
     }
     p->send_seq++;
+    net_count(&l->am_sends, 1);
     if (req == NULL) {
         net_op_put(op);
         return TESS_OK;

@@ -95,6 +95,9 @@ size_t   tess_net_outstanding(void);
  *  (tess_net_params_t.eager_node): their number and payload bytes so far, and the limit (any
  *  thread; the counts are exact once sends are done). */
 void     tess_net_eager_stats(size_t *limit_p, uint64_t *sends_p, uint64_t *bytes_p);
+/** Active messages this process has posted to UCX so far, every lane (any thread; exact once
+ *  sends are done). */
+uint64_t tess_net_am_sends(void);
 
 /**
  * Blocking progress: arm every lane's worker for wake-up (one event fd covers them all); a lane

@@ -75,6 +75,7 @@ typedef struct net_lane {
     /* Sends made eager by eager_node and their bytes: written by the lock holder, read by
      * anyone (tess_net_eager_stats). */
     _Atomic uint64_t eager_sends, eager_bytes;
+    _Atomic uint64_t am_sends;       /* active messages posted (the same rule) */
 } net_lane_t;
 
 typedef struct net_state {

@@ -73,6 +73,26 @@ static void check_fixed_kinds(void)
            "short acknowledgement");
     expect(msg_new(DC_K_DONE, other_pe, sizeof(uint64_t)), TESS_OK, "done notice");
     expect(msg_new(DC_K_DONE, other_pe, 4), TESS_ERR_CORRUPT, "short done notice");
+    /* Acknowledgements of direct RDMA sends: a count, then that many send ids. */
+    static const struct {
+        uint32_t    n;
+        size_t      ids;
+        tess_status_t want;
+        const char *what;
+    } racks[] = {{1, 1, TESS_OK, "RDMA acknowledgement of one send"},
+                 {DC_RACK_MAX, DC_RACK_MAX, TESS_OK, "RDMA acknowledgement of the most sends"},
+                 {0, 0, TESS_ERR_CORRUPT, "RDMA acknowledgement of no send"},
+                 {3, 2, TESS_ERR_CORRUPT, "RDMA acknowledgement shorter than its count"},
+                 {2, 3, TESS_ERR_CORRUPT, "RDMA acknowledgement longer than its count"},
+                 {DC_RACK_MAX + 1, DC_RACK_MAX + 1, TESS_ERR_CORRUPT,
+                  "RDMA acknowledgement of too many sends"}};
+    for (size_t i = 0; i < TESS_ARRAY_LEN(racks); i++) {
+        tess_msg_t *a = msg_new(DC_K_RACK, other_pe,
+                                sizeof(dc_rack_msg_t) + racks[i].ids * sizeof(uint64_t));
+        ((dc_rack_msg_t *)tess_msg_payload(a))->n = racks[i].n;
+        expect(a, racks[i].want, racks[i].what);
+    }
+    expect(msg_new(DC_K_RACK, other_pe, 4), TESS_ERR_CORRUPT, "RDMA acknowledgement of 4 bytes");
     expect(msg_new(DC_K_GOT, me_pe, sizeof(uint64_t)), TESS_OK, "local get notice");
     expect(msg_new(DC_K_GOT, other_pe, sizeof(uint64_t)), TESS_ERR_CORRUPT,
            "get notice from another process");
