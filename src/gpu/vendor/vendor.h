@@ -14,8 +14,8 @@
  *
  * and declares what each vendor does its own way (its hooks, below), in a file of its own:
  * CUDA's driver functions, copy kernel and stream signals (cuda/driver_cuda.c, kcopy_cuda.c),
- * HIP's allocation registry (hip/alloc_hip.c). The shared source calls the hooks; they call
- * nothing of it but what this header defines.
+ * HIP's pointer queries (hip/alloc_hip.c). The shared source calls the hooks; they call
+ * nothing of it but what this header defines (the allocation registry, alloc_vendor.c).
  *
  * Hooks every vendor header provides (a function or a static inline):
  *   tess_status_t VND_FN(driver_init)(void)      after the runtime saw a device (init)
@@ -63,6 +63,14 @@ typedef struct tess_vnd_state {
 #endif
 
 #define VND_STR(name) VND_PREFIX #name
+
+/* The registry of the runtime's device allocations (alloc_vendor.c): reg_track after mem_alloc,
+ * reg_forget before a free; reg_find fills *info_p (ptr_query's answer) for a pointer into one
+ * of them and says whether it is. Its ids carry VND_REG_ID_TAG. Any thread. */
+#define VND_REG_ID_TAG (UINT64_C(1) << 63)
+tess_status_t VND_FN(reg_track)(void *ptr, size_t size);
+void          VND_FN(reg_forget)(void *ptr);
+bool          VND_FN(reg_find)(const void *ptr, tess_gpu_ptr_info_t *info_p);
 
 /* The backend's state (gpu_vendor.c). */
 #define tess_vnd VND_FN(state)
