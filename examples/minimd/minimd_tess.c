@@ -52,19 +52,20 @@ tess_array_h        grid;
 int                 nslots;
 static tess_entry_t E_RESUME, E_ATOMS, E_ATOMS_BATCHED, E_ATOMS_IN_PLACE, E_COUNTED, E_NEIGH, E_THERMO_READY,
     E_THERMO;
-/* The entry the ghost and atom messages go to: "atoms", or with MINIMD_RECV=batch
- * "atoms_batched" (TESS_ENTRY_BATCH: a PE receiving several of them from its own process at once
- * enqueues all their copies as one copy operation a stream). Such a post may run before the
- * entries of messages that came before it: atoms_post reads the chare's step, and one that has
- * not advanced yet sends a ghost update of the next step to the receive buffer instead of
- * straight into x, which the consuming entry reads through c->direct, kept per step parity; so
- * its choice is never wrong, only sometimes the slower one. With MINIMD_RECV=inplace
- * "atoms_inplace" (TESS_ENTRY_IN_PLACE): a ghost update from a chare of this process stays in the
+/* The entry the ghost and atom messages go to (MINIMD_RECV). "atoms_inplace" (inplace, the
+ * default; TESS_ENTRY_IN_PLACE): a ghost update from a chare of this process stays in the
  * sender's send buffer, and the segment that consumes it copies it into x from there, a copy
  * inside its step graph instead of a copy the runtime enqueues for each message. The sender
  * packs that buffer again two steps later, after it received this chare's ghosts of the next
  * step, which this chare sends after that segment: the symmetric exchange, double-buffered by
- * step parity, orders the read before the overwrite. Set once in main, before the phase. */
+ * step parity, orders the read before the overwrite. "atoms" (each): the runtime copies each
+ * message into the ghost positions. "atoms_batched" (batch; TESS_ENTRY_BATCH: a PE receiving
+ * several of them from its own process at once enqueues all their copies as one copy operation
+ * a stream). Such a post may run before the entries of messages that came before it: atoms_post
+ * reads the chare's step, and one that has not advanced yet sends a ghost update of the next
+ * step to the receive buffer instead of straight into x, which the consuming entry reads
+ * through c->direct, kept per step parity; so its choice is never wrong, only sometimes the
+ * slower one. Set once in main, before the phase. */
 static tess_entry_t e_atoms;
 static int          recv_in_place;
 
@@ -739,7 +740,7 @@ int main(int argc, char **argv)
                     recv);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    recv_in_place = recv && !strcmp(recv, "inplace");
+    recv_in_place = !recv || !*recv || !strcmp(recv, "inplace");
     e_atoms       = recv && !strcmp(recv, "batch") ? E_ATOMS_BATCHED
                     : recv_in_place               ? E_ATOMS_IN_PLACE
                                                   : E_ATOMS;
