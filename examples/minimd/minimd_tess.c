@@ -50,8 +50,8 @@ mmd_problem_t       pr;
 int                 cg[3] = {1, 1, 1}; /* chare grid */
 tess_array_h        grid;
 int                 nslots;
-static tess_entry_t E_RESUME, E_ATOMS, E_ATOMS_BATCHED, E_ATOMS_IN_PLACE, E_COUNTED, E_NEIGH, E_THERMO_READY,
-    E_THERMO;
+static tess_entry_t E_RESUME, E_ATOMS, E_ATOMS_BATCHED, E_ATOMS_IN_PLACE, E_COUNTED, E_NEIGH,
+    E_THERMO_READY, E_THERMO;
 /* The entry the ghost and atom messages go to (MINIMD_RECV). "atoms_inplace" (inplace, the
  * default; TESS_ENTRY_IN_PLACE): a ghost update from a chare of this process stays in the
  * sender's send buffer, and the segment that consumes it copies it into x from there, a copy
@@ -734,7 +734,8 @@ int main(int argc, char **argv)
         tess_entry_register("thermo", on_thermo, &E_THERMO) != TESS_OK)
         app_tess_fail("entry registration");
     const char *recv = getenv("MINIMD_RECV");
-    if (recv && *recv && strcmp(recv, "each") && strcmp(recv, "batch") && strcmp(recv, "inplace")) {
+    if (recv && *recv && strcmp(recv, "each") && strcmp(recv, "batch") &&
+        strcmp(recv, "inplace")) {
         if (rank == 0)
             fprintf(stderr, "minimd_tess: MINIMD_RECV=%s: expected each, batch or inplace\n",
                     recv);
