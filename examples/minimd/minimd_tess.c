@@ -137,10 +137,9 @@ static void atoms_post(tess_ctx_h ctx, void *e, const void *header, size_t heade
     if (!is_rebuild(h->step) && h->step == c->step && h->proc == tess_process() &&
         sizes[0] == (size_t)c->m.rcnt[st][from] * MMD_XW * sizeof(double)) {
         if (recv_in_place && dst[0]) { /* offered in place: left where it is */
-            c->src[p][st][from]    = dst[0];
             c->direct[p][st][from] = GHOST_IN_PLACE;
-            if (c->last_src[p][st][from] != dst[0]) { /* the segment copies from elsewhere */
-                c->last_src[p][st][from] = dst[0];
+            if (c->src[p][st][from] != dst[0]) { /* the segment copies from elsewhere */
+                c->src[p][st][from] = dst[0];
                 c->gen++;
             }
         } else {

@@ -20,10 +20,9 @@ typedef struct dom {
     double      *sbuf[2][6][2], *rbuf[2][6][2]; /* [parity][stage][side] */
     int64_t      sbuf_cap[2][6][2], rbuf_cap[2][6][2], rcount[2][6][2];
     /* direct: where a ghost update of an ordinary step came (GHOST_*); src: the sender's
-     * buffer it lies in when GHOST_IN_PLACE, and last: the last such buffer (a new one starts
-     * a new layout, gen) */
+     * buffer of the last one taken in place (a new one starts a new layout, gen) */
     int          arrived[2][6][2], direct[2][6][2];
-    const double *src[2][6][2], *last_src[2][6][2];
+    const double *src[2][6][2];
     int          step, stage, target, waiting, nthermo;
     uint32_t     gen; /* atoms, lists and buffers: a new layout, new step segments (seg_key) */
 } dom_t;

@@ -316,10 +316,9 @@ typedef struct dc_path_ops {
     /** Issue a waiting send of one of its kinds: 1 issued (p is then freed by the caller), 0
      *  still no resource (optional). */
     int           (*issue)(dc_pending_t *p);
-    /** An acknowledgement of one of its kinds: release the staging resources it names;
-     *  true when it freed one that a waiting send could take (optional; the common part
-     *  completes the send record, and pumps the waiting sends where this says true). */
-    bool          (*release)(const dc_ack_msg_t *ack);
+    /** An acknowledgement of one of its kinds: release the staging resources it names
+     *  (optional; the common part completes the send record and pumps). */
+    void          (*release)(const dc_ack_msg_t *ack);
     /** Release what a completed send record of this path holds (rec->holder is the path). */
     void          (*release_sent)(dc_sent_t *rec);
     /** Staging resources were freed: go on with receive-side work waiting for them
@@ -534,7 +533,7 @@ void          dc_ipc_fini(void);
  * fifo, if sends wait before this one). */
 int           dc_ipc_take(int staged, size_t total, size_t *off_p, int *ev_p, int fifo);
 /** An acknowledgement of ipc staged or direct: the slot (staged) and the event go back. */
-bool          dc_ipc_release(const dc_ack_msg_t *ack);
+void          dc_ipc_release(const dc_ack_msg_t *ack);
 /* Lock held: process src's comm buffer and IPC event idx, opened on first use. */
 void         *dc_ipc_peer_comm(int src);
 tess_gpu_event_h dc_ipc_peer_event(int src, int idx);

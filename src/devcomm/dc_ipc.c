@@ -282,7 +282,7 @@ void dc_ipc_copy_out(dc_recv_t *r, tess_gpu_event_h ev, const void *const *srcs,
 
 /* ---- acknowledgements -------------------------------------------------------------------- */
 
-bool dc_ipc_release(const dc_ack_msg_t *ack)
+void dc_ipc_release(const dc_ack_msg_t *ack)
 {
     pthread_mutex_lock(&dc.lock);
     if (ack->kind == DC_K_STAGED && ack->size)
@@ -296,5 +296,4 @@ bool dc_ipc_release(const dc_ack_msg_t *ack)
     if (!idle)
         dc.ipc_free[dc.ipc_nfree++] = ack->event;
     pthread_mutex_unlock(&dc.lock);
-    return true;
 }

@@ -470,7 +470,7 @@ static bool rdma_staged_recv(tess_msg_t *m, unsigned kind)
 }
 
 /* A chunk was acknowledged: its send slot is free. */
-static bool rdma_staged_release(const dc_ack_msg_t *ack)
+static void rdma_staged_release(const dc_ack_msg_t *ack)
 {
     pthread_mutex_lock(&dc.lock);
     if (ack->offset >= (uint64_t)dc.nbounce || dc.bsend_nfree >= dc.nbounce) {
@@ -480,7 +480,6 @@ static bool rdma_staged_release(const dc_ack_msg_t *ack)
     }
     dc.bsend_free[dc.bsend_nfree++] = (int)ack->offset;
     pthread_mutex_unlock(&dc.lock);
-    return true;
 }
 
 const dc_path_ops_t dc_rdma_staged_path = {

@@ -256,11 +256,10 @@ static bool dc_ctl_handler(tess_msg_t *m)
             !ops->release)
             tess_fatal("devcomm: an acknowledgement of unknown kind %u from PE %d", ack.kind,
                        src_pe);
-        bool freed = ops->release(&ack);
+        ops->release(&ack);
         if (ack.msg_id)
             dc_complete(ack.msg_id, "an acknowledgement");
-        if (freed)
-            dc_pump();
+        dc_pump();
         break;
     }
     case DC_K_DONE: {
