@@ -253,14 +253,9 @@ static _Thread_local struct {
     uint8_t   *on_dev; /* the answers */
 } ptr_cache TESS_TLS_FAST;
 
-tess_status_t tess_cuda_mem_track(void *ptr, size_t size)
-{
-    return tess_cuda_reg_track(ptr, size);
-}
-
 void tess_cuda_mem_forget(void *ptr)
 {
-    tess_cuda_reg_forget(ptr);
+    (void)ptr;
     atomic_fetch_add_explicit(&ptr_cache_gen, 1, memory_order_release);
 }
 
@@ -357,12 +352,6 @@ int tess_cuda_on_device(const void *p)
 
 tess_status_t tess_cuda_alloc_range(void *ptr, uintptr_t *base_p, size_t *size_p)
 {
-    tess_gpu_ptr_info_t a = {0};
-    if (tess_cuda_reg_find(ptr, &a)) {
-        *base_p = (uintptr_t)a.base;
-        *size_p = a.size;
-        return TESS_OK;
-    }
     CUdeviceptr base = 0;
     CUresult    r    = tess_cuda_driver.mem_get_address_range(&base, size_p,
                                                               (CUdeviceptr)(uintptr_t)ptr);
@@ -372,15 +361,14 @@ tess_status_t tess_cuda_alloc_range(void *ptr, uintptr_t *base_p, size_t *size_p
     return TESS_OK;
 }
 
-/* The runtime's own allocations from the registry (vendor/alloc_vendor.c), others with one
- * driver call for every attribute (each device-message send between processes asks once per
- * buffer: three calls cost it a microsecond or more). cuPointerGetAttributes does not fail on a
+/* Pointers the registry does not hold (vendor/alloc_vendor.c): one driver call for every
+ * attribute (three calls cost a microsecond or more). cuPointerGetAttributes does not fail on a
  * pointer CUDA does not know: it leaves the attributes zero, which is host memory. */
 tess_status_t tess_cuda_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p)
 {
     memset(info_p, 0, sizeof(*info_p));
     info_p->device = -1;
-    if (!ptr || tess_cuda_reg_find(ptr, info_p))
+    if (!ptr)
         return TESS_OK;
     tess_status_t st = vnd_bind();
     if (st != TESS_OK)

@@ -87,11 +87,7 @@ tess_status_t tess_cuda_driver_init(void);
 void          tess_cuda_driver_fini(void);
 void          tess_cuda_device_selected(int device);
 tess_status_t tess_cuda_get_caps(int device, tess_gpu_props_t *props_p);
-/** Registers the allocation (the vendor layer's registry, which answers pointer queries about
- *  it without the driver). */
-tess_status_t tess_cuda_mem_track(void *ptr, size_t size);
-/** Forgets the allocation, and every thread's pointer classifications: before any free or
- *  unmapping. */
+/** Forget every thread's pointer classifications: after any free or unmapping. */
 void          tess_cuda_mem_forget(void *ptr);
 tess_status_t tess_cuda_alloc_range(void *ptr, uintptr_t *base_p, size_t *size_p);
 tess_status_t tess_cuda_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p);

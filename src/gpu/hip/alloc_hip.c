@@ -1,6 +1,6 @@
 /*
- * alloc_hip.c — the HIP backend's pointer queries: from the vendor layer's allocation registry
- * (vendor/alloc_vendor.c) for the runtime's own allocations, else from HIP. HIP promises no
+ * alloc_hip.c — the HIP backend's pointer queries for pointers the vendor layer's allocation
+ * registry (vendor/alloc_vendor.c) does not hold, which it asks first. HIP promises no
  * stable per-allocation id (5.2 declares HIP_POINTER_ATTRIBUTE_BUFFER_ID, but its
  * hipPointerGetAttribute is marked beta), so other device pointers (IPC mappings, memory the
  * application allocated itself) are answered by hipPointerGetAttributes with alloc_id 0, and
@@ -13,24 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-tess_status_t tess_hip_mem_track(void *ptr, size_t size)
-{
-    return tess_hip_reg_track(ptr, size);
-}
-
-void tess_hip_mem_forget(void *ptr)
-{
-    tess_hip_reg_forget(ptr);
-}
-
 tess_status_t tess_hip_alloc_range(void *ptr, uintptr_t *base_p, size_t *size_p)
 {
-    tess_gpu_ptr_info_t a = {0};
-    if (tess_hip_reg_find(ptr, &a)) {
-        *base_p = (uintptr_t)a.base;
-        *size_p = a.size;
-        return TESS_OK;
-    }
     hipDeviceptr_t base = NULL;
     hipError_t     e    = hipMemGetAddressRange(&base, size_p, ptr);
     if (e != hipSuccess)
@@ -45,10 +29,6 @@ tess_status_t tess_hip_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p)
     info_p->device = -1;
     if (!ptr)
         return TESS_OK;
-
-    if (tess_hip_reg_find(ptr, info_p))
-        return TESS_OK;
-
     tess_status_t st = vnd_bind();
     if (st != TESS_OK)
         return st;

@@ -112,9 +112,12 @@ static inline tess_status_t tess_hip_get_caps(int device, tess_gpu_props_t *prop
     return TESS_OK;
 }
 
-/* The allocation registry (alloc_hip.c): HIP promises no stable per-allocation id. */
-tess_status_t tess_hip_mem_track(void *ptr, size_t size);
-void          tess_hip_mem_forget(void *ptr);
+/* Pointer queries (alloc_hip.c), after the vendor layer's registry: HIP promises no stable
+ * per-allocation id. */
+static inline void tess_hip_mem_forget(void *ptr)
+{
+    (void)ptr; /* nothing cached beside the registry */
+}
 tess_status_t tess_hip_alloc_range(void *ptr, uintptr_t *base_p, size_t *size_p);
 tess_status_t tess_hip_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p);
 

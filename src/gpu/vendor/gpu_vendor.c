@@ -118,7 +118,7 @@ static tess_status_t vnd_mem_alloc(size_t size, void **ptr_p)
         return vnd_error(e, what);
     }
     if (ptr) { /* size 0 gives NULL: nothing to track */
-        st = VND_FN(mem_track)(ptr, size);
+        st = VND_FN(reg_track)(ptr, size);
         if (st != TESS_OK)
             goto err_free_mem;
     }
@@ -136,9 +136,22 @@ static tess_status_t vnd_mem_free(void *ptr)
     if (st != TESS_OK)
         return st;
     /* Forget first: once freed, another thread's allocation may return the same address. */
+    VND_FN(reg_forget)(ptr);
     VND_FN(mem_forget)(ptr);
     VND(Error_t) e = VND(Free)(ptr);
     return e == VND(Success) ? TESS_OK : vnd_error(e, VND_STR(Free));
+}
+
+/* The runtime's own allocations from the registry (alloc_vendor.c), other pointers from the
+ * vendor's runtime (each device-message send between processes asks once per buffer, and a
+ * driver query costs a microsecond or more). */
+static tess_status_t vnd_ptr_query(const void *ptr, tess_gpu_ptr_info_t *info_p)
+{
+    memset(info_p, 0, sizeof(*info_p));
+    info_p->device = -1;
+    if (ptr && VND_FN(reg_find)(ptr, info_p))
+        return TESS_OK;
+    return VND_FN(ptr_query)(ptr, info_p);
 }
 
 static tess_status_t vnd_host_alloc(size_t size, void **ptr_p)
@@ -681,7 +694,7 @@ const tess_gpu_ops_t VND_OPS = {
     .ipc_event_export  = VND_FN(ipc_event_export),
     .ipc_event_open    = VND_FN(ipc_event_open),
     .ipc_event_close   = VND_FN(ipc_event_close),
-    .ptr_query         = VND_FN(ptr_query),
+    .ptr_query         = vnd_ptr_query,
     .native_stream     = vnd_native_stream,
     .set_notify        = NULL, /* the runtime polls events */
     .busy              = NULL, /* the device has cores of its own */

@@ -63,11 +63,15 @@ tess_status_t VND_FN(ipc_mem_export)(void *ptr, tess_gpu_ipc_handle_t *h_p)
     if (st != TESS_OK)
         return st;
     /* The other side maps the whole allocation and gets its start: ptr must be that start. */
-    uintptr_t base = 0;
-    size_t    size = 0;
-    st             = VND_FN(alloc_range)(ptr, &base, &size);
-    if (st != TESS_OK)
+    uintptr_t           base = 0;
+    size_t              size = 0;
+    tess_gpu_ptr_info_t own  = {0};
+    if (VND_FN(reg_find)(ptr, &own)) { /* the runtime's own allocation */
+        base = (uintptr_t)own.base;
+        size = own.size;
+    } else if ((st = VND_FN(alloc_range)(ptr, &base, &size)) != TESS_OK) {
         return st;
+    }
     if (base != (uintptr_t)ptr)
         return tess_error(TESS_ERR_INVALID, "ipc_mem_export: %p is %zu bytes into an "
                           "allocation; only its start can be exported", ptr,

@@ -23,12 +23,14 @@
  *   void          VND_FN(device_selected)(int d) set_device, d made current, before
  *                                                tess_vnd.device is set to it
  *   tess_status_t VND_FN(get_caps)(int d, tess_gpu_props_t *p)  p->ipc and p->wait_value
- *   tess_status_t VND_FN(mem_track)(void *p, size_t n)  after mem_alloc allocated p
  *   void          VND_FN(mem_forget)(void *p)    before p is freed or unmapped (mem_free,
  *                                                host_free, ipc_mem_close)
  *   tess_status_t VND_FN(alloc_range)(void *p, uintptr_t *base_p, size_t *size_p)
  *                                                the device allocation that contains p
- *   tess_status_t VND_FN(ptr_query)(const void *p, tess_gpu_ptr_info_t *info_p)  the op
+ *   tess_status_t VND_FN(ptr_query)(const void *p, tess_gpu_ptr_info_t *info_p)
+ *                                                the op, for pointers the runtime's registry
+ *                                                of its allocations does not hold (those two
+ *                                                ask it first, alloc_vendor.c)
  * and VND_HAS_KCOPY: 1 where the vendor has its own copy and signal ops (CUDA), then
  * VND_FN(kcopy_memcpy_async), VND_FN(memcpy_signal_async), VND_FN(memcpy_batch_async),
  * VND_FN(signal_alloc), VND_FN(signal_free), VND_FN(stream_signal) and VND_KCOPY_SIGNAL_MAX.
