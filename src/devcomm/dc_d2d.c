@@ -147,6 +147,7 @@ static void dc_nothing(void *arg) { (void)arg; }
 /* ---- batched d2d receives ---------------------------------------------------------------- */
 
 #define DC_RB_MAX 64
+_Static_assert(DC_RB_MAX <= 64, "dc_rb_hub_fewer_waits keeps a batch's senders in 64 bits");
 
 /* The d2d receives this PE holds back (targets the layer above calls batchable, taken one
  * after another): their posts ran; the waits for their senders' events, their copies and their
@@ -366,6 +367,30 @@ static bool dc_rb_use_shared(tess_gpu_stream_h probe, int nrecv)
     return !dc_rb_adapt.direct;
 }
 
+/* A batch with nothing to copy (every receive in place) and receives for ns > 1 streams (grp:
+ * each receive's stream): whether ordering it through the batch stream takes fewer stream
+ * waits than each stream waiting for its own senders. Through the batch stream: one wait per
+ * distinct sender event and one per stream (and one record); direct: per stream, one wait per
+ * distinct sender event of its receives. A chare's receives from many neighbours make the
+ * second the larger. */
+static bool dc_rb_hub_fewer_waits(const int *grp, int ns)
+{
+    dc_rb_set_t senders;
+    uint64_t    seen[DC_RB_MAX]; /* per stream, its receives' sender events (bit: index in senders) */
+    senders.n = 0;
+    memset(senders.slot, 0, sizeof(senders.slot));
+    memset(seen, 0, sizeof(uint64_t) * (size_t)ns);
+    for (int i = 0; i < dc_rb.n; i++) {
+        bool added;
+        int  s = dc_rb_set_add(&senders, dc_rb.sev[i], &added);
+        seen[grp[i]] |= UINT64_C(1) << s;
+    }
+    int direct = 0;
+    for (int k = 0; k < ns; k++)
+        direct += __builtin_popcountll(seen[k]);
+    return senders.n + ns + 1 < direct;
+}
+
 /* Run every held-back receive: the core calls it before this PE takes a message of another
  * handler and at the end of its dispatch, and the handler before anything but a batchable
  * d2d message.
@@ -373,9 +398,11 @@ static bool dc_rb_use_shared(tess_gpu_stream_h probe, int nrecv)
  * Receives for one stream: that stream waits for their senders (once per sender event), then
  * one copy operation. Receives for several streams, where the layer batches them (rb_comm): the
  * PE's batch stream waits for each of those streams (their earlier work may still read the
- * destinations; not where the post said the senders order that) and each sender event, runs all the copies as one launch, and each stream waits
- * for it. On a GPU that is 3 calls a stream and one a sender instead of a launch a stream and a
- * wait a message: a launch costs the host ten times a wait. */
+ * destinations; not where the post said the senders order that) and each sender event, runs
+ * all the copies as one launch, and each stream waits for it. On a GPU that is 3 calls a stream and one a sender instead of a launch a stream and a
+ * wait a message: a launch costs the host ten times a wait. A batch with nothing to copy (all
+ * in place) goes through the batch stream too where that takes fewer waits
+ * (dc_rb_hub_fewer_waits), without the waits for the receiving streams. */
 static void dc_rb_flush(void)
 {
     if (!dc_rb.n)
@@ -419,11 +446,17 @@ static void dc_rb_flush(void)
         for (int j = 0; j < dc_rb.ncopies; j++)
             cidx[cpos[grp[dc_rb.owner[j]]]++] = j;
     }
-    tess_gpu_stream_h comm = ns > 1 && dc_rb.ncopies > 1 && dc.rb_comm != DC_RB_OFF &&
-                                     dc_rb_use_shared(streams[0], dc_rb.n)
-                                 ? dc_rb_stream()
-                                 : NULL;
-    if (comm) {
+    bool hub = ns > 1 && dc.rb_comm != DC_RB_OFF &&
+               (dc_rb.ncopies > 1 || (!dc_rb.ncopies && dc_rb_hub_fewer_waits(grp, ns))) &&
+               dc_rb_use_shared(streams[0], dc_rb.n);
+    tess_gpu_stream_h comm = hub ? dc_rb_stream() : NULL;
+    if (comm && !dc_rb.ncopies) {
+        /* Every receive is taken in place: nothing is written, so the batch stream need not
+         * wait for the receiving streams; it waits for the senders and they for it. */
+        dc_rb_wait_senders(comm, ridx, dc_rb.n);
+        dc_rb_fan_out(streams, ns, comm);
+        dc_count(DC_C_RB_SHARED, 1);
+    } else if (comm) {
         uint64_t epoch = atomic_load_explicit(&dc.rb_epoch, memory_order_acquire);
         for (int k = 0; k < ns; k++) {
             /* The batch stream waits for a receiving stream unless every receive of the batch

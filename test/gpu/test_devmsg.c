@@ -26,7 +26,10 @@
  * offered exactly the sender's buffers for a message from its own process and nothing for one
  * from another; it takes the even messages' offers in place (the check then reads the sender's
  * memory, which stays unchanged until the end) and names its own buffers for the odd ones, and
- * the runtime's in-place count must equal what the post functions kept.
+ * the runtime's in-place count must equal what the post functions kept. TEST_IN_PLACE=2: every
+ * offer is taken in place (batches with nothing to copy; with TEST_EXPECT_SHARED=1 some of them
+ * must be ordered through the PE's batch stream).
+ * TEST_SLOW_EVEN_US=N: the even elements' streams sleep N us before their source copies.
  * TEST_SAME_DST=1 (with TEST_RECV_BATCH=1, within one process): the post function names one
  * destination per element and buffer index for every message, so the receives a PE holds back
  * overlap; each must be delivered (and its check copied out, in stream order) before the next
@@ -187,6 +190,19 @@ static void hold_stream(void *args)
     }
 }
 
+/* TEST_SLOW_EVEN_US=N: the even elements' streams first sleep N us, so their source copies
+ * land well after the odd elements' streams are free: a receiver not ordered after its sender
+ * reads the bytes before them. */
+static int slow_even_us;
+
+static void sleep_stream(void *args)
+{
+    int us;
+    memcpy(&us, args, sizeof(us));
+    struct timespec nap = {us / 1000000, (long)(us % 1000000) * 1000};
+    nanosleep(&nap, NULL);
+}
+
 static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
     (void)msg;
@@ -205,9 +221,11 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
             if (!h.sizes[b])
                 continue;
             /* Pinned when the stream is held: CUDA may complete a copy from pageable memory
-             * before returning, which would wait out the hold. */
+             * before returning, which would wait out the hold. Pinned too when every message
+             * is read in place (TEST_IN_PLACE=2): the source copy is then still in flight when
+             * the message goes, and a receiver not ordered after it reads stale bytes. */
             uint8_t *host = NULL;
-            if (src_stream_mode == 1)
+            if (src_stream_mode == 1 || in_place == 2)
                 CHECK_OK(tess_gpu_malloc_host((void **)&host, h.sizes[b]));
             else
                 host = malloc(h.sizes[b]);
@@ -230,6 +248,8 @@ static void go(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         }
         CHECK_OK(tess_gpu_stream_sync(st));
     }
+    if (slow_even_us > 0 && me % 2 == 0)
+        CHECK_OK(tess_gpu_launch_host(st, sleep_stream, &slow_even_us, sizeof(slow_even_us)));
     if (src_stream_mode == 1 || (src_stream_mode == 3 && tess_ppn() == 1)) {
         _Atomic int *open = &el->hold_open;
         atomic_store(open, 0);
@@ -295,7 +315,7 @@ static void post(tess_ctx_h ctx, void *e, const void *header, size_t header_len,
                       "buffer %d offered at %p, sent from %p", h->seq, h->src, b, dst[b],
                       (void *)(uintptr_t)h->ptr[b]);
             el->offered += sizes[b] > 0;
-            if (h->seq % 2 == 0 && sizes[b]) {
+            if ((h->seq % 2 == 0 || in_place == 2) && sizes[b]) {
                 el->kept++;
                 p->dev[b] = dst[b]; /* read where it lies */
                 continue;
@@ -458,7 +478,7 @@ static void collect(tess_ctx_h ctx, void *e, void *arg)
     totals[4] += el->from_here;
     for (int s = 0; s < MSGS; s++)
         for (int b = 0; b < MAX_BUFS; b++) {
-            if (src_stream_mode == 1)
+            if (src_stream_mode == 1 || in_place == 2)
                 CHECK_OK(tess_gpu_free_host(el->host_src[s][b]));
             else
                 free(el->host_src[s][b]);
@@ -483,6 +503,8 @@ int main(int argc, char **argv)
     CHECK(MSGS > 0);
     if (getenv("TEST_BATCH"))
         batch = atoi(getenv("TEST_BATCH"));
+    if (getenv("TEST_SLOW_EVEN_US"))
+        slow_even_us = atoi(getenv("TEST_SLOW_EVEN_US"));
     CHECK_MSG(batch >= 1 && batch <= 8, "TEST_BATCH=%d: 1 to 8", batch);
     const char *mode = getenv("TEST_SRC_STREAM");
     src_stream_mode  = !mode                  ? 0
@@ -495,7 +517,7 @@ int main(int argc, char **argv)
     CHECK_OK(tess_entry_register("go", go, &E_GO));
     wait_complete = getenv("TEST_WAIT_COMPLETE") && atoi(getenv("TEST_WAIT_COMPLETE"));
     int recv_batch = getenv("TEST_RECV_BATCH") && atoi(getenv("TEST_RECV_BATCH"));
-    in_place       = getenv("TEST_IN_PLACE") && atoi(getenv("TEST_IN_PLACE"));
+    in_place       = getenv("TEST_IN_PLACE") ? atoi(getenv("TEST_IN_PLACE")) : 0;
     same_dst       = getenv("TEST_SAME_DST") && atoi(getenv("TEST_SAME_DST"));
     CHECK_MSG(!same_dst || (recv_batch && !in_place && !wait_complete && src_stream_mode == 0 &&
                             tess_num_processes() == 1),
