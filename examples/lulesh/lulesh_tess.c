@@ -64,12 +64,12 @@ int                 grid3[3];
 static tess_array_h chares;
 static tess_entry_t E_START, E_XCH, E_DTREADY, E_DT, E_BALANCED, E_RESUME;
 static int          stop_cycle = 1 << 30; /* a phase ends once the chares are at this cycle */
-/* LULESH_RECV=inplace (copy: the default): the node-sum and node-copy messages from chares of
- * this process are taken in place (TESS_ENTRY_IN_PLACE): the unpack reads them in the sender's
- * buffer, and the runtime copies nothing. The sender packs that buffer again two cycles later,
- * after it received this chare's forces of the next cycle, which this chare sends after the
- * unpack (every neighbour sharing a node exchanges forces both ways): the read comes first.
- * Set once in main, before the phase. */
+/* LULESH_RECV=inplace (the default; copy: every message copied into the receiver's buffers):
+ * the node-sum and node-copy messages from chares of this process are taken in place
+ * (TESS_ENTRY_IN_PLACE): the unpack reads them in the sender's buffer, and the runtime copies
+ * nothing. The sender packs that buffer again two cycles later, after it received this chare's
+ * forces of the next cycle, which this chare sends after the unpack (every neighbour sharing a
+ * node exchanges forces both ways): the read comes first. Set once in main, before the phase. */
 static int recv_in_place;
 
 /* The program's state saved with a checkpoint. */
@@ -663,7 +663,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "lulesh_tess: LULESH_RECV=%s: expected copy or inplace\n", recv);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    recv_in_place = recv && !strcmp(recv, "inplace");
+    recv_in_place = !recv || !*recv || !strcmp(recv, "inplace");
     lul_fuse(); /* LULESH_FUSE, LULESH_NODECOPY and LULESH_EOS_SPLIT checked before the run */
     lul_node_copy_ring();
     (void)lul_eos_split(0);
