@@ -145,8 +145,10 @@ unsigned tess_agent_progress(tess_pe_t *pe0, int idle)
     work += tess_reduce_progress(pe0);
     if (tess_unlikely(tr_t0) && work)
         tess_trace_span("mpi", "mpi progress", tr_t0, work, 0);
-    work += tess_phase_progress(pe0, quiet && work == 0);
-    return work;
+    /* A quiescence wave that ends runs nothing of the user's and enqueues no device work. */
+    unsigned waves = tess_phase_progress(pe0, quiet && work == 0);
+    tess_core_work_ran_nothing(waves);
+    return work + waves;
 }
 
 tess_status_t tess_agent_init(void)

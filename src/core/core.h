@@ -209,9 +209,13 @@ int        tess_core_pe_queue_empty(tess_pe_t *pe);
  *  of a scheduler pass (continuations, layers, agent) or sleep that did any work, so an
  *  unchanged value means the PE has run no code of the user and has enqueued no device work
  *  since it was read (apart from the code reading it and the layers' idle hooks). Network
- *  progress does not move it: its callbacks only queue messages and note completed gets, and
- *  must stay so. PE thread only. */
+ *  progress and the sending of batched messages do not move it: their callbacks only queue
+ *  messages and note completed gets, and must stay so. PE thread only. */
 uint64_t tess_core_work_gen(void);
+/** Called from a layer's progress (or the agent's): n units of the work it is about to report
+ *  ran no code of the user and enqueued no device work (messages sent, a quiescence wave that
+ *  ended), so they do not move work_gen. PE thread only. */
+void     tess_core_work_ran_nothing(unsigned n);
 /** Between these (PE thread; they nest), the small messages the PE sends to other processes
  *  are coalesced from the first one on (as the rest of a burst is), one batch per process,
  *  sent at the outermost end: a handler that knows it is about to send several (to one

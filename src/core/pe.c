@@ -291,6 +291,13 @@ uint64_t tess_core_work_gen(void)
     return pe ? pe->work_gen : 0;
 }
 
+void tess_core_work_ran_nothing(unsigned n)
+{
+    tess_pe_t *pe = tess_pe_self_;
+    if (pe)
+        pe->work_quiet += n;
+}
+
 void tess_pe_loop(tess_pe_t *pe)
 {
     pe_trace_idle_t tr = {0, 0, 0};
@@ -328,18 +335,25 @@ void tess_pe_loop(tess_pe_t *pe)
         done = work;
         for (unsigned i = 0; i < tess_core.nlayers; i++)
             if (tess_core.layers[i].progress) {
+                unsigned quiet = pe->work_quiet;
                 work += tess_core.layers[i].progress(pe);
+                done += pe->work_quiet - quiet; /* work that ran nothing */
                 pe_work_gen_step(pe, &done, work);
             }
         LP_MARK(pe, LP_LAYERS);
         /* Waiting on GPU work is not idle for MPI's sake: polled every pass, MPI would slow
          * the polling of the device's events (and the launches that follow them). */
-        if (pe->local == 0)
+        if (pe->local == 0) {
+            unsigned quiet = pe->work_quiet;
             work += tess_agent_progress(pe, work == 0 && pe->gq_count == 0);
+            done += pe->work_quiet - quiet;
+        }
         LP_MARK(pe, LP_AGENT);
+        pe_work_gen_step(pe, &done, work);
+        /* Sending the batches the stages left runs no user code and enqueues no device work:
+         * it does not move work_gen either. */
         work += tess_msg_flush(pe);
         LP_MARK(pe, LP_FLUSH);
-        pe_work_gen_step(pe, &done, work);
         LP_PASS(pe, work);
         if (!work)
             for (unsigned i = 0; i < tess_core.nlayers; i++)

@@ -430,7 +430,9 @@ static unsigned rdma_direct_progress(void)
         atomic_fetch_sub(&dc.busy, 1);
         n++;
     }
-    return n + rack_flush(false);
+    unsigned acks = rack_flush(false); /* sends only: they run nothing */
+    tess_core_work_ran_nothing(acks);
+    return n + acks;
 }
 
 /* The receiver's stream reached the delivery point: get every buffer (on the receiving PE).
