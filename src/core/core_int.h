@@ -79,7 +79,7 @@ struct tess_pe {
     /* Counts the work this PE did: bumped after every message handler and after every pass,
      * sleep or stage that did some (tess_core_work_gen). */
     TESS_ALIGNED uint64_t    work_gen;
-    unsigned                 work_quiet; /* tess_core_work_ran_nothing, summed */
+    unsigned                 work_quiet; /* this pass's tess_core_work_ran_nothing, summed */
     tess_msg_t              *pool[TESS_MSG_NCLS];
     unsigned                 npool[TESS_MSG_NCLS];
     struct msg_chain        *ret;  /* [ppn] buffers of other PEs waiting to go home */

@@ -276,12 +276,14 @@ static void pe_trace_idle_pass(pe_trace_idle_t *t)
     t->polls++;
 }
 
-/* The work count of the pass went from *done to work: a stage did some. */
+/* The work count of the pass, less what ran nothing (tess_core_work_ran_nothing), went from
+ * *done to more: a stage did some. */
 static inline void pe_work_gen_step(tess_pe_t *pe, unsigned *done, unsigned work)
 {
-    if (work != *done) {
+    unsigned ran = work - pe->work_quiet;
+    if (ran != *done) {
         pe->work_gen++;
-        *done = work;
+        *done = ran;
     }
 }
 
@@ -318,6 +320,7 @@ void tess_pe_loop(tess_pe_t *pe)
             tr.pass = tess_time_ns();
         /* Every stage that did work moves work_gen on before the next one runs (handlers
          * move it themselves, one by one), but for network progress. */
+        pe->work_quiet = 0;
         unsigned work = tess_msg_dispatch(pe, 64), done = work;
         LP_MARK(pe, LP_DISPATCH);
         if (pe->gq_count)
@@ -335,19 +338,14 @@ void tess_pe_loop(tess_pe_t *pe)
         done = work;
         for (unsigned i = 0; i < tess_core.nlayers; i++)
             if (tess_core.layers[i].progress) {
-                unsigned quiet = pe->work_quiet;
                 work += tess_core.layers[i].progress(pe);
-                done += pe->work_quiet - quiet; /* work that ran nothing */
                 pe_work_gen_step(pe, &done, work);
             }
         LP_MARK(pe, LP_LAYERS);
         /* Waiting on GPU work is not idle for MPI's sake: polled every pass, MPI would slow
          * the polling of the device's events (and the launches that follow them). */
-        if (pe->local == 0) {
-            unsigned quiet = pe->work_quiet;
+        if (pe->local == 0)
             work += tess_agent_progress(pe, work == 0 && pe->gq_count == 0);
-            done += pe->work_quiet - quiet;
-        }
         LP_MARK(pe, LP_AGENT);
         pe_work_gen_step(pe, &done, work);
         /* Sending the batches the stages left runs no user code and enqueues no device work:

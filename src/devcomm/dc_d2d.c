@@ -376,7 +376,7 @@ static bool dc_rb_use_shared(tess_gpu_stream_h probe, int nrecv)
 static bool dc_rb_hub_fewer_waits(const int *grp, int ns)
 {
     dc_rb_set_t senders;
-    uint64_t    seen[DC_RB_MAX]; /* per stream, its receives' sender events (bit: index in senders) */
+    uint64_t    seen[DC_RB_MAX]; /* per stream, its senders (bit: index in senders) */
     senders.n = 0;
     memset(senders.slot, 0, sizeof(senders.slot));
     memset(seen, 0, sizeof(uint64_t) * (size_t)ns);
@@ -399,10 +399,11 @@ static bool dc_rb_hub_fewer_waits(const int *grp, int ns)
  * one copy operation. Receives for several streams, where the layer batches them (rb_comm): the
  * PE's batch stream waits for each of those streams (their earlier work may still read the
  * destinations; not where the post said the senders order that) and each sender event, runs
- * all the copies as one launch, and each stream waits for it. On a GPU that is 3 calls a stream and one a sender instead of a launch a stream and a
- * wait a message: a launch costs the host ten times a wait. A batch with nothing to copy (all
- * in place) goes through the batch stream too where that takes fewer waits
- * (dc_rb_hub_fewer_waits), without the waits for the receiving streams. */
+ * all the copies as one launch, and each stream waits for it. On a GPU that is 3 calls a
+ * stream and one a sender instead of a launch a stream and a wait a message: a launch costs
+ * the host ten times a wait. A batch with nothing to copy (all in place) goes through the
+ * batch stream too where that takes fewer waits (dc_rb_hub_fewer_waits), without the waits
+ * for the receiving streams. */
 static void dc_rb_flush(void)
 {
     if (!dc_rb.n)
