@@ -68,6 +68,28 @@ static tess_status_t gpu_select(const char *want, const tess_gpu_init_params_t *
     return st;
 }
 
+/* Processes that share an NVIDIA GPU without MPS each have their own context, and the GPU
+ * runs one context at a time: their kernels and copies take turns, and a device message from
+ * one to another waits for the hand-over, about 0.3 ms instead of 20 us. The first process of
+ * the device says so once (the others would repeat it). */
+static void gpu_warn_time_slicing(int local_rank, int lsize)
+{
+    if (gpu_device_procs < 2)
+        return;
+    int first = 0;
+    while (first < lsize && (int)((int64_t)first * gpu_ndev / lsize) != gpu_device)
+        first++;
+    tess_gpu_props_t props;
+    if (local_rank != first || tess_gpu->get_props(gpu_device, &props) != TESS_OK ||
+        props.mps != 0)
+        return;
+    tess_warn("%d processes of this node share GPU %d (%s) without MPS: their kernels and "
+              "copies take turns on it, and a device message from one to another waits for the "
+              "hand-over (about 0.3 ms). Start the MPS daemon before the job "
+              "(nvidia-cuda-mps-control -d; docs/gpu-machines.md)",
+              gpu_device_procs, gpu_device, props.name);
+}
+
 tess_status_t tess_gpu_init(const char *want, const tess_gpu_init_params_t *params, int nstreams)
 {
     tess_status_t st = gpu_select(want, params);
@@ -83,6 +105,7 @@ tess_status_t tess_gpu_init(const char *want, const tess_gpu_init_params_t *para
     st = tess_gpu->set_device(gpu_device);
     if (st != TESS_OK)
         goto err_fini;
+    gpu_warn_time_slicing(params->local_rank, lsize);
     tess_gpu_shm_setup(params);
 
     if (nstreams < 1)

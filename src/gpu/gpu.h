@@ -53,6 +53,9 @@ typedef struct tess_gpu_props {
     int    multiprocessors;
     int    ipc;        /* memory and events can be shared between processes */
     int    wait_value; /* stream memory operations (cuStreamWaitValue32) work */
+    int    mps;        /* 1: contexts on the device are shared through MPS (kernels and copies
+                        * of several processes run at once); 0: each process has its own and
+                        * they take turns; -1: unknown or not applicable (host backend, HIP) */
 } tess_gpu_props_t;
 
 typedef struct tess_gpu_init_params {

@@ -12,6 +12,8 @@
  *      everything is closed and freed.
  *   4. an allocation freed while the peer has it open and made again, larger, where it was:
  *      the peer opens the new one as well, at an address of its own, and reads its bytes.
+ * At the start, the first process of a GPU both share must warn, once, when the device says
+ * MPS is off (CUDA; the host backend and HIP never warn).
  *
  * Environment: TESS_GPU (default auto); TESS_HOST_THREADS, TESS_HOST_JITTER_US, TESS_HOST_ARENA.
  * Exit 77 when the requested backend is unsupported or has no IPC.
@@ -24,6 +26,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -151,13 +154,40 @@ int main(int argc, char **argv)
     MPI_Bcast(&params.job_id, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     params_from_env(&params);
 
-    /* Every rank takes the same exit: skipped, failed or go. */
+    /* Every rank takes the same exit: skipped, failed or go. What the start writes to stderr
+     * is kept for the check of the warning about processes sharing a GPU without MPS. */
+    char  said[4096] = "";
+    FILE *err        = tmpfile();
+    int   saved      = dup(2);
+    if (!err || saved < 0 || dup2(fileno(err), 2) < 0) {
+        printf("test_gpu_ipc: cannot capture stderr\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     tess_status_t st   = tess_gpu_init(want, &params, 2);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(err);
+    said[fread(said, 1, sizeof(said) - 1, err)] = '\0';
+    fclose(err);
+    fputs(said, stderr);
     int           mine = st == TESS_OK ? 0 : (st == TESS_ERR_UNSUPPORTED && explicit) ? 1 : 2;
     tess_gpu_props_t props = {0};
     if (mine == 0) {
         CHECK_OK(tess_gpu->get_props(tess_gpu_device(), &props));
-        if (!props.ipc)
+        /* The first process of a device shared without MPS (CUDA says which) warns, once. */
+        CHECK(props.mps >= -1 && props.mps <= 1);
+        CHECK(tess_gpu->kind != TESS_GPU_CUDA || props.mps >= 0);
+        int first  = rank == 0 || tess_gpu_num_devices() > 1;
+        int warned = strstr(said, "without MPS") != NULL;
+        int expect = first && tess_gpu_device_procs() > 1 && props.mps == 0;
+        if (warned != expect) {
+            printf("test_gpu_ipc: rank %d (device %d of %d shared by %d, mps %d) %s the warning "
+                   "about MPS; it said: %s\n", rank, tess_gpu_device(), tess_gpu_num_devices(),
+                   tess_gpu_device_procs(), props.mps, warned ? "gave" : "did not give", said);
+            mine = 2;
+        }
+        if (!props.ipc && mine == 0)
             mine = 1;
     }
     int worst;

@@ -220,6 +220,12 @@ tess_status_t tess_cuda_get_caps(int device, tess_gpu_props_t *props_p)
     if (r != CUDA_SUCCESS)
         return cu_error(r, "cuDeviceGetAttribute(CAN_USE_STREAM_WAIT_VALUE_NOR)");
     props_p->wait_value = v != 0;
+    v = 0;
+    props_p->mps = -1;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMpsEnabled, device) == cudaSuccess)
+        props_p->mps = v != 0;
+    else
+        (void)cudaGetLastError(); /* a driver without the attribute: not known */
     return TESS_OK;
 }
 

@@ -109,6 +109,7 @@ static inline tess_status_t tess_hip_get_caps(int device, tess_gpu_props_t *prop
         props_p->wait_value = v != 0;
     else
         (void)hipGetLastError(); /* unknown: leave 0 */
+    props_p->mps = -1; /* no MPS on AMD GPUs */
     return TESS_OK;
 }
 

@@ -98,6 +98,7 @@ static tess_status_t host_get_props(int device, tess_gpu_props_t *props_p)
     props_p->multiprocessors = tess_gpu_host.params.host_threads;
     props_p->ipc             = 1;
     props_p->wait_value      = 0;
+    props_p->mps             = -1; /* processes share its executors' cores, not a device */
     return TESS_OK;
 }
 
