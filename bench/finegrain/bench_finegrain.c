@@ -30,8 +30,10 @@
  * Options: -c C, -m M, -b BYTES, -s STEPS (1000), -w WARMUP (100), -r REPS (3),
  * --where local|remote, --no-raw, --csv FILE (a row appended; header when the file is new),
  * --calls (with CUDA: also the host cost of each single CUDA call a chare step makes, of
- * one chare step issued as calls against replayed as a CUDA graph, and the raw steps a second
- * that 1, 2, 4 and 8 threads of one process issue at once: what more PEs can gain at most),
+ * one chare step issued as calls against replayed as a CUDA graph, of a step that first waits
+ * for 4 senders' events with the waits as calls against as event-wait nodes inside its graph,
+ * and the raw steps a second that 1, 2, 4 and 8 threads of one process issue at once: what more
+ * PEs can gain at most),
  * --procs-rate (CUDA only, and nothing else runs: the raw chare steps a second that one thread
  * in each of the job's processes issues at once; bench/finegrain/procs-rate.sh runs it at 1, 2,
  * 4 and 8 processes under MPS: what more processes can gain at most),

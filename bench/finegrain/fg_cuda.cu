@@ -134,6 +134,27 @@ static cudaGraphExec_t capture_step(cudaStream_t s, const int32_t *a, int32_t *b
     return ge;
 }
 
+/* The same step with nw waits for events recorded outside it in front (event-wait nodes: each
+ * launch waits for the record current at that launch), as a graph that folds a chare's waits
+ * for its senders into its step would be. */
+static cudaGraphExec_t capture_step_waiting(cudaStream_t s, const cudaEvent_t *ev, int nw,
+                                            const int32_t *a, int32_t *b, const fg_args_t *args)
+{
+    cudaGraph_t     g;
+    cudaGraphExec_t ge;
+    ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
+    for (int w = 0; w < nw; w++)
+        ck(cudaStreamWaitEvent(s, ev[w], cudaEventWaitExternal), "captured wait");
+    for (int m = 0; m < 4; m++)
+        ck(cudaMemcpyAsync(b + 1024 * m, a + 1024 * m, 4096, cudaMemcpyDeviceToDevice, s),
+           "captured copy");
+    fg_step_cuda(s, args);
+    ck(cudaStreamEndCapture(s, &g), "capture");
+    ck(cudaGraphInstantiate(&ge, g, 0), "cudaGraphInstantiate");
+    ck(cudaGraphDestroy(g), "cudaGraphDestroy");
+    return ge;
+}
+
 /* Each measured call n times round-robin over 8 streams (synchronised every 256 calls, outside
  * the clock, so no queue fills up); µs per call. */
 extern "C" void fg_cuda_calls(void)
@@ -172,14 +193,24 @@ extern "C" void fg_cuda_calls(void)
                            "cudaStreamQuery (idle)", "cuStreamQuery (idle)",
                            "cuEventQuery (done)", "cuPointerGetAttributes (2)",
                            "chare step as calls (4 copies + step)",
-                           "chare step as a graph replay (same)"};
+                           "chare step as a graph replay (same)",
+                           "4 records + the step graph",
+                           "4 records + 4 waits + the step graph",
+                           "4 records + the graph with 4 wait nodes"};
     /* One chare step (M 4 copies of 4 KiB and the step kernel) captured once per stream as a
      * CUDA graph: the host cost of replaying it against issuing its calls one by one. */
-    cudaGraphExec_t ge[NS];
+    cudaGraphExec_t ge[NS], gw[NS];
+    /* The last three: a step whose stream first waits for 4 other streams' latest work (a
+     * chare's senders), the waits as calls or as event-wait nodes inside its graph. */
+    enum { NW = 4 };
+    cudaEvent_t wev[NS][NW];
     for (int i = 0; i < NS; i++) {
         ge[i] = capture_step(s[i], a, b, &args);
+        for (int w = 0; w < NW; w++)
+            ck(cudaEventCreateWithFlags(&wev[i][w], cudaEventDisableTiming), "event");
+        gw[i] = capture_step_waiting(s[i], wev[i], NW, a, b, &args);
     }
-    for (int what = 0; what < 12; what++) {
+    for (int what = 0; what < 15; what++) {
         double t = 0;
         for (int done = 0; done < N; done += CHUNK) {
             for (int i = 0; i < NS; i++)
@@ -204,6 +235,16 @@ extern "C" void fg_cuda_calls(void)
                     fg_step_cuda(st, &args);
                     break;
                 case 11: cudaGraphLaunch(ge[k % NS], st); break;
+                case 12:
+                case 13:
+                case 14:
+                    for (int w = 0; w < NW; w++)
+                        cudaEventRecord(wev[k % NS][w], s[(k + 1 + w) % NS]);
+                    if (what == 13)
+                        for (int w = 0; w < NW; w++)
+                            cudaStreamWaitEvent(st, wev[k % NS][w], 0);
+                    cudaGraphLaunch(what == 14 ? gw[k % NS] : ge[k % NS], st);
+                    break;
                 default: {
                     unsigned type = 0;
                     int      ord  = 0;
@@ -214,11 +255,14 @@ extern "C" void fg_cuda_calls(void)
             }
             t += now_us() - t0;
         }
-        printf("  %-36s %7.3f us per call\n", names[what], t / N);
+        printf("  %-40s %7.3f us per call\n", names[what], t / N);
     }
     ck(cudaDeviceSynchronize(), "sync");
     for (int i = 0; i < NS; i++) {
         cudaGraphExecDestroy(ge[i]);
+        cudaGraphExecDestroy(gw[i]);
+        for (int w = 0; w < NW; w++)
+            cudaEventDestroy(wev[i][w]);
         cudaStreamDestroy(s[i]);
         cudaEventDestroy(ev[i]);
     }
