@@ -117,28 +117,11 @@ static double now_us(void)
 }
 
 /* One chare step (4 copies of 4 KiB from a to b, then the step kernel) captured on stream s
- * and instantiated: the graph the benchmarks replay. */
-static cudaGraphExec_t capture_step(cudaStream_t s, const int32_t *a, int32_t *b,
-                                    const fg_args_t *args)
-{
-    cudaGraph_t     g;
-    cudaGraphExec_t ge;
-    ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
-    for (int m = 0; m < 4; m++)
-        ck(cudaMemcpyAsync(b + 1024 * m, a + 1024 * m, 4096, cudaMemcpyDeviceToDevice, s),
-           "captured copy");
-    fg_step_cuda(s, args);
-    ck(cudaStreamEndCapture(s, &g), "capture");
-    ck(cudaGraphInstantiate(&ge, g, 0), "cudaGraphInstantiate");
-    ck(cudaGraphDestroy(g), "cudaGraphDestroy");
-    return ge;
-}
-
-/* The same step with nw waits for events recorded outside it in front (event-wait nodes: each
- * launch waits for the record current at that launch), as a graph that folds a chare's waits
- * for its senders into its step would be. */
-static cudaGraphExec_t capture_step_waiting(cudaStream_t s, const cudaEvent_t *ev, int nw,
-                                            const int32_t *a, int32_t *b, const fg_args_t *args)
+ * and instantiated: the graph the benchmarks replay; with nw > 0, waits for the events ev[]
+ * recorded outside it in front (event-wait nodes: each launch waits for the record current
+ * at that launch), as a graph that folds a chare's waits for its senders into its step would. */
+static cudaGraphExec_t capture_step(cudaStream_t s, const cudaEvent_t *ev, int nw,
+                                    const int32_t *a, int32_t *b, const fg_args_t *args)
 {
     cudaGraph_t     g;
     cudaGraphExec_t ge;
@@ -205,10 +188,10 @@ extern "C" void fg_cuda_calls(void)
     enum { NW = 4 };
     cudaEvent_t wev[NS][NW];
     for (int i = 0; i < NS; i++) {
-        ge[i] = capture_step(s[i], a, b, &args);
+        ge[i] = capture_step(s[i], NULL, 0, a, b, &args);
         for (int w = 0; w < NW; w++)
             ck(cudaEventCreateWithFlags(&wev[i][w], cudaEventDisableTiming), "event");
-        gw[i] = capture_step_waiting(s[i], wev[i], NW, a, b, &args);
+        gw[i] = capture_step(s[i], wev[i], NW, a, b, &args);
     }
     for (int what = 0; what < 15; what++) {
         double t = 0;
@@ -298,7 +281,7 @@ static void *fg_thread_steps(void *arg)
     cudaGraphExec_t ge[NS];
     for (int i = 0; i < NS; i++) {
         ck(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), "stream");
-        ge[i] = capture_step(s[i], a, b, &args);
+        ge[i] = capture_step(s[i], NULL, 0, a, b, &args);
     }
     ck(cudaDeviceSynchronize(), "sync");
     if (t->go)
