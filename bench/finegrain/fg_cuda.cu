@@ -189,8 +189,10 @@ extern "C" void fg_cuda_calls(void)
     cudaEvent_t wev[NS][NW];
     for (int i = 0; i < NS; i++) {
         ge[i] = capture_step(s[i], NULL, 0, a, b, &args);
-        for (int w = 0; w < NW; w++)
+        for (int w = 0; w < NW; w++) {
             ck(cudaEventCreateWithFlags(&wev[i][w], cudaEventDisableTiming), "event");
+            ck(cudaEventRecord(wev[i][w], s[(i + 1 + w) % NS]), "record"); /* before capture */
+        }
         gw[i] = capture_step(s[i], wev[i], NW, a, b, &args);
     }
     for (int what = 0; what < 15; what++) {
