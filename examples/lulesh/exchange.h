@@ -527,6 +527,28 @@ void lul_xch_pack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t e
 void lul_xch_unpack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
                               const lul_xch_plan_t *plan, const double *buf);
 
+/* ---- the same exchange of several blocks at once -------------------------------------------- */
+
+/** A whole-exchange launch of one block as data (what the lul_xch_*_all call above would take),
+ *  so that a program can launch the same exchange of several blocks as one (lul_xch_batch). */
+enum { LUL_XCH_NONE = 0, LUL_XCH_PACK_NODES = 1, LUL_XCH_UNPACK_NODES = 2, LUL_XCH_PACK_ELEMS = 3 };
+typedef struct lul_xch_item {
+    lul_fields_t   fl;
+    lul_xch_plan_t plan;
+    int64_t        ex, ey, ez;
+    double        *buf; /* pack: the buffer packed; unpack: the one read (not written) */
+    int32_t        op;  /* LUL_XCH_*: NONE, nothing for this block */
+    int32_t        add; /* unpack: add the values (node sums) or copy them */
+} lul_xch_item_t;
+
+/** The item's exchange on its own: the lul_xch_*_all call it describes (none for NONE). */
+void lul_xch_item_run(void *stream, const lul_xch_item_t *x);
+/** The exchanges of n items at items + k × stride (k < n), whose ops are one op or NONE. On a GPU
+ *  one kernel (blockIdx.z picks the item): `items` in device memory, `items_host` the same bytes
+ *  in host memory (it sizes the grid); on the host the items one by one (items_host). Both stay
+ *  unchanged until the work enqueued now has run. */
+void lul_xch_batch(void *stream, const void *items, const void *items_host, size_t stride, int n);
+
 #ifdef LULESH_CUDA
 /* The CUDA launchers (exchange_cuda.cu); the ones above call them when lul_xch_backend says so. */
 void lul_xch_cuda_pack_nodes_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
@@ -537,6 +559,8 @@ void lul_xch_cuda_pack_elems_all(void *s, lul_fields_t fl, int64_t ex, int64_t e
                                  lul_xch_plan_t plan, double *buf);
 void lul_xch_cuda_unpack_elems_all(void *s, lul_fields_t fl, int64_t ex, int64_t ey, int64_t ez,
                                    lul_xch_plan_t plan, const double *buf);
+void lul_xch_cuda_batch(void *s, const void *items, const void *items_host, size_t stride, int n,
+                        int op);
 #endif
 
 #ifdef __cplusplus

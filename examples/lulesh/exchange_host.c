@@ -2,6 +2,9 @@
  * choose between them and the CUDA ones (exchange.h). No dependency on Tessera or MPI. */
 #include "exchange.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 int lul_xch_backend = LUL_XCH_HOST;
 void (*lul_xch_host_launch)(void *stream, lul_xch_host_fn_t fn, const void *args,
                             size_t args_size);
@@ -152,4 +155,55 @@ void lul_xch_unpack_elems_all(void *stream, lul_fields_t fl, int64_t ex, int64_t
     for (int d = 0; d < 27; d++)
         if (plan->off[d] >= 0 && lul_dir_face(d) >= 0)
             lul_xch_unpack_elems(stream, fl, ex, ey, ez, lul_dir_face(d), buf + plan->off[d]);
+}
+
+/* ---- the same exchange of several blocks --------------------------------------------------- */
+
+void lul_xch_item_run(void *stream, const lul_xch_item_t *x)
+{
+    switch (x->op) {
+    case LUL_XCH_PACK_NODES:
+        lul_xch_pack_nodes_all(stream, x->fl, x->ex, x->ey, x->ez, &x->plan, x->buf);
+        break;
+    case LUL_XCH_UNPACK_NODES:
+        lul_xch_unpack_nodes_all(stream, x->fl, x->ex, x->ey, x->ez, &x->plan, x->buf, x->add);
+        break;
+    case LUL_XCH_PACK_ELEMS:
+        lul_xch_pack_elems_all(stream, x->fl, x->ex, x->ey, x->ez, &x->plan, x->buf);
+        break;
+    default:
+        break;
+    }
+}
+
+static const lul_xch_item_t *xch_item_at(const void *items, size_t stride, int k)
+{
+    return (const lul_xch_item_t *)((const char *)items + (size_t)k * stride);
+}
+
+void lul_xch_batch(void *stream, const void *items, const void *items_host, size_t stride, int n)
+{
+    int op = LUL_XCH_NONE;
+    for (int k = 0; k < n; k++) {
+        int o = xch_item_at(items_host, stride, k)->op;
+        if (o != LUL_XCH_NONE && op != LUL_XCH_NONE && o != op) {
+            fprintf(stderr, "lul_xch_batch: exchanges of two kinds (%d and %d) in one batch\n", op,
+                    o);
+            abort();
+        }
+        if (o != LUL_XCH_NONE)
+            op = o;
+    }
+    if (op == LUL_XCH_NONE)
+        return;
+#ifdef LULESH_CUDA
+    if (lul_xch_backend == LUL_XCH_CUDA) {
+        lul_xch_cuda_batch(stream, items, items_host, stride, n, op);
+        return;
+    }
+#else
+    (void)items;
+#endif
+    for (int k = 0; k < n; k++)
+        lul_xch_item_run(stream, xch_item_at(items_host, stride, k));
 }

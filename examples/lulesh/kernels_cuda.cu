@@ -94,8 +94,10 @@ static __device__ inline double warp_min(double v)
 /* Stage 5's reduction: the block's minima go to its slot of d.red with integer atomics
  * (lul_red_t); the block that finishes last writes the minima and the error code straight into
  * the pinned host block d.out (device-visible: no copy to launch, no second kernel) and sets
- * d.red back for the next cycle. Every thread of the block calls it. */
-static __device__ void publish_minima(const lul_domain_t &d, double c, double h)
+ * d.red back for the next cycle. Every thread of block blk of the nblk that take the minima
+ * calls it. */
+static __device__ void publish_minima(const lul_domain_t &d, double c, double h, unsigned blk,
+                                      unsigned nblk)
 {
     __shared__ double sc[LUL_BLOCK / 32], sh[LUL_BLOCK / 32];
     c = warp_min(c);
@@ -111,9 +113,9 @@ static __device__ void publish_minima(const lul_domain_t &d, double c, double h)
         c = fmin(c, sc[w]);
         h = fmin(h, sh[w]);
     }
-    unsigned        nslots = gridDim.x < LUL_RED_SLOTS ? gridDim.x : LUL_RED_SLOTS;
-    unsigned        s      = blockIdx.x % LUL_RED_SLOTS;
-    unsigned        blocks = gridDim.x / LUL_RED_SLOTS + (s < gridDim.x % LUL_RED_SLOTS);
+    unsigned        nslots = nblk < LUL_RED_SLOTS ? nblk : LUL_RED_SLOTS;
+    unsigned        s      = blk % LUL_RED_SLOTS;
+    unsigned        blocks = nblk / LUL_RED_SLOTS + (s < nblk % LUL_RED_SLOTS);
     lul_red_slot_t *slot   = &d.red->slot[s];
     atomic_min_pos(&slot->dtcourant, c);
     atomic_min_pos(&slot->dthydro, h);
@@ -148,10 +150,10 @@ static __device__ void publish_minima(const lul_domain_t &d, double c, double h)
  * need; but the constraint's loads (arealg), gathered in region order, cost more than a pass in
  * element order, which large domains feel: ncu at 256³ elements on one domain, 1.80 ms fused
  * against 1.72 for the EOS and a reduction apart (lul_eos_split decides). */
-template <bool constraints>
-static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lul_domain_t d)
+static __device__ inline void eos_block(const lul_domain_t &d, bool constraints, unsigned blk,
+                                        unsigned nblk)
 {
-    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t t = (int64_t)blk * blockDim.x + threadIdx.x;
     double  c = 1.0e20, h = 1.0e20;
     if (t < d.numElem) {
         int g = 0;
@@ -163,27 +165,117 @@ static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lu
             lul_elem_constraints(&d, k, &c, &h);
     }
     if (constraints)
-        publish_minima(d, c, h);
+        publish_minima(d, c, h, blk, nblk);
+}
+
+template <bool constraints>
+static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB) k_eos(const lul_domain_t d)
+{
+    eos_block(d, constraints, blockIdx.x, gridDim.x);
 }
 
 /* Stage 5 apart: the time constraints in element order (the reference's
  * CalcTimeConstraintsForElems), then publish_minima. */
-static __global__ void __launch_bounds__(LUL_BLOCK) k_constraints(const lul_domain_t d)
+static __device__ inline void constraints_block(const lul_domain_t &d, unsigned blk, unsigned nblk)
 {
     double c = 1.0e20, h = 1.0e20;
-    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < d.numElem;
-         k += (int64_t)blockDim.x * gridDim.x) {
+    for (int64_t k = (int64_t)blk * blockDim.x + threadIdx.x; k < d.numElem;
+         k += (int64_t)blockDim.x * nblk) {
         double ck, hk;
         lul_elem_constraints(&d, k, &ck, &hk);
         c = fmin(c, ck);
         h = fmin(h, hk);
     }
-    publish_minima(d, c, h);
+    publish_minima(d, c, h, blk, nblk);
 }
 
-static unsigned blocks_for(int64_t n, unsigned block)
+static __global__ void __launch_bounds__(LUL_BLOCK) k_constraints(const lul_domain_t d)
+{
+    constraints_block(d, blockIdx.x, gridDim.x);
+}
+
+static __host__ __device__ unsigned blocks_for(int64_t n, unsigned block)
 {
     return (unsigned)((n + block - 1) / block);
+}
+
+/* The same stage of n blocks (lul_stage_batch): item k at items + k * stride, blockIdx.z picking
+ * it (striding when there are more items than the grid's z); the grid's x covers the largest
+ * item, and the blocks beyond an item's own count have nothing to do (a block's threads all
+ * take the same path: the minima's block count is the item's). */
+static __device__ inline const lul_stage_item_t &item_at(const char *items, size_t stride, int k)
+{
+    return *(const lul_stage_item_t *)(items + (size_t)k * stride);
+}
+
+static __global__ void __launch_bounds__(LUL_BLOCK, LUL_FORCE_MINB)
+    k_force_elem_batch(const char *__restrict__ items, size_t stride, int n)
+{
+    for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
+        const lul_stage_item_t &it = item_at(items, stride, i);
+        int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+        if (k < it.d.numElem)
+            record_err(it.d, lul_elem_force(&it.d, k));
+    }
+}
+
+static __global__ void k_force_node_batch(const char *__restrict__ items, size_t stride, int n)
+{
+    for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
+        const lul_stage_item_t &it = item_at(items, stride, i);
+        int64_t s  = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+        int64_t ns = lul_surface_count(it.d.ex, it.d.ey, it.d.ez);
+        if (!it.d.gather_in_nodes && s < ns)
+            lul_node_force(&it.d, lul_surface_node(it.d.ex, it.d.ey, it.d.ez, s),
+                           it.fz.send ? &it.fz : NULL);
+    }
+}
+
+static __global__ void k_nodes_batch(const char *__restrict__ items, size_t stride, int n)
+{
+    for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
+        const lul_stage_item_t &it = item_at(items, stride, i);
+        int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+        if (v < it.d.numNode)
+            lul_node_update(&it.d, v, it.deltatime, it.fz.recv || it.fz.send ? &it.fz : NULL);
+        if (v == 0) /* for the stages after this one (this kernel reads the item's) */
+            it.d.dev_scalars->deltatime = it.deltatime;
+    }
+}
+
+static __global__ void __launch_bounds__(LUL_BLOCK, LUL_GRAD_MINB)
+    k_gradients_batch(const char *__restrict__ items, size_t stride, int n)
+{
+    for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
+        const lul_stage_item_t &it = item_at(items, stride, i);
+        int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+        if (k < it.d.numElem)
+            record_err(it.d, lul_elem_gradients(&it.d, k, it.deltatime));
+    }
+}
+
+static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB)
+    k_eos_batch(const char *__restrict__ items, size_t stride, int n)
+{
+    for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
+        const lul_stage_item_t &it = item_at(items, stride, i);
+        unsigned nb = blocks_for(it.d.numElem, LUL_BLOCK);
+        if (blockIdx.x < nb)
+            eos_block(it.d, !it.split, blockIdx.x, nb);
+        __syncthreads(); /* the minima's shared arrays, before the next item's */
+    }
+}
+
+static __global__ void __launch_bounds__(LUL_BLOCK) k_constraints_batch(const char *__restrict__ items,
+                                                                        size_t stride, int n)
+{
+    for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
+        const lul_stage_item_t &it = item_at(items, stride, i);
+        unsigned nb = blocks_for(it.d.numElem, 4 * LUL_BLOCK);
+        if (it.split && blockIdx.x < nb)
+            constraints_block(it.d, blockIdx.x, nb);
+        __syncthreads();
+    }
 }
 
 /* The domain as the kernels get it: the host scalars (time, deltatime, cycle) zeroed, so that a
@@ -242,6 +334,44 @@ void lul_cuda_eos(void *s, const lul_domain_t *dp, int split)
     k_eos<false><<<nb, LUL_BLOCK, 0, st>>>(d);
     /* Four elements a thread: a quarter of the blocks' minima to take. */
     k_constraints<<<blocks_for(d.numElem, 4 * LUL_BLOCK), LUL_BLOCK, 0, st>>>(d);
+}
+
+void lul_cuda_stage_batch(void *s, int stage, const void *items, const void *items_host,
+                          size_t stride, int n)
+{
+    cudaStream_t st = (cudaStream_t)s;
+    const char  *dv = (const char *)items;
+    int64_t      elems = 1, nodes = 1, surface = 1, split_elems = 0;
+    for (int k = 0; k < n; k++) {
+        const lul_stage_item_t *it =
+            (const lul_stage_item_t *)((const char *)items_host + (size_t)k * stride);
+        const lul_domain_t *d = &it->d;
+        int64_t             sc = lul_surface_count(d->ex, d->ey, d->ez);
+        elems   = d->numElem > elems ? d->numElem : elems;
+        nodes   = d->numNode > nodes ? d->numNode : nodes;
+        surface = sc > surface ? sc : surface;
+        if (it->split && d->numElem > split_elems)
+            split_elems = d->numElem;
+    }
+    unsigned z = (unsigned)(n < 65535 ? n : 65535);
+    switch (stage) {
+    case LUL_STAGE_FORCE:
+        k_force_elem_batch<<<dim3(blocks_for(elems, LUL_BLOCK), 1, z), LUL_BLOCK, 0, st>>>(dv, stride, n);
+        k_force_node_batch<<<dim3(blocks_for(surface, 256), 1, z), 256, 0, st>>>(dv, stride, n);
+        break;
+    case LUL_STAGE_NODES:
+        k_nodes_batch<<<dim3(blocks_for(nodes, 256), 1, z), 256, 0, st>>>(dv, stride, n);
+        break;
+    case LUL_STAGE_GRADIENTS:
+        k_gradients_batch<<<dim3(blocks_for(elems, LUL_BLOCK), 1, z), LUL_BLOCK, 0, st>>>(dv, stride, n);
+        break;
+    default:
+        k_eos_batch<<<dim3(blocks_for(elems, LUL_BLOCK), 1, z), LUL_BLOCK, 0, st>>>(dv, stride, n);
+        if (split_elems)
+            k_constraints_batch<<<dim3(blocks_for(split_elems, 4 * LUL_BLOCK), 1, z), LUL_BLOCK, 0,
+                                  st>>>(dv, stride, n);
+        break;
+    }
 }
 
 void *lul_cuda_malloc(size_t bytes)

@@ -721,3 +721,57 @@ void lul_stage_eos(void *stream, lul_domain_t *d)
     stage_args_t a = stage_args(d, NULL);
     launch(stream, host_eos, &a, sizeof(a));
 }
+
+/* ---- the same stage of several blocks ---------------------------------------------------------- */
+
+void lul_stage_item_set(lul_stage_item_t *it, const lul_domain_t *d, const lul_fuse_t *fz)
+{
+    memset(it, 0, sizeof(*it));
+    it->d      = *d;
+    it->d.time = it->d.deltatime = 0.0;
+    it->d.cycle                  = 0;
+    if (fz)
+        it->fz = *fz;
+    it->deltatime = d->deltatime;
+    it->split     = lul_eos_split(d->numElem);
+}
+
+/* Stage 3's first part for an item: its time step to the device copy (d is the item's first
+ * member). */
+static void host_item_scalars(void *p)
+{
+    const lul_stage_item_t *it = (const lul_stage_item_t *)((stage_args_t *)p)->d;
+    it->d.dev_scalars->deltatime = it->deltatime;
+}
+
+void lul_stage_batch(void *stream, int stage, const void *items, const void *items_host,
+                     size_t stride, int n)
+{
+#ifdef LULESH_CUDA
+    if (lul_backend == LUL_CUDA) {
+        lul_cuda_stage_batch(stream, stage, items, items_host, stride, n);
+        return;
+    }
+#else
+    (void)items;
+#endif
+    for (int k = 0; k < n; k++) {
+        lul_stage_item_t *it = (lul_stage_item_t *)((char *)items_host + (size_t)k * stride);
+        stage_args_t      a  = stage_args(&it->d, &it->fz);
+        switch (stage) {
+        case LUL_STAGE_FORCE:
+            launch(stream, host_force, &a, sizeof(a));
+            break;
+        case LUL_STAGE_NODES:
+            launch(stream, host_item_scalars, &a, sizeof(a));
+            launch(stream, host_nodes, &a, sizeof(a));
+            break;
+        case LUL_STAGE_GRADIENTS:
+            launch(stream, host_gradients, &a, sizeof(a));
+            break;
+        default:
+            launch(stream, host_eos, &a, sizeof(a));
+            break;
+        }
+    }
+}

@@ -938,12 +938,35 @@ void lul_stage_gradients(void *stream, lul_domain_t *d);
 /* 4b: q, e, p, ss, v; 5: the constraints → d->out (host) */
 void lul_stage_eos(void *stream, lul_domain_t *d);
 
+/* The same stage of several blocks at once: a stage launch of one block as data
+ * (lul_stage_item_set), and one launch of the stage for n of them (lul_stage_batch). */
+typedef struct lul_stage_item {
+    lul_domain_t d;         /* as the kernels see it: the host scalars zeroed */
+    lul_fuse_t   fz;        /* the stage's exchange work (zeros: none) */
+    double       deltatime; /* stage 3 writes it to d.dev_scalars, for the stages after it */
+    int32_t      split;     /* stage 4b: lul_eos_split of the block */
+    int32_t      pad;
+} lul_stage_item_t;
+enum { LUL_STAGE_FORCE = 0, LUL_STAGE_NODES = 1, LUL_STAGE_GRADIENTS = 2, LUL_STAGE_EOS = 3 };
+/** *it ← a launch of a stage of d (with exchange work fz, NULL: none) at d's time step. */
+void lul_stage_item_set(lul_stage_item_t *it, const lul_domain_t *d, const lul_fuse_t *fz);
+/** Stage `stage` (LUL_STAGE_*) of the n items at items + k × stride (k < n): what
+ *  lul_stage_force … lul_stage_eos do for each, except that stage 3 takes the time step from the
+ *  item instead of copying d->scalars. On a GPU one kernel a kernel of the stage (blockIdx.z
+ *  picks the item), `items` in device memory, `items_host` the same bytes in host memory (it
+ *  sizes the grid); on the host the items one by one (items_host). Both stay unchanged until the
+ *  work enqueued now has run. */
+void lul_stage_batch(void *stream, int stage, const void *items, const void *items_host,
+                     size_t stride, int n);
+
 #ifdef LULESH_CUDA
 /* The CUDA launchers (kernels_cuda.cu); the ones above call them when lul_backend says so. */
 void  lul_cuda_force(void *s, const lul_domain_t *d, const lul_fuse_t *fz);
 void  lul_cuda_nodes(void *s, const lul_domain_t *d, const lul_fuse_t *fz);
 void  lul_cuda_gradients(void *s, const lul_domain_t *d);
 void  lul_cuda_eos(void *s, const lul_domain_t *d, int split);
+void  lul_cuda_stage_batch(void *s, int stage, const void *items, const void *items_host,
+                           size_t stride, int n);
 void *lul_cuda_malloc(size_t bytes);
 void  lul_cuda_free(void *p);
 void *lul_cuda_malloc_host(size_t bytes);

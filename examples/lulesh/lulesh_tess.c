@@ -13,7 +13,8 @@
  *
  * The stream work between two of these exchanges is one step segment (app_segment: SEG_FORCE …
  * SEG_EOS below), whose launches' arguments are the same every cycle of its key (the buffer
- * parity): a runtime may record it once and replay it.
+ * parity): a runtime may record it once and replay it. With LULESH_LAUNCH=batch the segments of
+ * a PE's chares go into the PE's batches instead, one launch a kernel for all of them.
  *
  * Every exchange is a device message whose header carries the phase, the cycle and the
  * receiver's direction of the sender; the post function names the receive buffer of that
@@ -122,20 +123,42 @@ static int part_of(int phase)
 }
 
 
-/* Pack this phase's data of buffer parity `par` for every neighbour that gets it. */
-static void pack(tess_stream_t s, chare_t *c, int phase, int par)
+/* The pack (recv 0) or unpack (recv 1) of this phase's data of buffer parity `par` as a launch
+ * (lul_xch_item_t; op NONE: nothing to do): the pack for every neighbour that gets it; the
+ * unpack once everything of the phase is in, in ascending direction order (the same sums and
+ * the same last copy whatever order the messages came in). The element ghosts are unpacked
+ * where they land (xch_post). */
+static void xch_item(chare_t *c, int phase, int par, int recv, lul_xch_item_t *x)
 {
     const lul_box_t *b = &c->box;
-    lul_fields_t     fl;
-    lul_xch_plan_t   plan;
-    if (!chare_plan(c, set_of(phase), par, 0, &plan))
+    memset(x, 0, sizeof(*x));
+    if (recv && (!c->expect[phase] || phase == PH_MONOQ))
         return;
-    fields_of(c, phase, &fl);
+    double *base = chare_plan(c, set_of(phase), par, recv, &x->plan);
+    if (!recv && !base)
+        return;
+    fields_of(c, phase, &x->fl);
+    x->ex = b->ex, x->ey = b->ey, x->ez = b->ez;
+    x->buf = recv ? base : c->xbuf;
+    x->op  = recv ? LUL_XCH_UNPACK_NODES : phase == PH_MONOQ ? LUL_XCH_PACK_ELEMS
+                                                             : LUL_XCH_PACK_NODES;
+    x->add = phase != PH_POSVEL;
+}
+
+static void pack(tess_stream_t s, chare_t *c, int phase, int par)
+{
+    lul_xch_item_t x;
+    xch_item(c, phase, par, 0, &x);
     kernel_part = part_of(phase);
-    if (phase == PH_MONOQ)
-        lul_xch_pack_elems_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
-    else
-        lul_xch_pack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, c->xbuf);
+    lul_xch_item_run(s, &x);
+}
+
+static void unpack(tess_stream_t s, chare_t *c, int phase, int par)
+{
+    lul_xch_item_t x;
+    xch_item(c, phase, par, 1, &x);
+    kernel_part = part_of(phase);
+    lul_xch_item_run(s, &x);
 }
 
 /* Send this phase's data (packed by the step segment just enqueued) to every neighbour that
@@ -174,21 +197,6 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
     advance(ctx, c);
 }
 
-/* Everything of the phase is in: unpack parity `par` (in ascending direction order: the same
- * sums and the same last copy whatever order the messages came in). */
-static void unpack(tess_stream_t s, chare_t *c, int phase, int par)
-{
-    const lul_box_t *b = &c->box;
-    lul_fields_t     fl;
-    lul_xch_plan_t   plan;
-    if (!c->expect[phase] || phase == PH_MONOQ) /* the element ghosts are in place already */
-        return;
-    fields_of(c, phase, &fl);
-    const double *base = chare_plan(c, set_of(phase), par, 1, &plan);
-    kernel_part        = part_of(phase);
-    lul_xch_unpack_nodes_all(s, fl, b->ex, b->ey, b->ez, &plan, base, phase != PH_POSVEL);
-}
-
 /*
  * Step segments: a chare's stream work between two communication points of a cycle, each a
  * function of (ctx, chare, &parity) run through app_segment, which may record its launches once
@@ -213,57 +221,178 @@ static uint64_t seg_key(const chare_t *c, int par)
     return (uint64_t)c->gen << 16 | (uint64_t)lul_fuse() << 8 | (uint64_t)par;
 }
 
-static void run_segment(tess_ctx_h ctx, chare_t *c, int slot, int par,
-                        void (*fn)(tess_ctx_h, void *, void *))
+/* A step segment of a chare as launches: an unpack, a stage and a pack (lul_xch_item_t op NONE:
+ * not in this segment), each with the part of the cycle it counts to (-stats). */
+typedef struct seg_plan {
+    int               stage; /* LUL_STAGE_* */
+    const lul_fuse_t *fz;    /* the stage's exchange work, or NULL */
+    lul_xch_item_t    unpack, pack;
+    int               unpack_part, stage_part, pack_part;
+} seg_plan_t;
+
+static void seg_describe(chare_t *c, int slot, int par, seg_plan_t *sp)
 {
-    app_segment(ctx, slot + par, seg_key(c, par), fn, &par);
+    static const int stage_of[4]      = {LUL_STAGE_FORCE, LUL_STAGE_NODES, LUL_STAGE_GRADIENTS,
+                                         LUL_STAGE_EOS};
+    static const int part_of_stage[4] = {KP_FORCE, KP_NODES, KP_GRAD, KP_EOS};
+    int              unpack_phase = -1, pack_phase = -1;
+    sp->stage      = stage_of[slot / 2];
+    sp->stage_part = part_of_stage[slot / 2];
+    sp->fz         = NULL;
+    switch (slot) {
+    case SEG_FORCE:
+        sp->fz = &c->fz_force[par];
+        if (!sp->fz->send)
+            pack_phase = PH_FORCE;
+        break;
+    case SEG_NODES:
+        if (!(lul_fuse() & LUL_FUSE_SUMS))
+            unpack_phase = PH_FORCE;
+        sp->fz = &c->fz_nodes[par];
+        if (!sp->fz->send)
+            pack_phase = PH_POSVEL;
+        break;
+    case SEG_GRAD:
+        unpack_phase = PH_POSVEL;
+        pack_phase   = PH_MONOQ;
+        break;
+    default:
+        break;
+    }
+    memset(&sp->unpack, 0, sizeof(sp->unpack));
+    memset(&sp->pack, 0, sizeof(sp->pack));
+    sp->unpack_part = sp->pack_part = KP_OTHER;
+    if (unpack_phase >= 0) {
+        xch_item(c, unpack_phase, par, 1, &sp->unpack);
+        sp->unpack_part = part_of(unpack_phase);
+    }
+    if (pack_phase >= 0) {
+        xch_item(c, pack_phase, par, 0, &sp->pack);
+        sp->pack_part = part_of(pack_phase);
+    }
 }
 
-static void seg_force(tess_ctx_h ctx, void *e, void *arg)
+/* A step segment on the chare's stream: the record function of its step graph. */
+typedef struct seg_arg {
+    int slot, par;
+} seg_arg_t;
+
+static void seg_enqueue(tess_ctx_h ctx, void *e, void *arg)
 {
-    chare_t      *c   = e;
-    int           par = *(const int *)arg;
-    tess_stream_t s   = tess_ctx_stream(ctx);
+    chare_t         *c = e;
+    const seg_arg_t *a = arg;
+    tess_stream_t    s = tess_ctx_stream(ctx);
+    seg_plan_t       sp;
+    seg_describe(c, a->slot, a->par, &sp);
     chare_count_kernels(c);
-    kernel_part = KP_FORCE;
-    lul_stage_force(s, &c->d, &c->fz_force[par]);
-    if (!c->fz_force[par].send)
-        pack(s, c, PH_FORCE, par);
+    kernel_part = sp.unpack_part;
+    lul_xch_item_run(s, &sp.unpack);
+    kernel_part = sp.stage_part;
+    switch (sp.stage) {
+    case LUL_STAGE_FORCE:
+        lul_stage_force(s, &c->d, sp.fz);
+        break;
+    case LUL_STAGE_NODES:
+        lul_stage_nodes(s, &c->d, sp.fz);
+        break;
+    case LUL_STAGE_GRADIENTS:
+        lul_stage_gradients(s, &c->d);
+        break;
+    default:
+        lul_stage_eos(s, &c->d);
+        break;
+    }
+    kernel_part = sp.pack_part;
+    lul_xch_item_run(s, &sp.pack);
 }
 
-static void seg_nodes(tess_ctx_h ctx, void *e, void *arg)
+static void run_segment(tess_ctx_h ctx, chare_t *c, int slot, int par)
 {
-    chare_t      *c   = e;
-    int           par = *(const int *)arg;
-    tess_stream_t s   = tess_ctx_stream(ctx);
-    chare_count_kernels(c);
-    if (!(lul_fuse() & LUL_FUSE_SUMS))
-        unpack(s, c, PH_FORCE, par);
-    kernel_part = KP_NODES;
-    lul_stage_nodes(s, &c->d, &c->fz_nodes[par]);
-    if (!c->fz_nodes[par].send)
-        pack(s, c, PH_POSVEL, par);
+    seg_arg_t a = {slot, slot == SEG_EOS ? 0 : par};
+    app_segment(ctx, slot + a.par, seg_key(c, a.par), seg_enqueue, &a);
 }
 
-static void seg_grad(tess_ctx_h ctx, void *e, void *arg)
+/*
+ * LULESH_LAUNCH=batch: the four segments of a cycle go into their PE's batches instead
+ * (tess_gpu_batch), one batch a segment: the same segment of every chare of the PE that reached
+ * it by the batch's flush is one launch of each of its kernels (lul_xch_batch,
+ * lul_stage_batch), and the chare goes on in on_segment_done. An item is the segment's launches
+ * as data; on the host backend the flush launches the items one by one, each timed into its
+ * chare's load.
+ */
+typedef struct seg_item {
+    lul_xch_item_t   unpack, pack;
+    lul_stage_item_t st;
+    chare_t         *c; /* host backend: the chare whose load its kernels count to */
+    int32_t          stage, unpack_part, stage_part, pack_part;
+} seg_item_t;
+_Static_assert(sizeof(seg_item_t) <= TESS_GPU_BATCH_ITEM_MAX, "a segment's item is too large");
+
+static int              launch_batched; /* LULESH_LAUNCH=batch; set once in main */
+static tess_gpu_batch_t B_SEG[4];       /* [slot / 2] */
+static tess_entry_t     E_SEGDONE;
+/* Segments launched in batches, and the launches (PE threads add; main reports). */
+static _Atomic int64_t batch_items, batch_launches;
+
+static void seg_launch_items(tess_stream_t s, const seg_item_t *dev, const seg_item_t *host,
+                             int n)
 {
-    chare_t      *c   = e;
-    int           par = *(const int *)arg;
-    tess_stream_t s   = tess_ctx_stream(ctx);
-    chare_count_kernels(c);
-    unpack(s, c, PH_POSVEL, par);
-    kernel_part = KP_GRAD;
-    lul_stage_gradients(s, &c->d);
-    pack(s, c, PH_MONOQ, par);
+    size_t st   = sizeof(seg_item_t);
+    kernel_part = host->unpack_part;
+    lul_xch_batch(s, &dev->unpack, &host->unpack, st, n);
+    kernel_part = host->stage_part;
+    lul_stage_batch(s, host->stage, &dev->st, &host->st, st, n);
+    kernel_part = host->pack_part;
+    lul_xch_batch(s, &dev->pack, &host->pack, st, n);
 }
 
-static void seg_eos(tess_ctx_h ctx, void *e, void *arg)
+static void seg_batch_launch(tess_stream_t s, const void *items, const void *items_host, int n,
+                             void *arg)
 {
     (void)arg;
-    chare_t *c = e;
-    chare_count_kernels(c);
-    kernel_part = KP_EOS;
-    lul_stage_eos(tess_ctx_stream(ctx), &c->d);
+    atomic_fetch_add_explicit(&batch_items, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&batch_launches, 1, memory_order_relaxed);
+    if (lul_backend == LUL_CUDA) {
+        seg_launch_items(s, items, items_host, n);
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        const seg_item_t *it = (const seg_item_t *)items_host + k;
+        chare_count_kernels(it->c);
+        seg_launch_items(s, it, it, 1);
+    }
+}
+
+/* Put the segment into its PE's batch; the chare goes on in on_segment_done. */
+static void batch_segment(tess_ctx_h ctx, chare_t *c, int slot, int par)
+{
+    seg_item_t it;
+    seg_plan_t sp;
+    memset(&it, 0, sizeof(it));
+    seg_describe(c, slot, par, &sp);
+    it.unpack      = sp.unpack;
+    it.pack        = sp.pack;
+    it.c           = c;
+    it.stage       = sp.stage;
+    it.unpack_part = sp.unpack_part;
+    it.stage_part  = sp.stage_part;
+    it.pack_part   = sp.pack_part;
+    lul_stage_item_set(&it.st, &c->d, sp.fz);
+    c->batched = 1;
+    if (tess_gpu_batch(ctx, B_SEG[slot / 2], &it, E_SEGDONE, &slot, sizeof(slot)) != TESS_OK)
+        app_tess_fail("tess_gpu_batch");
+}
+
+/* A step segment of the cycle: into the PE's batch (LULESH_LAUNCH=batch; the chare goes on in
+ * on_segment_done) or a step graph on the chare's stream (it goes on at once: returns 1). */
+static int segment(tess_ctx_h ctx, chare_t *c, int slot, int par)
+{
+    if (launch_batched) {
+        batch_segment(ctx, c, slot, par);
+        return 0;
+    }
+    run_segment(ctx, c, slot, par);
+    return 1;
 }
 
 /* The forces need no time step: the next cycle's are enqueued behind the constraints (after
@@ -274,9 +403,17 @@ static void seg_eos(tess_ctx_h ctx, void *e, void *arg)
 static void enqueue_next_force(tess_ctx_h ctx, chare_t *c)
 {
     if (c->d.time < c->d.stoptime && c->d.cycle < opt.its) {
-        run_segment(ctx, c, SEG_FORCE, (c->d.cycle + 1) % 2, seg_force);
         c->force_ready = 1;
+        segment(ctx, c, SEG_FORCE, (c->d.cycle + 1) % 2);
     }
+}
+
+/* The constraints are enqueued: the host takes them when they are computed (on_dtready), and
+ * the next cycle's forces go behind them. */
+static void after_eos(tess_ctx_h ctx, chare_t *c)
+{
+    tess_gpu_then(ctx, E_DTREADY, NULL, 0);
+    enqueue_next_force(ctx, c);
 }
 
 /* Run the stages whose messages are all in. */
@@ -297,19 +434,50 @@ static void advance(tess_ctx_h ctx, chare_t *c)
                             tess_cb_broadcast(chares, E_DT));
             return;
         case PH_FORCE:
-            run_segment(ctx, c, SEG_NODES, par, seg_nodes);
-            exchange(ctx, c, PH_POSVEL);
+            if (segment(ctx, c, SEG_NODES, par))
+                exchange(ctx, c, PH_POSVEL);
             return;
         case PH_POSVEL:
-            run_segment(ctx, c, SEG_GRAD, par, seg_grad);
-            exchange(ctx, c, PH_MONOQ);
+            if (segment(ctx, c, SEG_GRAD, par))
+                exchange(ctx, c, PH_MONOQ);
             return;
         case PH_MONOQ:
-            run_segment(ctx, c, SEG_EOS, 0, seg_eos);
-            tess_gpu_then(ctx, E_DTREADY, NULL, 0);
-            enqueue_next_force(ctx, c);
+            if (segment(ctx, c, SEG_EOS, 0))
+                after_eos(ctx, c);
             return;
         }
+    }
+}
+
+static void next_cycle(tess_ctx_h ctx, chare_t *c, const double *m);
+
+/* LULESH_LAUNCH=batch: the segment `slot` is enqueued (the chare's stream is ordered after its
+ * batch's launch); the cycle goes on as advance would have gone on after it. Meanwhile messages
+ * came and were counted (advance waited: c->waiting was -1), and the next cycle's minima may
+ * have come (on_dt kept them). */
+static void on_segment_done(tess_ctx_h ctx, void *e, const void *msg, size_t size)
+{
+    (void)size;
+    chare_t *c    = e;
+    int      slot = *(const int *)msg;
+    chare_count_kernels(c);
+    c->batched = 0;
+    switch (slot) {
+    case SEG_NODES:
+        exchange(ctx, c, PH_POSVEL);
+        break;
+    case SEG_GRAD:
+        exchange(ctx, c, PH_MONOQ);
+        break;
+    case SEG_EOS:
+        after_eos(ctx, c);
+        break;
+    default: /* SEG_FORCE: the next cycle's forces are enqueued */
+        break;
+    }
+    if (!c->batched && c->dt_pending) {
+        c->dt_pending = 0;
+        next_cycle(ctx, c, c->dt_next);
     }
 }
 
@@ -427,8 +595,8 @@ static void on_balanced(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 }
 
 /* The global minima of the last cycle's constraints: the next cycle starts (or the run ends,
- * everywhere at once: every chare has the same time and cycle). */
-static void next_cycle(tess_ctx_h ctx, chare_t *c, const double *m);
+ * everywhere at once: every chare has the same time and cycle). A chare whose next forces are
+ * still in a batch (LULESH_LAUNCH=batch) starts it when they are out (on_segment_done). */
 
 static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 {
@@ -444,6 +612,12 @@ static void on_dt(tess_ctx_h ctx, void *e, const void *msg, size_t size)
         c->held       = 1;
         c->dt_held[0] = m[0];
         c->dt_held[1] = m[1];
+        return;
+    }
+    if (c->batched) {
+        c->dt_pending = 1;
+        c->dt_next[0] = m[0];
+        c->dt_next[1] = m[1];
         return;
     }
     next_cycle(ctx, c, m);
@@ -463,7 +637,7 @@ static void on_resume(tess_ctx_h ctx, void *e, const void *msg, size_t size)
 static void next_cycle(tess_ctx_h ctx, chare_t *c, const double *m)
 {
     if (!c->force_ready) { /* for d.cycle + 1: the cycle about to start */
-        run_segment(ctx, c, SEG_FORCE, (c->d.cycle + 1) % 2, seg_force);
+        run_segment(ctx, c, SEG_FORCE, (c->d.cycle + 1) % 2);
     } else if (c->force_repack) { /* once after a migration: no step segment */
         chare_count_kernels(c);
         pack(tess_ctx_stream(ctx), c, PH_FORCE, (c->d.cycle + 1) % 2);
@@ -664,6 +838,13 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     recv_in_place = !recv || !*recv || !strcmp(recv, "inplace");
+    const char *lm = getenv("LULESH_LAUNCH");
+    if (lm && *lm && strcmp(lm, "each") && strcmp(lm, "batch")) {
+        if (rank == 0)
+            fprintf(stderr, "lulesh_tess: LULESH_LAUNCH=%s: expected each or batch\n", lm);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    launch_batched = lm && !strcmp(lm, "batch");
     lul_fuse(); /* LULESH_FUSE, LULESH_NODECOPY and LULESH_EOS_SPLIT checked before the run */
     lul_node_copy_ring();
     (void)lul_eos_split(0);
@@ -706,8 +887,15 @@ int main(int argc, char **argv)
         tess_entry_register("dtready", on_dtready, &E_DTREADY) != TESS_OK ||
         tess_entry_register("dt", on_dt, &E_DT) != TESS_OK ||
         tess_entry_register("balanced", on_balanced, &E_BALANCED) != TESS_OK ||
-        tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK)
+        tess_entry_register("resume", on_resume, &E_RESUME) != TESS_OK ||
+        tess_entry_register("segment done", on_segment_done, &E_SEGDONE) != TESS_OK)
         app_tess_fail("entry registration");
+    static const char *const seg_names[4] = {"lulesh-force", "lulesh-nodes", "lulesh-gradients",
+                                             "lulesh-eos"};
+    for (int b = 0; b < 4; b++)
+        if (tess_gpu_batch_register(seg_names[b], sizeof(seg_item_t), seg_batch_launch, NULL,
+                                    &B_SEG[b]) != TESS_OK)
+            app_tess_fail("tess_gpu_batch_register");
     tess_array_params_t ap = {
         .field_mask = TESS_ARRAY_FIELD_NAME | TESS_ARRAY_FIELD_DTOR | TESS_ARRAY_FIELD_PUP |
                       TESS_ARRAY_FIELD_RESUME,
@@ -774,6 +962,8 @@ int main(int argc, char **argv)
     MPI_Reduce(&g.cycles, &cycles, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
     int64_t moves = 0;
     MPI_Reduce(&g.moves, &moves, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    int64_t batched[2] = {atomic_load(&batch_items), atomic_load(&batch_launches)}, bsum[2];
+    MPI_Reduce(batched, bsum, 2, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
 
     int status = 0;
     if (rank == 0) {
@@ -788,6 +978,10 @@ int main(int argc, char **argv)
                    "%lld chares, imbalance %.3f -> %.3f\n", (unsigned long long)lbs.steps,
                    (long long)moves, nch, (long long)lbs.migrations, lbs.imbalance_before,
                    lbs.imbalance_after);
+        if (launch_batched)
+            printf("batched segments: %lld in %lld launches (%.1f a launch)\n",
+                   (long long)bsum[0], (long long)bsum[1],
+                   bsum[1] ? (double)bsum[0] / (double)bsum[1] : 0.0);
         if (ck.every)
             printf("checkpoints: %d in %s, %.3f s (%.2f%% of the run)\n", nckpt, ck.dir, ckpt_s,
                    100 * ckpt_s / elapsed_max);

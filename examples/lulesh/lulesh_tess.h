@@ -49,6 +49,9 @@ typedef struct chare {
     int64_t      kernel_ns_step;   /* … at the last load-balancing step */
     int          force_ready;      /* the next cycle's forces are already enqueued */
     int          force_repack;     /* … but not packed into the buffers (new after a migration) */
+    int          batched;          /* LULESH_LAUNCH=batch: a step segment is in its PE's batch */
+    int          dt_pending;       /* … and the next cycle's minima came meanwhile: */
+    double       dt_next[2];       /* … these, taken when it is out (on_segment_done) */
     uint32_t     gen;              /* buffers and arena: a new one, new step segments (seg_key) */
     lul_fuse_t   fz_force[2];      /* [parity]: stage 2's exchange work (lul_fuse_t) */
     lul_fuse_t   fz_nodes[2];      /* … stage 3's */
