@@ -52,12 +52,15 @@ void tess_pe_wake_all(void)
         tess_pe_wake(tess_core.pes[i]);
 }
 
-/* Host backend: an event completed; wake PEs sleeping with continuations pending. */
+/* Host backend: an event completed; wake PEs sleeping with continuations pending. The first
+ * completion takes a PE's flag and wakes it; later ones find it down and write nothing (the PE
+ * looks at every completion when it wakes, and raises the flag again before it next sleeps). */
 void tess_pe_notify_gpu(void)
 {
     for (int i = 0; i < tess_core.npes; i++) {
         tess_pe_t *pe = tess_core.pes[i];
-        if (atomic_load_explicit(&pe->gpu_waiting, memory_order_acquire))
+        if (atomic_load_explicit(&pe->gpu_waiting, memory_order_acquire) &&
+            atomic_exchange_explicit(&pe->gpu_waiting, 0, memory_order_acq_rel))
             tess_pe_wake(pe);
     }
 }
