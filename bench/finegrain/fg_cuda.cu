@@ -276,16 +276,20 @@ static void *fg_thread_steps(void *arg)
     fg_thr_t    *t = (fg_thr_t *)arg;
     cudaStream_t s[NS];
     int32_t     *a, *b, *err;
+    static pthread_mutex_t setup = PTHREAD_MUTEX_INITIALIZER;
+    cudaGraphExec_t        ge[NS];
+    /* One thread at a time: an allocation or a synchronisation while another thread captures
+     * would break its capture. No device-wide synchronisation after: the streams are idle. */
+    pthread_mutex_lock(&setup);
     ck(cudaMalloc(&a, 1 << 16), "cudaMalloc");
     ck(cudaMalloc(&b, 1 << 16), "cudaMalloc");
     ck(cudaMalloc(&err, 4), "cudaMalloc");
-    fg_args_t       args = {a, b, err, 0, 0, 4, 1024, 0, 0, 8, 0, 0, NULL};
-    cudaGraphExec_t ge[NS];
+    fg_args_t args = {a, b, err, 0, 0, 4, 1024, 0, 0, 8, 0, 0, NULL};
     for (int i = 0; i < NS; i++) {
         ck(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking), "stream");
         ge[i] = capture_step(s[i], NULL, 0, a, b, &args);
     }
-    ck(cudaDeviceSynchronize(), "sync");
+    pthread_mutex_unlock(&setup);
     if (t->go)
         pthread_barrier_wait(t->go);
     else
