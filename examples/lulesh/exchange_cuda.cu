@@ -109,8 +109,9 @@ static unsigned blocks_for(int64_t n)
 /* Threads a pack of nodes needs in one direction at most: the largest face's nodes. */
 static int64_t node_face_max(int64_t ex, int64_t ey, int64_t ez)
 {
-    int64_t face = (ex + 1) * (ey + 1) > (ey + 1) * (ez + 1) ? (ex + 1) * (ey + 1) : (ey + 1) * (ez + 1);
-    return face > (ex + 1) * (ez + 1) ? face : (ex + 1) * (ez + 1);
+    int64_t xy = (ex + 1) * (ey + 1), yz = (ey + 1) * (ez + 1), xz = (ex + 1) * (ez + 1);
+    int64_t face = xy > yz ? xy : yz;
+    return face > xz ? face : xz;
 }
 
 static int64_t elem_face_max(int64_t ex, int64_t ey, int64_t ez)
@@ -159,7 +160,8 @@ void lul_xch_cuda_batch(void *s, const void *items, const void *items_host, size
 {
     int64_t most = 1;
     for (int k = 0; k < n; k++) {
-        const lul_xch_item_t *x = (const lul_xch_item_t *)((const char *)items_host + (size_t)k * stride);
+        const lul_xch_item_t *x =
+            (const lul_xch_item_t *)((const char *)items_host + (size_t)k * stride);
         if (x->op != op)
             continue;
         int64_t c = op == LUL_XCH_PACK_NODES     ? node_face_max(x->ex, x->ey, x->ez)

@@ -208,14 +208,20 @@ static __device__ inline const lul_stage_item_t &item_at(const char *items, size
     return *(const lul_stage_item_t *)(items + (size_t)k * stride);
 }
 
-static __global__ void __launch_bounds__(LUL_BLOCK, LUL_FORCE_MINB)
-    k_force_elem_batch(const char *__restrict__ items, size_t stride, int n)
+/* Stage 2's element forces (LUL_STAGE_FORCE) or stage 4a (LUL_STAGE_GRADIENTS), one thread an
+ * element of the item. */
+template <int stage>
+static __global__ void
+    __launch_bounds__(LUL_BLOCK, stage == LUL_STAGE_FORCE ? LUL_FORCE_MINB : LUL_GRAD_MINB)
+        k_elems_batch(const char *__restrict__ items, size_t stride, int n)
 {
     for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
         const lul_stage_item_t &it = item_at(items, stride, i);
         int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
         if (k < it.d.numElem)
-            record_err(it.d, lul_elem_force(&it.d, k));
+            record_err(it.d, stage == LUL_STAGE_FORCE
+                                 ? lul_elem_force(&it.d, k)
+                                 : lul_elem_gradients(&it.d, k, it.deltatime));
     }
 }
 
@@ -243,17 +249,6 @@ static __global__ void k_nodes_batch(const char *__restrict__ items, size_t stri
     }
 }
 
-static __global__ void __launch_bounds__(LUL_BLOCK, LUL_GRAD_MINB)
-    k_gradients_batch(const char *__restrict__ items, size_t stride, int n)
-{
-    for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
-        const lul_stage_item_t &it = item_at(items, stride, i);
-        int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-        if (k < it.d.numElem)
-            record_err(it.d, lul_elem_gradients(&it.d, k, it.deltatime));
-    }
-}
-
 static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB)
     k_eos_batch(const char *__restrict__ items, size_t stride, int n)
 {
@@ -266,8 +261,8 @@ static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB)
     }
 }
 
-static __global__ void __launch_bounds__(LUL_BLOCK) k_constraints_batch(const char *__restrict__ items,
-                                                                        size_t stride, int n)
+static __global__ void __launch_bounds__(LUL_BLOCK)
+    k_constraints_batch(const char *__restrict__ items, size_t stride, int n)
 {
     for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
         const lul_stage_item_t &it = item_at(items, stride, i);
@@ -356,14 +351,16 @@ void lul_cuda_stage_batch(void *s, int stage, const void *items, const void *ite
     unsigned z = (unsigned)(n < 65535 ? n : 65535);
     switch (stage) {
     case LUL_STAGE_FORCE:
-        k_force_elem_batch<<<dim3(blocks_for(elems, LUL_BLOCK), 1, z), LUL_BLOCK, 0, st>>>(dv, stride, n);
+        k_elems_batch<LUL_STAGE_FORCE>
+            <<<dim3(blocks_for(elems, LUL_BLOCK), 1, z), LUL_BLOCK, 0, st>>>(dv, stride, n);
         k_force_node_batch<<<dim3(blocks_for(surface, 256), 1, z), 256, 0, st>>>(dv, stride, n);
         break;
     case LUL_STAGE_NODES:
         k_nodes_batch<<<dim3(blocks_for(nodes, 256), 1, z), 256, 0, st>>>(dv, stride, n);
         break;
     case LUL_STAGE_GRADIENTS:
-        k_gradients_batch<<<dim3(blocks_for(elems, LUL_BLOCK), 1, z), LUL_BLOCK, 0, st>>>(dv, stride, n);
+        k_elems_batch<LUL_STAGE_GRADIENTS>
+            <<<dim3(blocks_for(elems, LUL_BLOCK), 1, z), LUL_BLOCK, 0, st>>>(dv, stride, n);
         break;
     default:
         k_eos_batch<<<dim3(blocks_for(elems, LUL_BLOCK), 1, z), LUL_BLOCK, 0, st>>>(dv, stride, n);

@@ -722,7 +722,7 @@ void lul_stage_eos(void *stream, lul_domain_t *d)
     launch(stream, host_eos, &a, sizeof(a));
 }
 
-/* ---- the same stage of several blocks ---------------------------------------------------------- */
+/* ---- the same stage of several blocks ------------------------------------------------------- */
 
 void lul_stage_item_set(lul_stage_item_t *it, const lul_domain_t *d, const lul_fuse_t *fz)
 {
