@@ -76,7 +76,9 @@ typedef struct tess_params {
     int              bind;       /**< bind PEs to cores with hwloc (default 0) */
     int              verbose;    /**< print the process/PE/GPU mapping at init (default 0) */
     const char      *gpu;        /**< "auto" (default), "host", "cuda" or "hip" */
-    int              streams;    /**< size of the per-process stream pool (default 64) */
+    int              streams;    /**< size of the per-process stream pool (default 64); a PE's
+                                      elements share its part (the pool over the PEs, at
+                                      least one stream) round-robin */
 } tess_params_t;
 
 /**

@@ -2,8 +2,11 @@
  * tessera/gpu.h — GPU interop: the device backend, each chare's stream, device memory, GPU
  * completion continuations and device messages.
  *
- * Each element owns a non-blocking stream from a per-process pool (+tess-streams N; elements
- * share streams when there are more elements than streams). Launch your kernels on it:
+ * Each element owns a non-blocking stream from a per-process pool (+tess-streams N): the
+ * elements of a PE take the streams of the PE's part of the pool (N over the PEs of the
+ * process, at least one) round-robin, and share them when they are more. Elements whose work
+ * goes in batches (tess_gpu_batch, below) run best with one stream a PE (N = PEs a process).
+ * Launch your kernels on it:
  *
  *     cudaStream_t s = (cudaStream_t)tess_ctx_stream(ctx);
  *     my_kernel<<<grid, block, 0, s>>>(...);

@@ -46,6 +46,8 @@ typedef struct elem {
     double *stage;    /* pinned: this step's input */
     double *back;     /* pinned: the previous step's output */
     int     step, done, errors;
+    int     pe0;       /* the PE of its first step, and its stream there */
+    tess_stream_t s0;
 } elem_t;
 
 typedef struct item {
@@ -153,6 +155,10 @@ static void go(tess_ctx_h ctx, elem_t *e)
 {
     int64_t       me = tess_ctx_linear(ctx);
     tess_stream_t s  = tess_ctx_stream(ctx);
+    if (e->step == 0) {
+        e->pe0 = tess_pe();
+        e->s0  = s;
+    }
     if (e->step == steps) {
         if (item_us)
             CHECK_OK(tess_at_sync(ctx));
@@ -238,6 +244,10 @@ static void start(void *arg)
 }
 
 static long long errors, unfinished;
+/* This process's elements: the PE and stream of their first step. */
+static int            nseen;
+static int            seen_pe[1024];
+static tess_stream_t  seen_s[1024];
 
 static void check_elem(tess_ctx_h ctx, void *p, void *arg)
 {
@@ -246,6 +256,42 @@ static void check_elem(tess_ctx_h ctx, void *p, void *arg)
     elem_t *e = p;
     errors += e->errors;
     unfinished += !e->done;
+    if (nseen < 1024) {
+        seen_pe[nseen]  = e->pe0;
+        seen_s[nseen++] = e->s0;
+    }
+}
+
+/* The elements of each PE take streams of their own share of the pool (TESS_STREAMS over the
+ * PEs of a process, at least one): no stream of two PEs while the pool has one a PE, and as
+ * many streams a PE as its share allows. */
+static void check_streams(int per_pe)
+{
+    int pool  = getenv("TESS_STREAMS") ? atoi(getenv("TESS_STREAMS")) : 64;
+    int ppn   = tess_ppn();
+    int share = pool / ppn > 1 ? pool / ppn : 1, want = per_pe < share ? per_pe : share;
+    for (int i = 0; i < nseen; i++)
+        for (int j = 0; j < i; j++)
+            if (pool >= ppn && seen_pe[i] != seen_pe[j])
+                CHECK_MSG(seen_s[i] != seen_s[j], "elements of PEs %d and %d share a stream "
+                          "(TESS_STREAMS=%d, %d PEs)", seen_pe[i], seen_pe[j], pool, ppn);
+    for (int pe = 0; pe < tess_num_pes(); pe++) {
+        int distinct = 0, elems = 0;
+        for (int j = 0; j < nseen; j++) {
+            if (seen_pe[j] != pe)
+                continue;
+            elems++;
+            int k = 0; /* the first element of this PE with j's stream */
+            while (k < j && !(seen_pe[k] == pe && seen_s[k] == seen_s[j]))
+                k++;
+            distinct += k == j;
+        }
+        if (elems)
+            CHECK_MSG(distinct == want, "PE %d's %d elements use %d streams, %d expected "
+                      "(TESS_STREAMS=%d, %d PEs)", pe, elems, distinct, want, pool, ppn);
+    }
+    if (tess_process() == 0)
+        printf("test_gpu_batch: each PE's elements on %d stream(s) of their own\n", want);
 }
 
 #line 9001
@@ -319,6 +365,8 @@ int main(int argc, char **argv)
     CHECK_OK(tess_array_create(&p, &arr));
     CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
     CHECK_OK(tess_array_foreach(arr, check_elem, NULL));
+    if (!item_us) /* (elements that moved to another PE keep their stream) */
+        check_streams(per_pe);
 
     long long mine[4] = {errors, unfinished, atomic_load(&launches), atomic_load(&items_launched)};
     long long sum[4], most, m = atomic_load(&max_n);
