@@ -48,7 +48,10 @@ static const opt_t opts[] = {
     {{"gpu", "TESS_GPU", "+tess-gpu", "auto", "device backend: auto, host, cuda, hip"},
      OPT_STR, CFG(gpu), 0, 0, "auto|host|cuda|hip", 0},
     {{"streams", "TESS_STREAMS", "+tess-streams", "64",
-      "streams in the per-process pool (elements share them round-robin)"},
+      "streams in the per-process pool; each PE's elements share the PE's part of it (the "
+      "pool over the PEs, at least one stream) round-robin, so no two PEs share a stream "
+      "while there is one for each; as many as PEs: one stream a PE, which batched launches "
+      "want (`tess_gpu_batch`: a batch waits for each distinct stream, and each waits for it)"},
      OPT_INT, CFG(streams), 1, 65536, NULL, 0},
     {{"host_threads", "TESS_HOST_THREADS", NULL, "1",
       "host backend: executor threads per process"},
