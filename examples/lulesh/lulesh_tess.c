@@ -145,18 +145,11 @@ static void xch_item(chare_t *c, int phase, int par, int recv, lul_xch_item_t *x
     x->add = phase != PH_POSVEL;
 }
 
-static void pack(tess_stream_t s, chare_t *c, int phase, int par)
+/* That pack or unpack on stream s, outside a step segment (set-up, after a migration). */
+static void xch_run(tess_stream_t s, chare_t *c, int phase, int par, int recv)
 {
     lul_xch_item_t x;
-    xch_item(c, phase, par, 0, &x);
-    kernel_part = part_of(phase);
-    lul_xch_item_run(s, &x);
-}
-
-static void unpack(tess_stream_t s, chare_t *c, int phase, int par)
-{
-    lul_xch_item_t x;
-    xch_item(c, phase, par, 1, &x);
+    xch_item(c, phase, par, recv, &x);
     kernel_part = part_of(phase);
     lul_xch_item_run(s, &x);
 }
@@ -198,9 +191,9 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
 }
 
 /*
- * Step segments: a chare's stream work between two communication points of a cycle, each a
- * function of (ctx, chare, &parity) run through app_segment, which may record its launches once
- * and replay them. A segment only enqueues stream work (no sends, continuations, contributions
+ * Step segments: a chare's stream work between two communication points of a cycle, described
+ * by seg_describe and enqueued by seg_enqueue through app_segment, which may record its
+ * launches once and replay them. A segment only enqueues stream work (no sends, continuations, contributions
  * or waits, no change to the chare's host state), and its launches' arguments depend on nothing
  * but its key: the buffer parity (the exchange buffers and lul_fuse_t it uses), LULESH_FUSE (the
  * kernels it chooses) and the chare's buffer generation (gen: new buffers or arena after a
@@ -321,10 +314,9 @@ static void run_segment(tess_ctx_h ctx, chare_t *c, int slot, int par)
  * chare's load.
  */
 typedef struct seg_item {
-    lul_xch_item_t   unpack, pack;
+    seg_plan_t       sp; /* its unpack and pack, which stage (sp.fz: the host's, not read) */
     lul_stage_item_t st;
-    chare_t         *c; /* host backend: the chare whose load its kernels count to */
-    int32_t          stage, unpack_part, stage_part, pack_part;
+    chare_t         *c;  /* host backend: the chare whose load its kernels count to */
 } seg_item_t;
 _Static_assert(sizeof(seg_item_t) <= TESS_GPU_BATCH_ITEM_MAX, "a segment's item is too large");
 
@@ -338,12 +330,12 @@ static void seg_launch_items(tess_stream_t s, const seg_item_t *dev, const seg_i
                              int n)
 {
     size_t st   = sizeof(seg_item_t);
-    kernel_part = host->unpack_part;
-    lul_xch_batch(s, &dev->unpack, &host->unpack, st, n);
-    kernel_part = host->stage_part;
-    lul_stage_batch(s, host->stage, &dev->st, &host->st, st, n);
-    kernel_part = host->pack_part;
-    lul_xch_batch(s, &dev->pack, &host->pack, st, n);
+    kernel_part = host->sp.unpack_part;
+    lul_xch_batch(s, &dev->sp.unpack, &host->sp.unpack, st, n);
+    kernel_part = host->sp.stage_part;
+    lul_stage_batch(s, host->sp.stage, &dev->st, &host->st, st, n);
+    kernel_part = host->sp.pack_part;
+    lul_xch_batch(s, &dev->sp.pack, &host->sp.pack, st, n);
 }
 
 static void seg_batch_launch(tess_stream_t s, const void *items, const void *items_host, int n,
@@ -367,17 +359,10 @@ static void seg_batch_launch(tess_stream_t s, const void *items, const void *ite
 static void batch_segment(tess_ctx_h ctx, chare_t *c, int slot, int par)
 {
     seg_item_t it;
-    seg_plan_t sp;
     memset(&it, 0, sizeof(it));
-    seg_describe(c, slot, par, &sp);
-    it.unpack      = sp.unpack;
-    it.pack        = sp.pack;
-    it.c           = c;
-    it.stage       = sp.stage;
-    it.unpack_part = sp.unpack_part;
-    it.stage_part  = sp.stage_part;
-    it.pack_part   = sp.pack_part;
-    lul_stage_item_set(&it.st, &c->d, sp.fz);
+    seg_describe(c, slot, par, &it.sp);
+    lul_stage_item_set(&it.st, &c->d, it.sp.fz);
+    it.c = c;
     c->batched = 1;
     if (tess_gpu_batch(ctx, B_SEG[slot / 2], &it, E_SEGDONE, &slot, sizeof(slot)) != TESS_OK)
         app_tess_fail("tess_gpu_batch");
@@ -427,7 +412,7 @@ static void advance(tess_ctx_h ctx, chare_t *c)
         c->waiting      = -1;
         switch (ph) {
         case PH_MASS: /* cycle 0: the sum of the nodal mass; the first dt is the initial one */
-            unpack(tess_ctx_stream(ctx), c, PH_MASS, par);
+            xch_run(tess_ctx_stream(ctx), c, PH_MASS, par, 1);
             enqueue_next_force(ctx, c);
             c->dtmin[0] = c->dtmin[1] = 1e20;
             tess_contribute(ctx, 0, c->dtmin, 2, TESS_DOUBLE, TESS_MIN,
@@ -540,7 +525,7 @@ static void on_start(tess_ctx_h ctx, void *e, const void *msg, size_t size)
     chare_t *c = e;
     chare_count_kernels(c);
     c->cycle = 0;
-    pack(tess_ctx_stream(ctx), c, PH_MASS, 0); /* set-up, once: no step segment */
+    xch_run(tess_ctx_stream(ctx), c, PH_MASS, 0, 0); /* set-up, once: no step segment */
     exchange(ctx, c, PH_MASS);
 }
 
@@ -640,7 +625,7 @@ static void next_cycle(tess_ctx_h ctx, chare_t *c, const double *m)
         run_segment(ctx, c, SEG_FORCE, (c->d.cycle + 1) % 2);
     } else if (c->force_repack) { /* once after a migration: no step segment */
         chare_count_kernels(c);
-        pack(tess_ctx_stream(ctx), c, PH_FORCE, (c->d.cycle + 1) % 2);
+        xch_run(tess_ctx_stream(ctx), c, PH_FORCE, (c->d.cycle + 1) % 2, 0);
     }
     c->force_repack = 0;
     lul_time_increment(&c->d, m[0], m[1]);

@@ -417,13 +417,9 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
      * PEs of the process, at least one a PE), round robin: elements of two PEs share no stream
      * while the pool has one for each PE, so no PE's work queues behind another's; with as many
      * streams as PEs (TESS_STREAMS), a PE's elements share one, which batched launches want
-     * (tess_gpu_batch: one wait a stream each way). */
-    size_t   share = TESS_MAX(tess_gpu_pool_size() / (size_t)tess_rt.ppn, (size_t)1);
-    int64_t *made  = tess_calloc((size_t)tess_rt.ppn, sizeof(*made), "an array's stream counts");
-    if (!made) {
-        st = TESS_ERR_NO_MEMORY;
-        goto err_free_array;
-    }
+     * (tess_gpu_batch: one wait a stream each way). The PE's elements made so far are its
+     * element list (attached one by one below). */
+    size_t share = TESS_MAX(tess_gpu_pool_size() / (size_t)tess_rt.ppn, (size_t)1);
     for (int64_t i = 0; i < size; i++) {
         int pe = atomic_load_explicit(&a->loc[i], memory_order_relaxed);
         if (pe < first || pe >= first + tess_rt.ppn)
@@ -435,15 +431,13 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
             goto err_free_array;
         }
         e->stream = tess_gpu_pool_stream((size_t)(pe - first) * share +
-                                         (size_t)made[pe - first]++ % share);
+                                         a->pe_elems[pe - first].count % share);
         st = tess_obj_elem_attach(obj_pe_of(pe - first), e);
         if (st != TESS_OK) {
             tess_obj_elem_free(e, pe - first);
-            free(made);
             goto err_free_array;
         }
     }
-    free(made);
     free(prog);
     free(has);
     prog = NULL;
