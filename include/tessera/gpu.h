@@ -349,8 +349,9 @@ TESS_API tess_status_t tess_gpu_graph_reset_loc(tess_ctx_h ctx, const char *file
  * that left some), or when a batch holds +tess-gpu-batch-max items (as soon as the entry that
  * filled it returns), it flushes:
  *
- *   - a per-PE batch stream waits for each distinct stream of the elements in the batch (an
- *     event recorded at the call; elements share streams, each is waited for once);
+ *   - a per-PE batch stream waits for each distinct stream of the elements in the batch (one
+ *     event recorded on it at the flush, after all that is enqueued on it then: elements that
+ *     share a stream cost one event);
  *   - the items go host to device through a pinned staging ring (one asynchronous copy);
  *   - launch(batch stream, device items, host items, n, arg) is called once;
  *   - each distinct element stream waits for an event recorded after the launch;

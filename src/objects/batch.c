@@ -3,11 +3,12 @@
  * layer's progress hook) with none left in its queue (or after a few passes), or when the
  * batch is full, and each element continues in its entry.
  *
- * Ordering is made with events from the PE's pool: an event on the element's stream at the
- * call (skipped for the first item of a pending batch until a second one comes: a batch of one
- * launches on the element's own stream and needs none), a per-PE batch stream that waits for
- * the latest event of each distinct stream, and one event after the launch that each of those
- * streams waits for. The items travel through a staging ring per (PE, batch): pinned host
+ * Ordering is made with events from the PE's pool at the flush: one on each distinct stream of
+ * the items' elements, which a per-PE batch stream waits for, and one after the launch that each
+ * of those streams waits for (a batch of one launches on the element's own stream and needs
+ * none). An element's event is recorded at the flush, not at its call: the launch then also
+ * waits for what the runtime enqueued on the element's stream in between (deliveries), which
+ * adds ordering only, and elements sharing a stream cost one event. The items travel through a staging ring per (PE, batch): pinned host
  * memory that the PE writes at the call and device memory that one copy on the launch's stream
  * fills; a region of the ring is reused once the event recorded after its launch completed.
  *
@@ -50,7 +51,6 @@ typedef struct batch_cont {
 typedef struct batch_item {
     tess_msg_t       *m;      /* its batch_cont_t */
     tess_gpu_stream_h stream; /* the element's stream at the call */
-    tess_gpu_event_h  ev;     /* recorded on it (NULL: the first item, until a second comes) */
 } batch_item_t;
 
 /* A launched region of the ring: [start, end) until `ev` completed; then its events go back. */
@@ -82,7 +82,6 @@ typedef struct obj_batch_pe {
     size_t            ready_head;
     tess_hmap_t       in_batch;   /* element -> its message, while it is in a batch */
     tess_gpu_stream_h *seen;      /* flush: distinct streams */
-    tess_gpu_event_h  *seen_ev;
     tess_ctx_h        *elems;     /* flush, under GPU timing: the items' elements */
 } obj_batch_pe_t;
 
@@ -248,18 +247,12 @@ void tess_obj_batch_pe_fini(obj_pe_t *op)
     if (!bp)
         return;
     /* Items a phase ended with (tess_exit while they waited) are dropped with their entries. */
-    tess_gpu_evpool_t *pool = tess_core_evpool();
     for (size_t i = bp->ready_head; i < bp->ready.count; i++)
         tess_core_msg_free(bp->ready.items[i]);
     for (int b = 0; b < TESS_GPU_BATCH_MAX_BATCHES; b++) {
         batch_pe_one_t *r = &bp->b[b];
-        for (int i = 0; i < r->n; i++) {
-            if (r->items[i].ev) {
-                tess_gpu->event_sync(r->items[i].ev);
-                tess_gpu_evpool_put(pool, r->items[i].ev);
-            }
+        for (int i = 0; i < r->n; i++)
             tess_core_msg_free(r->items[i].m);
-        }
         while (r->reg_count)
             ring_retire(r, 1, b);
         if (r->hbuf)
@@ -274,7 +267,6 @@ void tess_obj_batch_pe_fini(obj_pe_t *op)
     tess_vec_fini(&bp->ready);
     tess_hmap_fini(&bp->in_batch);
     free(bp->seen);
-    free(bp->seen_ev);
     free(bp->elems);
     free(bp);
     op->batch     = NULL;
@@ -348,27 +340,29 @@ static void batch_launch(obj_batch_pe_t *bp, int b)
     } else {
         if (!bp->stream && tess_gpu->stream_create(&bp->stream) != TESS_OK)
             batch_failed(b, "creating the batch stream");
-        if (!bp->seen) {
-            bp->seen    = tess_calloc((size_t)tess_cfg.gpu_batch_max, sizeof(*bp->seen),
-                                      "a batch's streams");
-            bp->seen_ev = tess_calloc((size_t)tess_cfg.gpu_batch_max, sizeof(*bp->seen_ev),
-                                      "a batch's events");
-            if (!bp->seen || !bp->seen_ev)
-                tess_fatal("out of memory flushing batch '%s'", bi->name);
-        }
-        /* The latest event of each distinct stream (later items come later on it). */
+        if (!bp->seen &&
+            !(bp->seen = tess_calloc((size_t)tess_cfg.gpu_batch_max, sizeof(*bp->seen),
+                                     "a batch's streams")))
+            tess_fatal("out of memory flushing batch '%s'", bi->name);
+        /* The distinct streams of the items' elements, each with an event recorded now (after
+         * all that is enqueued on it); the events go back to the pool once `done` completed. */
         int nseen = 0;
-        for (int i = n - 1; i >= 0; i--) {
+        for (int i = 0; i < n; i++) {
             int k = 0;
             while (k < nseen && bp->seen[k] != r->items[i].stream)
                 k++;
-            if (k == nseen) {
-                bp->seen[nseen]      = r->items[i].stream;
-                bp->seen_ev[nseen++] = r->items[i].ev;
-            }
+            if (k == nseen)
+                bp->seen[nseen++] = r->items[i].stream;
         }
+        tess_gpu_event_h *evs = tess_malloc((size_t)nseen * sizeof(*evs), "a batch's events");
+        if (!evs)
+            tess_fatal("out of memory flushing batch '%s'", bi->name);
         for (int k = 0; k < nseen; k++)
-            if (tess_gpu->stream_wait_event(bp->stream, bp->seen_ev[k]) != TESS_OK)
+            if (tess_gpu_evpool_get(pool, &evs[k]) != TESS_OK ||
+                tess_gpu->event_record(evs[k], bp->seen[k]) != TESS_OK)
+                batch_failed(b, "recording an event on an element's stream");
+        for (int k = 0; k < nseen; k++)
+            if (tess_gpu->stream_wait_event(bp->stream, evs[k]) != TESS_OK)
                 batch_failed(b, "ordering the batch stream after an element's stream");
         if (tess_obj_batch_pre)
             tess_obj_batch_pre(bp->stream);
@@ -382,14 +376,7 @@ static void batch_launch(obj_batch_pe_t *bp, int b)
         for (int k = 0; k < nseen; k++)
             if (tess_gpu->stream_wait_event(bp->seen[k], done) != TESS_OK)
                 batch_failed(b, "ordering an element's stream after the launch");
-        /* The items' events go back to the pool once `done` completed (the batch stream waited
-         * for them before). */
-        tess_gpu_event_h *evs = tess_malloc((size_t)n * sizeof(*evs), "a batch's events");
-        if (!evs)
-            tess_fatal("out of memory flushing batch '%s'", bi->name);
-        for (int i = 0; i < n; i++)
-            evs[i] = r->items[i].ev;
-        ring_commit(r, (size_t)n, done, evs, n);
+        ring_commit(r, (size_t)n, done, evs, nseen);
     }
     for (int i = 0; i < n; i++)
         if (tess_vec_push(&bp->ready, r->items[i].m) != TESS_OK)
@@ -476,22 +463,7 @@ tess_status_t tess_gpu_batch_loc(tess_ctx_h ctx, tess_gpu_batch_t batch, const v
     if (size)
         memcpy(c + 1, data, size);
     batch_item_t *it = &r->items[r->n];
-    *it = (batch_item_t){m, ctx->stream, NULL};
-    if (r->n) {
-        /* A second item: the first one's event now, then this one's. */
-        tess_gpu_evpool_t *pool = tess_core_evpool();
-        for (int i = r->n == 1 ? 0 : r->n; i <= r->n; i++) {
-            batch_item_t *x = &r->items[i];
-            if ((st = tess_gpu_evpool_get(pool, &x->ev)) != TESS_OK ||
-                (st = tess_gpu->event_record(x->ev, x->stream)) != TESS_OK) {
-                if (x->ev)
-                    tess_gpu_evpool_put(pool, x->ev);
-                x->ev = NULL;
-                tess_core_msg_free(m);
-                return st;
-            }
-        }
-    }
+    *it = (batch_item_t){m, ctx->stream};
     memcpy(r->hbuf + (r->start + (size_t)r->n) * batches[batch].item_size, item,
            batches[batch].item_size);
     if (tess_hmap_put(&bp->in_batch, (uint64_t)(uintptr_t)ctx, m) != TESS_OK) {
