@@ -193,6 +193,9 @@ static tess_status_t array_check_params(const tess_array_params_t *p, int64_t *s
         (p->resume < 0 || p->resume >= tess_obj_nentries))
         return tess_error(TESS_ERR_INVALID, "tess_array_create: resume entry %d is not "
                           "registered", p->resume);
+    if ((p->field_mask & TESS_ARRAY_FIELD_STREAMS) && p->pe_streams < 0)
+        return tess_error(TESS_ERR_INVALID, "tess_array_create: pe_streams = %d (must be >= 0)",
+                          p->pe_streams);
     *size_p = size;
     return TESS_OK;
 }
@@ -213,6 +216,8 @@ static tess_status_t array_check_field_mask(const tess_array_params_t *p)
          p->resume != 0},
         {TESS_ARRAY_FIELD_REDUCE, "TESS_ARRAY_FIELD_REDUCE", "tess_array_params_t.reduce_tree",
          p->reduce_tree != 0},
+        {TESS_ARRAY_FIELD_STREAMS, "TESS_ARRAY_FIELD_STREAMS", "tess_array_params_t.pe_streams",
+         p->pe_streams != 0},
     };
     char who[256];
     snprintf(who, sizeof(who), "tess_array_create%s%.200s%s", p->name ? " '" : "",
@@ -372,6 +377,7 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
     a->pup       = (p->field_mask & TESS_ARRAY_FIELD_PUP) ? p->pup : NULL;
     a->has_resume = (p->field_mask & TESS_ARRAY_FIELD_RESUME) != 0;
     a->reduce_tree = (p->field_mask & TESS_ARRAY_FIELD_REDUCE) && p->reduce_tree;
+    a->pe_streams  = (p->field_mask & TESS_ARRAY_FIELD_STREAMS) ? p->pe_streams : 0;
     a->resume    = a->has_resume ? p->resume : -1;
     if ((p->field_mask & TESS_ARRAY_FIELD_NAME) && p->name)
         snprintf(a->name, sizeof(a->name), "%s", p->name);
@@ -414,12 +420,14 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
         goto err_free_array;
 
     /* Streams: each PE's elements take those of its own share of the pool (the pool over the
-     * PEs of the process, at least one a PE), round robin: elements of two PEs share no stream
-     * while the pool has one for each PE, so no PE's work queues behind another's; with as many
-     * streams as PEs (TESS_STREAMS), a PE's elements share one, which batched launches want
-     * (tess_gpu_batch: one wait a stream each way). The PE's elements made so far are its
-     * element list (attached one by one below). */
+     * PEs of the process, at least one a PE; the array's pe_streams first ones of it, if set),
+     * round robin: elements of two PEs share no stream while the pool has one for each PE, so
+     * no PE's work queues behind another's; with one stream a PE (pe_streams 1, or as many
+     * streams as PEs), a PE's elements share one, which batched launches want (tess_gpu_batch:
+     * one wait a stream each way). The PE's elements made so far are its element list
+     * (attached one by one below). */
     size_t share = TESS_MAX(tess_gpu_pool_size() / (size_t)tess_rt.ppn, (size_t)1);
+    size_t take  = a->pe_streams ? TESS_MIN(share, (size_t)a->pe_streams) : share;
     for (int64_t i = 0; i < size; i++) {
         int pe = atomic_load_explicit(&a->loc[i], memory_order_relaxed);
         if (pe < first || pe >= first + tess_rt.ppn)
@@ -431,7 +439,7 @@ tess_status_t tess_array_create(const tess_array_params_t *p, tess_array_h *arra
             goto err_free_array;
         }
         e->stream = tess_gpu_pool_stream((size_t)(pe - first) * share +
-                                         a->pe_elems[pe - first].count % share);
+                                         a->pe_elems[pe - first].count % take);
         st = tess_obj_elem_attach(obj_pe_of(pe - first), e);
         if (st != TESS_OK) {
             tess_obj_elem_free(e, pe - first);

@@ -93,6 +93,7 @@ struct tess_array {
     /* The fast path of broadcast-callback reductions (contribute.c; under lock). */
     int               fast;            /* TESS_REDUCE=auto and the array has elements */
     int               reduce_tree;     /* the array asked for the tree (params) */
+    int               pe_streams;      /* streams a PE's elements take (params; 0: the share) */
     int64_t           fast_joined;     /* rounds this process joined */
     int64_t           fast_done;       /* rounds that came back here */
     int               fast_has_thr;

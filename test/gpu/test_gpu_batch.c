@@ -265,11 +265,13 @@ static void check_elem(tess_ctx_h ctx, void *p, void *arg)
 /* The elements of each PE take streams of their own share of the pool (TESS_STREAMS over the
  * PEs of a process, at least one): no stream of two PEs while the pool has one a PE, and as
  * many streams a PE as its share allows. */
-static void check_streams(int per_pe)
+static void check_streams(int per_pe, int pe_streams)
 {
     int pool  = getenv("TESS_STREAMS") ? atoi(getenv("TESS_STREAMS")) : 64;
     int ppn   = tess_ppn();
     int share = pool / ppn > 1 ? pool / ppn : 1, want = per_pe < share ? per_pe : share;
+    if (pe_streams && pe_streams < want)
+        want = pe_streams;
     for (int i = 0; i < nseen; i++)
         for (int j = 0; j < i; j++)
             if (pool >= ppn && seen_pe[i] != seen_pe[j])
@@ -288,7 +290,8 @@ static void check_streams(int per_pe)
         }
         if (elems)
             CHECK_MSG(distinct == want, "PE %d's %d elements use %d streams, %d expected "
-                      "(TESS_STREAMS=%d, %d PEs)", pe, elems, distinct, want, pool, ppn);
+                      "(TESS_STREAMS=%d, %d PEs, pe_streams %d)", pe, elems, distinct, want, pool,
+                      ppn, pe_streams);
     }
     if (tess_process() == 0)
         printf("test_gpu_batch: each PE's elements on %d stream(s) of their own\n", want);
@@ -357,6 +360,19 @@ int main(int argc, char **argv)
                              .name = "batched", .ndims = 1, .extents = {n},
                              .elem_size = sizeof(elem_t), .ctor = ctor, .dtor = dtor,
                              .resume = E_RESUME};
+    /* pe_streams: negative, or set without its bit, is refused */
+    p.pe_streams = -1;
+    p.field_mask |= TESS_ARRAY_FIELD_STREAMS;
+    CHECK_ST(tess_array_create(&p, &arr), TESS_ERR_INVALID);
+    CHECK_MSG(strstr(tess_error_detail(), "pe_streams = -1"), "%s", tess_error_detail());
+    p.pe_streams = 1;
+    p.field_mask &= ~(uint64_t)TESS_ARRAY_FIELD_STREAMS;
+    CHECK_ST(tess_array_create(&p, &arr), TESS_ERR_INVALID);
+    CHECK_MSG(strstr(tess_error_detail(), "TESS_ARRAY_FIELD_STREAMS"), "%s", tess_error_detail());
+    int pe_streams = getenv("TEST_PE_STREAMS") ? atoi(getenv("TEST_PE_STREAMS")) : 0;
+    p.pe_streams   = pe_streams;
+    if (pe_streams)
+        p.field_mask |= TESS_ARRAY_FIELD_STREAMS;
     if (item_us) {
         CHECK(tess_num_processes() == 1);
         p.field_mask |= TESS_ARRAY_FIELD_PUP;
@@ -366,7 +382,7 @@ int main(int argc, char **argv)
     CHECK_OK(tess_run(TESS_RUN_UNTIL_QUIESCENCE, start, NULL));
     CHECK_OK(tess_array_foreach(arr, check_elem, NULL));
     if (!item_us) /* (elements that moved to another PE keep their stream) */
-        check_streams(per_pe);
+        check_streams(per_pe, pe_streams);
 
     long long mine[4] = {errors, unfinished, atomic_load(&launches), atomic_load(&items_launched)};
     long long sum[4], most, m = atomic_load(&max_n);
