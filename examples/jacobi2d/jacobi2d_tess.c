@@ -491,6 +491,10 @@ int main(int argc, char **argv)
         .pup        = block_pup,
         .resume     = E_BALANCED,
     };
+    if (opt.launch_batch) { /* one stream a PE: a batch waits for one, and one waits for it */
+        ap.field_mask |= TESS_ARRAY_FIELD_STREAMS;
+        ap.pe_streams = 1;
+    }
     if (tess_array_create(&ap, &grid) != TESS_OK) {
         fprintf(stderr, "tess_array_create failed: %s\n", tess_error_detail());
         MPI_Abort(MPI_COMM_WORLD, 1);
