@@ -110,6 +110,7 @@ static tess_status_t dc_sev_for_send(tess_gpu_stream_h stream, dc_sev_t **sev_p)
         dc_sev_release(sv);
         return st;
     }
+    sv->stream = stream;
     dc_count(DC_C_D2D_EVENTS, 1);
     if (batched) {
         dc_batch.decided = 1;
@@ -260,6 +261,21 @@ static int dc_rb_set_add(dc_rb_set_t *set, const void *p, bool *added)
     }
 }
 
+/* `waiter` waits for sender event sv, and drops a receive's reference once past the wait
+ * (`wait`: the first receive of sv here; later ones only drop theirs). An event recorded on
+ * `waiter` itself needs no wait: what is enqueued on it now comes after the record. */
+static void dc_wait_sender(tess_gpu_stream_h waiter, dc_sev_t *sv, bool wait)
+{
+    if (sv->stream == waiter) {
+        dc_count(DC_C_D2D_SAME_STREAM, wait);
+        dc_sev_release(sv);
+        return;
+    }
+    if (wait && tess_gpu->stream_wait_event(waiter, sv->ev) != TESS_OK)
+        tess_fatal("device message: stream wait failed: %s", tess_error_detail());
+    dc_after_wait(waiter, dc_sev_release, sv);
+}
+
 /* `waiter` waits once for each distinct sender event of the held-back receives listed in idx
  * (n of them), and drops each receive's reference once past the wait. */
 static void dc_rb_wait_senders(tess_gpu_stream_h waiter, const int *idx, int n)
@@ -271,9 +287,7 @@ static void dc_rb_wait_senders(tess_gpu_stream_h waiter, const int *idx, int n)
         dc_sev_t *sv = dc_rb.sev[idx[k]];
         bool      added;
         dc_rb_set_add(&seen, sv, &added);
-        if (added && tess_gpu->stream_wait_event(waiter, sv->ev) != TESS_OK)
-            tess_fatal("device message: stream wait failed: %s", tess_error_detail());
-        dc_after_wait(waiter, dc_sev_release, sv);
+        dc_wait_sender(waiter, sv, added);
     }
 }
 
@@ -599,9 +613,7 @@ static bool dc_d2d_recv(tess_msg_t *m, unsigned kind)
         TESS_HOP_MARK(TESS_HOP_ISSUED);
         return false;
     }
-    if (tess_gpu->stream_wait_event(r->stream, sv->ev) != TESS_OK)
-        tess_fatal("device message: stream wait failed: %s", tess_error_detail());
-    dc_after_wait(r->stream, dc_sev_release, sv);
+    dc_wait_sender(r->stream, sv, true);
     int last = -1;
     for (int i = 0; i < r->m.nbufs; i++)
         if (bytes[i])

@@ -183,9 +183,10 @@ typedef struct dc_peer {
  * last reference: the batch's own and one per receiver, dropped once its wait was issued (or,
  * where a wait does not capture the record, once the waiting stream passed it). */
 typedef struct dc_sev {
-    struct dc_sev   *next; /* in the pool */
-    tess_gpu_event_h ev;
-    _Atomic int      refs;
+    struct dc_sev    *next;   /* in the pool */
+    tess_gpu_event_h  ev;
+    tess_gpu_stream_h stream; /* where ev was recorded: a receive on it needs no wait */
+    _Atomic int       refs;
 } dc_sev_t;
 
 /* The counters of the message paths (tess_dc_stats_t) that PEs move without the layer's lock:
@@ -199,6 +200,7 @@ enum dc_count {
     DC_C_RB_FLIPS,
     DC_C_RB_UNJOINED,
     DC_C_IN_PLACE,
+    DC_C_D2D_SAME_STREAM,
     DC_C_RDMA_IDLE_SENDS,
     DC_C_RDMA_IDLE_RECVS,
     DC_C_RDMA_QUIET_RECVS,

@@ -46,6 +46,7 @@ void tess_dc_get_stats(tess_dc_stats_t *stats_p)
     stats_p->d2d_rb_shared    = n[DC_C_RB_SHARED];
     stats_p->d2d_rb_flips     = n[DC_C_RB_FLIPS];
     stats_p->d2d_rb_unjoined  = n[DC_C_RB_UNJOINED];
+    stats_p->d2d_same_stream  = n[DC_C_D2D_SAME_STREAM];
     stats_p->d2d_in_place     = n[DC_C_IN_PLACE];
     stats_p->rdma_idle_sends  = n[DC_C_RDMA_IDLE_SENDS];
     stats_p->rdma_idle_recvs  = n[DC_C_RDMA_IDLE_RECVS];

@@ -140,6 +140,8 @@ typedef struct tess_dc_stats {
     uint64_t d2d_rb_flips;    /* TESS_BATCH_STREAM=adapt: changes of a PE's choice */
     uint64_t d2d_rb_unjoined; /* receiving streams a batch stream did not wait for */
     uint64_t d2d_in_place;    /* d2d buffers the receiver took in place (not copied) */
+    uint64_t d2d_same_stream; /* d2d sender events not waited for: the waiting stream is the
+                               * one the sender recorded on (elements sharing a stream) */
     uint64_t rdma_idle_sends; /* direct RDMA announced at once: the sender's stream was idle */
     uint64_t rdma_idle_recvs; /* direct RDMA gets started at once: the receiver's stream was idle */
     uint64_t rdma_quiet_recvs; /* of those, without asking the device: the PE had found the

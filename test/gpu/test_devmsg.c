@@ -567,6 +567,15 @@ int main(int argc, char **argv)
     if (getenv("TEST_EXPECT_SHARED") && atoi(getenv("TEST_EXPECT_SHARED")))
         CHECK_MSG(sum[11] > 0, "no batch of d2d receives served several streams (%llu "
                   "batched receives)", (unsigned long long)sum[10]);
+    /* TEST_EXPECT_SAME_STREAM=1 (TESS_STREAMS=1: every element on the one stream): d2d
+     * receives took no wait for their senders; else some waits were skipped only if two
+     * elements share a stream. */
+    uint64_t same = st.d2d_same_stream, all_same = 0;
+    MPI_Allreduce(&same, &all_same, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (getenv("TEST_EXPECT_SAME_STREAM") && atoi(getenv("TEST_EXPECT_SAME_STREAM")))
+        CHECK_MSG(all_same > 0 && sum[0] > 0, "%llu d2d messages, %llu sender events not waited "
+                  "for on the one stream", (unsigned long long)sum[0],
+                  (unsigned long long)all_same);
     /* TEST_EXPECT_RDMA_IDLE=1 (idle source streams): direct RDMA announced without an event. */
     uint64_t idle_sends = st.rdma_idle_sends, all_idle_sends = 0;
     MPI_Allreduce(&idle_sends, &all_idle_sends, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
