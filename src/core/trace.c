@@ -120,8 +120,12 @@ uint32_t tess_core_trace_stream_track(tess_gpu_stream_h s)
     size_t n = tess_gpu_pool_size(), i = 0;
     while (i < n && tess_gpu_pool_stream(i) != s)
         i++;
+    tess_pe_t *pe = i == n ? tess_core_pe_self() : NULL;
+    if (pe) /* a stream of a PE's own (its batch or copy stream): a track for each PE */
+        i = n + 1 + (size_t)tess_core_pe_local(pe);
     _Atomic uint8_t *seen = atomic_load_explicit(&trace.streams_seen, memory_order_acquire);
-    if (seen && i <= trace.nstreams) /* nstreams was written before streams_seen */
+    if (seen && i <= trace.nstreams + (size_t)tess_rt.ppn) /* nstreams was written before
+                                                             * streams_seen */
         atomic_store_explicit(&seen[i], 1, memory_order_relaxed);
     return TESS_TRACK_STREAM + (uint32_t)i;
 }
@@ -145,7 +149,8 @@ static dev_state_t *dev_state(void)
     if (!atomic_load_explicit(&trace.streams_seen, memory_order_relaxed)) {
         trace.nstreams = tess_gpu_pool_size();
         atomic_store_explicit(&trace.streams_seen,
-                              tess_calloc(trace.nstreams + 1, 1, "trace streams"),
+                              tess_calloc(trace.nstreams + 1 + (size_t)tess_rt.ppn, 1,
+                                          "trace streams"),
                               memory_order_release);
     }
     d->next    = trace.devs;
@@ -286,7 +291,7 @@ void tess_core_trace_phase_end(void)
 /* Names of this process and its tracks, as Chrome metadata events. */
 static char *trace_meta(size_t *len_p)
 {
-    size_t cap = 256 + (size_t)(tess_rt.ppn + trace.nstreams + 2) * 160, len = 0;
+    size_t cap = 256 + (size_t)(2 * tess_rt.ppn + trace.nstreams + 2) * 160, len = 0;
     char  *p   = tess_malloc(cap, "trace metadata");
     if (!p)
         return NULL;
@@ -300,13 +305,20 @@ static char *trace_meta(size_t *len_p)
                                 ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\","
                                 "\"args\":{\"name\":\"PE %d\"}}", tess_rt.rank, i,
                                 tess_rt.rank * tess_rt.ppn + i);
-    for (size_t i = 0; trace.streams_seen && i <= trace.nstreams; i++)
-        if (atomic_load(&trace.streams_seen[i]))
-            len += (size_t)snprintf(p + len, cap - len,
-                                    ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%zu,\"name\":"
-                                    "\"thread_name\",\"args\":{\"name\":\"stream %zu%s\"}}",
-                                    tess_rt.rank, TESS_TRACK_STREAM + i, i,
-                                    i == trace.nstreams ? " (other)" : "");
+    for (size_t i = 0; trace.streams_seen && i <= trace.nstreams + (size_t)tess_rt.ppn; i++) {
+        if (!atomic_load(&trace.streams_seen[i]))
+            continue;
+        char name[48];
+        if (i <= trace.nstreams)
+            snprintf(name, sizeof(name), "stream %zu%s", i, i == trace.nstreams ? " (other)" : "");
+        else
+            snprintf(name, sizeof(name), "streams of PE %d", tess_rt.rank * tess_rt.ppn +
+                                                             (int)(i - trace.nstreams - 1));
+        len += (size_t)snprintf(p + len, cap - len,
+                                ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%zu,\"name\":"
+                                "\"thread_name\",\"args\":{\"name\":\"%s\"}}",
+                                tess_rt.rank, TESS_TRACK_STREAM + i, name);
+    }
     len += (size_t)snprintf(p + len, cap - len,
                             ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\","
                             "\"args\":{\"name\":\"runtime\"}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"

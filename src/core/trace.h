@@ -33,7 +33,9 @@ static inline uint64_t tess_core_trace_flow(int pe, uint32_t seq)
 /** The flow id the next tess_core_send of the calling PE gives its message (0 off a PE). */
 uint64_t tess_core_trace_next_flow(void);
 
-/** The track of a stream (TESS_TRACK_STREAM + its index in the pool, or + pool size). */
+/** The track of a stream: TESS_TRACK_STREAM + its index in the pool; a stream outside the
+ *  pool + pool size + 1 + the calling PE's index in its process (a PE's own streams: its
+ *  batch stream, its copy streams), or + pool size off a PE. */
 uint32_t tess_core_trace_stream_track(tess_gpu_stream_h s);
 
 /** Record a timing event on `s`; returns a handle for tess_core_trace_dev_end, -1 if none. */

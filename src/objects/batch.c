@@ -366,9 +366,13 @@ static void batch_launch(obj_batch_pe_t *bp, int b)
                 batch_failed(b, "ordering the batch stream after an element's stream");
         if (tess_obj_batch_pre)
             tess_obj_batch_pre(bp->stream);
+        int tr = tess_unlikely(tess_trace_on) ? tess_core_trace_dev_begin(bp->stream) : -1;
         if (tess_gpu->memcpy_async(dev, host, (size_t)n * sz, bp->stream) != TESS_OK)
             batch_failed(b, "copying the items to the device");
         bi->launch(tess_gpu->native_stream(bp->stream), dev, host, n, bi->arg);
+        if (tess_unlikely(tr >= 0)) /* a span named after the batch on the batch stream's track */
+            tess_core_trace_dev_end(tr, bp->stream, TESS_TEV_SPAN, bi->name, "batch",
+                                    (uint64_t)n);
         if (tess_obj_batch_post)
             batch_timed(bp, r, bp->stream, n);
         if (tess_gpu->event_record(done, bp->stream) != TESS_OK)
