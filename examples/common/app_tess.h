@@ -91,12 +91,18 @@ static inline void app_tess_launch_host(void *stream, void (*fn)(void *args), co
  * the kernels from device memory, or is part of the key), so the runtime records it once per
  * slot (0..15) and key as a step graph and replays the recording after (tess_gpu_graph_run;
  * +tess-graphs 0 calls fn every time). TESS_CHECK=1 records again at each replay and compares.
+ * In a timeline trace (TESS_TRACE) its device time is a span "segment" on the chare's stream.
  */
 static inline void app_segment(tess_ctx_h ctx, int slot, uint64_t key, tess_gpu_record_fn_t fn,
                                void *arg)
 {
+    int traced = tess_trace_enabled(); /* its device time as a span "segment" on the stream */
+    if (traced && tess_trace_begin(ctx, "segment") != TESS_OK)
+        app_tess_fail("tess_trace_begin");
     if (tess_gpu_graph_run(ctx, slot, key, fn, arg) != TESS_OK)
         app_tess_fail("step graph");
+    if (traced && tess_trace_end(ctx, "segment") != TESS_OK)
+        app_tess_fail("tess_trace_end");
 }
 
 /* GPUs in the job: on each node, min(devices, processes); at least 1. */
