@@ -199,15 +199,15 @@ typedef struct tess_array_params {
      *  MPI_Iallreduce among nodes, every process delivering it to its own elements; tree: up
      *  the spanning tree to process 0 and back down), 1 = always by the tree. */
     int            reduce_tree;
-    /** Streams a PE's elements of this array take (>= 0, the same on every process): each PE
-     *  has its own part of the process's stream pool (TESS_STREAMS over the PEs, at least one)
-     *  and its elements take that part's streams round robin; 0 (default) uses all of the part,
-     *  k uses at most its first k. 1 puts all of a PE's elements on one stream: what batched
-     *  launches want (tess_gpu_batch: a batch waits for each distinct stream of its elements,
-     *  and each of those waits for the launch), and what work that is not independent between
-     *  elements costs nothing by (every element's work is ordered after the work the PE's other
-     *  elements enqueued before it). An element that migrates within its process keeps its
-     *  stream. */
+    /** Streams a PE's elements of this array take (>= 0): each PE has its own part of the
+     *  process's stream pool (TESS_STREAMS over the PEs, at least one) and its elements take
+     *  that part's streams round robin; 0 (default) uses all of the part, k at most its first
+     *  k. 1 puts all of a PE's elements on one stream: what batched launches want
+     *  (tess_gpu_batch: a batch waits for each distinct stream of its elements, and each of
+     *  those waits for the launch; a device message between two elements of one stream needs
+     *  no wait either), at the price of ordering each element's own launches after those the
+     *  PE's other elements made before (their kernels no longer overlap). An element that
+     *  migrates within its process keeps its stream. */
     int            pe_streams;
 } tess_array_params_t;
 
