@@ -326,9 +326,9 @@ static int              launch_batched; /* batch, or auto at fine grain; set onc
 static tess_gpu_batch_t B_SEG[4];       /* [slot / 2] */
 /*
  * LULESH_LAUNCH=auto (the default) batches when the chares average at most this many elements:
- * on an H100 at 128³, one process, batches took 0.72-0.85 × the time a cycle of a step graph a
- * chare at 32³ elements a chare (ODF 64, 1 and 4 PEs) and 1.00-1.04 × at ~43³ (ODF 27); at 128³
- * a chare (256³, ODF 8) 1.05 ×.
+ * on H100s, one process, a batched cycle took 0.77-0.88 × the time of one with a step graph a
+ * chare at 32³ elements a chare (128³, ODF 64, 1 and 4 PEs), 1.04-1.07 × at ~43³ (ODF 27) and
+ * 1.05 × at 128³ (256³, ODF 8).
  */
 #define LUL_BATCH_GRAIN 50000
 static tess_entry_t     E_SEGDONE;

@@ -8,9 +8,10 @@
  * of those streams waits for (a batch of one launches on the element's own stream and needs
  * none). An element's event is recorded at the flush, not at its call: the launch then also
  * waits for what the runtime enqueued on the element's stream in between (deliveries), which
- * adds ordering only, and elements sharing a stream cost one event. The items travel through a staging ring per (PE, batch): pinned host
- * memory that the PE writes at the call and device memory that one copy on the launch's stream
- * fills; a region of the ring is reused once the event recorded after its launch completed.
+ * adds ordering only, and elements sharing a stream cost one event. The items travel through a
+ * staging ring per (PE, batch): pinned host memory that the PE writes at the call and device
+ * memory that one copy on the launch's stream fills; a region of the ring is reused once the
+ * event recorded after its launch completed.
  *
  * Everything here belongs to one PE but the registry (main thread, before phases) and the count
  * of pending items (quiescence). */
