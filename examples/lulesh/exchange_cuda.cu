@@ -71,19 +71,10 @@ static __global__ void k_pack_elems_all(lul_fields_t fl, int64_t ex, int64_t ey,
 /* The same exchange of n blocks (lul_xch_batch): item k at items + k * stride, blockIdx.z
  * picking it (striding when there are more items than the grid's z); x and y as in the kernels
  * above, sized for the largest item (the loops of a smaller one end sooner). */
-static_assert(sizeof(lul_xch_item_t) % 8 == 0, "an exchange item is copied in 8-byte words");
-
 static __global__ void k_xch_batch(const char *__restrict__ items, size_t stride, int n, int op)
 {
-    /* The item staged in shared memory, as the stage kernels do (kernels_cuda.cu): read from
-     * there, its pointers and offsets need no load through the cache at every use. */
-    __shared__ lul_xch_item_t x;
     for (int k = (int)blockIdx.z; k < n; k += (int)gridDim.z) {
-        const unsigned long long *src = (const unsigned long long *)(items + (size_t)k * stride);
-        __syncthreads(); /* the block is done with the previous item */
-        for (unsigned j = threadIdx.x; j < sizeof(x) / 8; j += blockDim.x)
-            ((unsigned long long *)&x)[j] = src[j];
-        __syncthreads();
+        const lul_xch_item_t &x = *(const lul_xch_item_t *)(items + (size_t)k * stride);
         if (x.op != op)
             continue;
         if (op == LUL_XCH_PACK_NODES)

@@ -203,24 +203,9 @@ static __host__ __device__ unsigned blocks_for(int64_t n, unsigned block)
  * it (striding when there are more items than the grid's z); the grid's x covers the largest
  * item, and the blocks beyond an item's own count have nothing to do (a block's threads all
  * take the same path: the minima's block count is the item's). */
-/* Item k (at items + k * stride) staged in the block's shared memory, which its threads read
- * from then. The per-element functions read the domain's pointers and sizes at every access:
- * from the item in global memory the compiler cannot keep them in registers across the
- * functions' stores (any store might change the item), so each access is a load through the
- * cache; no global store reaches shared memory. All threads of the block call it (it
- * synchronises them before and after the copy). */
-static_assert(sizeof(lul_stage_item_t) % 8 == 0, "a stage item is copied in 8-byte words");
-static __device__ inline const lul_stage_item_t &item_shared(lul_stage_item_t *sh,
-                                                             const char *items, size_t stride,
-                                                             int k)
+static __device__ inline const lul_stage_item_t &item_at(const char *items, size_t stride, int k)
 {
-    const unsigned long long *src = (const unsigned long long *)(items + (size_t)k * stride);
-    unsigned long long       *dst = (unsigned long long *)sh;
-    __syncthreads(); /* the block is done with the previous item */
-    for (unsigned j = threadIdx.x; j < sizeof(*sh) / 8; j += blockDim.x)
-        dst[j] = src[j];
-    __syncthreads();
-    return *sh;
+    return *(const lul_stage_item_t *)(items + (size_t)k * stride);
 }
 
 /* Stage 2's element forces (LUL_STAGE_FORCE) or stage 4a (LUL_STAGE_GRADIENTS), one thread an
@@ -230,9 +215,8 @@ static __global__ void
     __launch_bounds__(LUL_BLOCK, stage == LUL_STAGE_FORCE ? LUL_FORCE_MINB : LUL_GRAD_MINB)
         k_elems_batch(const char *__restrict__ items, size_t stride, int n)
 {
-    __shared__ lul_stage_item_t sh;
     for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
-        const lul_stage_item_t &it = item_shared(&sh, items, stride, i);
+        const lul_stage_item_t &it = item_at(items, stride, i);
         int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
         if (k < it.d.numElem)
             record_err(it.d, stage == LUL_STAGE_FORCE
@@ -243,9 +227,8 @@ static __global__ void
 
 static __global__ void k_force_node_batch(const char *__restrict__ items, size_t stride, int n)
 {
-    __shared__ lul_stage_item_t sh;
     for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
-        const lul_stage_item_t &it = item_shared(&sh, items, stride, i);
+        const lul_stage_item_t &it = item_at(items, stride, i);
         int64_t s  = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
         int64_t ns = lul_surface_count(it.d.ex, it.d.ey, it.d.ez);
         if (!it.d.gather_in_nodes && s < ns)
@@ -256,9 +239,8 @@ static __global__ void k_force_node_batch(const char *__restrict__ items, size_t
 
 static __global__ void k_nodes_batch(const char *__restrict__ items, size_t stride, int n)
 {
-    __shared__ lul_stage_item_t sh;
     for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
-        const lul_stage_item_t &it = item_shared(&sh, items, stride, i);
+        const lul_stage_item_t &it = item_at(items, stride, i);
         int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
         if (v < it.d.numNode)
             lul_node_update(&it.d, v, it.deltatime, it.fz.recv || it.fz.send ? &it.fz : NULL);
@@ -270,9 +252,8 @@ static __global__ void k_nodes_batch(const char *__restrict__ items, size_t stri
 static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB)
     k_eos_batch(const char *__restrict__ items, size_t stride, int n)
 {
-    __shared__ lul_stage_item_t sh;
     for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
-        const lul_stage_item_t &it = item_shared(&sh, items, stride, i);
+        const lul_stage_item_t &it = item_at(items, stride, i);
         unsigned nb = blocks_for(it.d.numElem, LUL_BLOCK);
         if (blockIdx.x < nb)
             eos_block(it.d, !it.split, blockIdx.x, nb);
@@ -283,9 +264,8 @@ static __global__ void __launch_bounds__(LUL_BLOCK, LUL_EOS_MINB)
 static __global__ void __launch_bounds__(LUL_BLOCK)
     k_constraints_batch(const char *__restrict__ items, size_t stride, int n)
 {
-    __shared__ lul_stage_item_t sh;
     for (int i = (int)blockIdx.z; i < n; i += (int)gridDim.z) {
-        const lul_stage_item_t &it = item_shared(&sh, items, stride, i);
+        const lul_stage_item_t &it = item_at(items, stride, i);
         unsigned nb = blocks_for(it.d.numElem, 4 * LUL_BLOCK);
         if (it.split && blockIdx.x < nb)
             constraints_block(it.d, blockIdx.x, nb);
