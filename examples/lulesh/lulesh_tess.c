@@ -195,12 +195,12 @@ static void exchange(tess_ctx_h ctx, chare_t *c, int phase)
 /*
  * Step segments: a chare's stream work between two communication points of a cycle, described
  * by seg_describe and enqueued by seg_enqueue through app_segment, which may record its
- * launches once and replay them. A segment only enqueues stream work (no sends, continuations, contributions
- * or waits, no change to the chare's host state), and its launches' arguments depend on nothing
- * but its key: the buffer parity (the exchange buffers and lul_fuse_t it uses), LULESH_FUSE (the
- * kernels it chooses) and the chare's buffer generation (gen: new buffers or arena after a
- * migration or a restart). The time step reaches the kernels through device memory
- * (lul_scalars_t, copied by stage 3). Slots, one a segment and parity:
+ * launches once and replay them. A segment only enqueues stream work (no sends, continuations,
+ * contributions or waits, no change to the chare's host state), and its launches' arguments
+ * depend on nothing but its key: the buffer parity (the exchange buffers and lul_fuse_t it
+ * uses), LULESH_FUSE (the kernels it chooses) and the chare's buffer generation (gen: new
+ * buffers or arena after a migration or a restart). The time step reaches the kernels through
+ * device memory (lul_scalars_t, copied by stage 3). Slots, one a segment and parity:
  *
  *   SEG_FORCE + par   stage 2 for a cycle of parity par, and the forces packed for its node-sum
  *                     (by stage 2 itself with LULESH_FUSE force, else a pack kernel)
@@ -869,10 +869,10 @@ int main(int argc, char **argv)
                     grid3[1], grid3[2], (long long)topt.n);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    int nchares = grid3[0] * grid3[1] * grid3[2];
+    int    nchares = grid3[0] * grid3[1] * grid3[2];
+    double grain   = (double)topt.n * (double)topt.n * (double)topt.n / nchares;
     if (launch_auto) /* batches where a chare's segments are small (LUL_BATCH_GRAIN) */
-        launch_batched = (double)topt.n * (double)topt.n * (double)topt.n / nchares <=
-                         LUL_BATCH_GRAIN;
+        launch_batched = grain <= LUL_BATCH_GRAIN;
     lul_stats_window(opt.its / 2);
     if (rank == 0)
         lul_print_banner(&opt, topt.n, nchares, topt.n);
@@ -986,7 +986,7 @@ int main(int argc, char **argv)
                    bsum[1] ? (double)bsum[0] / (double)bsum[1] : 0.0);
         else if (launch_auto)
             printf("batched segments: none (LULESH_LAUNCH=auto: %.0f elements a chare > %d)\n",
-                   (double)n * (double)n * (double)n / nchares, LUL_BATCH_GRAIN);
+                   grain, LUL_BATCH_GRAIN);
         if (ck.every)
             printf("checkpoints: %d in %s, %.3f s (%.2f%% of the run)\n", nckpt, ck.dir, ckpt_s,
                    100 * ckpt_s / elapsed_max);

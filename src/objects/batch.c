@@ -325,29 +325,20 @@ static void batch_launch(obj_batch_pe_t *bp, int b)
     tess_gpu_event_h    done;
     if (tess_gpu_evpool_get(pool, &done) != TESS_OK)
         batch_failed(b, "taking an event");
-    if (n == 1) {
-        /* One item: on its element's own stream, as a launch of its own would be. */
-        tess_gpu_stream_h s = r->items[0].stream;
-        if (tess_obj_batch_pre)
-            tess_obj_batch_pre(s);
-        if (tess_gpu->memcpy_async(dev, host, sz, s) != TESS_OK)
-            batch_failed(b, "copying the item to the device");
-        bi->launch(tess_gpu->native_stream(s), dev, host, 1, bi->arg);
-        if (tess_obj_batch_post)
-            batch_timed(bp, r, s, 1);
-        if (tess_gpu->event_record(done, s) != TESS_OK)
-            batch_failed(b, "recording an event after the launch");
-        ring_commit(r, 1, done, NULL, 0);
-    } else {
+    /* One item launches on its element's own stream, as a launch of its own would; more go on
+     * the PE's batch stream, ordered after the distinct streams of their elements, each with an
+     * event recorded now (after all that is enqueued on it), which go back to the pool once
+     * `done` completed. */
+    tess_gpu_stream_h s     = r->items[0].stream;
+    tess_gpu_event_h *evs   = NULL;
+    int               nseen = 0;
+    if (n > 1) {
         if (!bp->stream && tess_gpu->stream_create(&bp->stream) != TESS_OK)
             batch_failed(b, "creating the batch stream");
         if (!bp->seen &&
             !(bp->seen = tess_calloc((size_t)tess_cfg.gpu_batch_max, sizeof(*bp->seen),
                                      "a batch's streams")))
             tess_fatal("out of memory flushing batch '%s'", bi->name);
-        /* The distinct streams of the items' elements, each with an event recorded now (after
-         * all that is enqueued on it); the events go back to the pool once `done` completed. */
-        int nseen = 0;
         for (int i = 0; i < n; i++) {
             int k = 0;
             while (k < nseen && bp->seen[k] != r->items[i].stream)
@@ -355,34 +346,31 @@ static void batch_launch(obj_batch_pe_t *bp, int b)
             if (k == nseen)
                 bp->seen[nseen++] = r->items[i].stream;
         }
-        tess_gpu_event_h *evs = tess_malloc((size_t)nseen * sizeof(*evs), "a batch's events");
-        if (!evs)
+        if (!(evs = tess_malloc((size_t)nseen * sizeof(*evs), "a batch's events")))
             tess_fatal("out of memory flushing batch '%s'", bi->name);
+        s = bp->stream;
         for (int k = 0; k < nseen; k++)
             if (tess_gpu_evpool_get(pool, &evs[k]) != TESS_OK ||
-                tess_gpu->event_record(evs[k], bp->seen[k]) != TESS_OK)
-                batch_failed(b, "recording an event on an element's stream");
-        for (int k = 0; k < nseen; k++)
-            if (tess_gpu->stream_wait_event(bp->stream, evs[k]) != TESS_OK)
+                tess_gpu->event_record(evs[k], bp->seen[k]) != TESS_OK ||
+                tess_gpu->stream_wait_event(s, evs[k]) != TESS_OK)
                 batch_failed(b, "ordering the batch stream after an element's stream");
-        if (tess_obj_batch_pre)
-            tess_obj_batch_pre(bp->stream);
-        int tr = tess_unlikely(tess_trace_on) ? tess_core_trace_dev_begin(bp->stream) : -1;
-        if (tess_gpu->memcpy_async(dev, host, (size_t)n * sz, bp->stream) != TESS_OK)
-            batch_failed(b, "copying the items to the device");
-        bi->launch(tess_gpu->native_stream(bp->stream), dev, host, n, bi->arg);
-        if (tess_unlikely(tr >= 0)) /* a span named after the batch on the batch stream's track */
-            tess_core_trace_dev_end(tr, bp->stream, TESS_TEV_SPAN, bi->name, "batch",
-                                    (uint64_t)n);
-        if (tess_obj_batch_post)
-            batch_timed(bp, r, bp->stream, n);
-        if (tess_gpu->event_record(done, bp->stream) != TESS_OK)
-            batch_failed(b, "recording an event after the launch");
-        for (int k = 0; k < nseen; k++)
-            if (tess_gpu->stream_wait_event(bp->seen[k], done) != TESS_OK)
-                batch_failed(b, "ordering an element's stream after the launch");
-        ring_commit(r, (size_t)n, done, evs, nseen);
     }
+    if (tess_obj_batch_pre)
+        tess_obj_batch_pre(s);
+    int tr = tess_unlikely(tess_trace_on) ? tess_core_trace_dev_begin(s) : -1;
+    if (tess_gpu->memcpy_async(dev, host, (size_t)n * sz, s) != TESS_OK)
+        batch_failed(b, "copying the items to the device");
+    bi->launch(tess_gpu->native_stream(s), dev, host, n, bi->arg);
+    if (tess_unlikely(tr >= 0)) /* a span named after the batch on the stream's track */
+        tess_core_trace_dev_end(tr, s, TESS_TEV_SPAN, bi->name, "batch", (uint64_t)n);
+    if (tess_obj_batch_post)
+        batch_timed(bp, r, s, n);
+    if (tess_gpu->event_record(done, s) != TESS_OK)
+        batch_failed(b, "recording an event after the launch");
+    for (int k = 0; k < nseen; k++)
+        if (tess_gpu->stream_wait_event(bp->seen[k], done) != TESS_OK)
+            batch_failed(b, "ordering an element's stream after the launch");
+    ring_commit(r, (size_t)n, done, evs, nseen);
     for (int i = 0; i < n; i++)
         if (tess_vec_push(&bp->ready, r->items[i].m) != TESS_OK)
             tess_fatal("out of memory flushing batch '%s'", bi->name);
